@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
+	$(BIN)/python -m pip install --quiet -e ".[postgres,redis,langgraph,encryption,zstd]" --group dev
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/resumable demo
+
+test: $(STAMP)
+	$(BIN)/coverage erase
+	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	$(BIN)/coverage combine --quiet
+	$(BIN)/coverage report --skip-covered --skip-empty --sort=cover | tail -n 25
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy src tests
+	$(BIN)/pyright src tests/typing
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/step_overhead.py
+	$(BIN)/python benchmarks/resume_latency.py
+
+clean:
+	rm -rf $(VENV) .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*

@@ -1,0 +1,60 @@
+"""resumable: durable, resumable LLM workflows.
+
+Every step's result is committed to a store before the workflow moves on, so a run
+that dies at step 8 resumes there and replays steps 1-7 from the store for free.
+"""
+
+from __future__ import annotations
+
+from resumable._engine.context import RunInfo, current_run
+from resumable._engine.decorators import register, step, workflow
+from resumable._engine.engine import Engine, RunHandle, RunView, StepView
+from resumable._engine.retry import Retry
+from resumable.errors import (
+    BudgetExceeded,
+    CheckpointWriteError,
+    CorruptCheckpointError,
+    InputRejected,
+    LeaseLost,
+    NonDeterminismError,
+    ResumableError,
+    RunCancelled,
+    RunNotFound,
+    SchemaVersionError,
+    SerializationError,
+    StepFailed,
+    StoreError,
+    WaitTimeout,
+    WorkflowFailed,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExceeded",
+    "CheckpointWriteError",
+    "CorruptCheckpointError",
+    "Engine",
+    "InputRejected",
+    "LeaseLost",
+    "NonDeterminismError",
+    "ResumableError",
+    "Retry",
+    "RunCancelled",
+    "RunHandle",
+    "RunInfo",
+    "RunNotFound",
+    "RunView",
+    "SchemaVersionError",
+    "SerializationError",
+    "StepFailed",
+    "StepView",
+    "StoreError",
+    "WaitTimeout",
+    "WorkflowFailed",
+    "__version__",
+    "current_run",
+    "register",
+    "step",
+    "workflow",
+]

@@ -1,0 +1,1 @@
+"""The engine layer: runs, replay, retries, leases and recovery (private)."""

@@ -1,0 +1,29 @@
+"""Where the engine reads the time and waits: swapped for FakeClock in tests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Wall-clock milliseconds and a way to wait."""
+
+    def now_ms(self) -> int:
+        """Milliseconds since the epoch."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait `seconds`."""
+        ...
+
+
+class SystemClock:
+    """The real time."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)

@@ -1,0 +1,103 @@
+"""Which run and step the current code is executing in: contextvars, never globals."""
+
+from __future__ import annotations
+
+import asyncio
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from resumable.errors import ResumableError
+
+if TYPE_CHECKING:
+    from resumable._engine.clock import Clock
+    from resumable.serde import Serde
+    from resumable.stores.protocol import StepRecord, Store
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Runtime:
+    """What executing a run needs from its Engine."""
+
+    store: Store
+    serde: Serde
+    clock: Clock
+    owner: str
+    lease_ttl_s: float
+    store_retry_s: float
+    """How long a failed store write is retried (with backoff) before the run stops."""
+
+
+@dataclass(slots=True, eq=False, kw_only=True)
+class RunContext:
+    """The state of one execution of one run."""
+
+    runtime: Runtime
+    run_id: str
+    workflow: str
+    fence: int
+    journal: dict[int, StepRecord]
+    retry_failed: bool
+    loop: asyncio.AbstractEventLoop
+    next_seq: int = 1
+    failure: ResumableError | None = None
+    """Set when a write was lost or refused: every later step raises it, and the run
+    ends with it whatever the workflow does, so nothing continues unrecorded."""
+    inflight: set[asyncio.Task[Any]] = field(default_factory=set)
+    replayed: int = 0
+    executed: int = 0
+
+    def take_seq(self) -> int:
+        """The next step number; taken when a step is called, not when it is awaited."""
+        seq = self.next_seq
+        self.next_seq = seq + 1
+        return seq
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """What `current_run()` tells the code it is running in."""
+
+    run_id: str
+    workflow: str
+    seq: int | None = None
+    """The step's number in the journal; None in the workflow body."""
+    step: str | None = None
+    attempt: int | None = None
+    """1 for the first attempt of a step, 2 for its first retry, and so on."""
+
+    @property
+    def idempotency_key(self) -> str:
+        """`run_id:seq`: stable across retries and re-executions of this step call.
+
+        Pass it to outside services so a step that runs twice (the in-flight step
+        after a crash) has its side effect applied once.
+        """
+        return f"{self.run_id}:{self.seq}" if self.seq is not None else self.run_id
+
+
+_run: ContextVar[RunContext | None] = ContextVar("resumable_run", default=None)
+_step: ContextVar[RunInfo | None] = ContextVar("resumable_step", default=None)
+
+
+def active_run() -> RunContext | None:
+    """The run whose workflow body is executing here, if any (None inside a step)."""
+    return _run.get() if _step.get() is None else None
+
+
+def current_run() -> RunInfo:
+    """The run (and step, inside one) that the calling code is executing in.
+
+    Raises:
+        ResumableError: called outside any run.
+    """
+    info = _step.get()
+    if info is not None:
+        return info
+    ctx = _run.get()
+    if ctx is None:
+        raise ResumableError(
+            "current_run() was called outside a run; call it from a @workflow or @step "
+            "executed by Engine.run"
+        )
+    return RunInfo(run_id=ctx.run_id, workflow=ctx.workflow)

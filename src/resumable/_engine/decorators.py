@@ -1,0 +1,238 @@
+"""`@workflow` and `@step`, and the registries they fill at import time.
+
+Registries are the one piece of process-wide state: decorators run at import, and
+`Engine.resume(run_id)` must find a workflow by the name its run recorded. They
+only ever map names to code; no run state lives here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+from resumable._engine.context import active_run
+from resumable._engine.retry import NO_RETRY, Retry
+from resumable.serde import TypeRegistry
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+TYPES = TypeRegistry()
+"""Types the codec may rebuild: those named in step and workflow annotations, and
+those passed to `resumable.register()`."""
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class StepSpec:
+    """A decorated step: its journal name, code and retry policy."""
+
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    retry: Retry
+    annotations_registered: bool = False
+
+    def register_types(self) -> None:
+        """Allow the types in the step's annotations to be decoded (once)."""
+        if not self.annotations_registered:
+            register_annotations(self.fn)
+            self.annotations_registered = True
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class WorkflowSpec:
+    """A decorated workflow: its registered name, code and budget."""
+
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    budget_usd: float | None = None
+    budget_tokens: int | None = None
+    annotations_registered: bool = field(default=False)
+
+    def register_types(self) -> None:
+        """Allow the types in the workflow's annotations to be decoded (once)."""
+        if not self.annotations_registered:
+            register_annotations(self.fn)
+            self.annotations_registered = True
+
+
+class WorkflowRegistry:
+    """Workflows by registered name (the last definition of a name wins)."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, WorkflowSpec] = {}
+
+    def add(self, spec: WorkflowSpec) -> None:
+        """Register a workflow under its name."""
+        self._by_name[spec.name] = spec
+
+    def get(self, name: str) -> WorkflowSpec | None:
+        """The workflow registered under `name`, if any."""
+        return self._by_name.get(name)
+
+    def names(self) -> list[str]:
+        """Every registered workflow name."""
+        return sorted(self._by_name)
+
+
+WORKFLOWS = WorkflowRegistry()
+
+
+def register(*types: type) -> None:
+    """Allow these types (dataclasses, enums, pydantic models) to be decoded.
+
+    Types named in `@step` and `@workflow` annotations are registered already;
+    use this for values whose types no annotation names.
+    """
+    TYPES.register(*types)
+
+
+def register_annotations(fn: Callable[..., Any]) -> None:
+    """Register every codec-relevant type named in a function's annotations."""
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation only means no auto-registration
+        hints = {}
+    for hint in hints.values():
+        TYPES.register_annotation(hint)
+
+
+def workflow_spec(fn: object) -> WorkflowSpec:
+    """The spec of a decorated workflow, or a TypeError saying how to decorate it."""
+    spec = getattr(fn, "__resumable_workflow__", None)
+    if not isinstance(spec, WorkflowSpec):
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise TypeError(
+            f"{name} is not a workflow; decorate it with @resumable.workflow"
+        )
+    return spec
+
+
+@overload
+def step(fn: F, /) -> F: ...
+@overload
+def step(
+    *, name: str | None = None, retry: Retry | None = None
+) -> Callable[[F], F]: ...
+def step(
+    fn: F | None = None, /, *, name: str | None = None, retry: Retry | None = None
+) -> F | Callable[[F], F]:
+    """Journal every call of this function made inside a run.
+
+    Inside a run, a call takes the next seq when it is made; its result (or its
+    final error, once `retry` is exhausted) is committed to the store before the
+    caller sees it, and every later execution of the run returns the recorded
+    result without running the function. Outside a run it is an ordinary call.
+
+    Args:
+        fn: An `async def` or plain `def` function.
+        name: The name recorded in the journal (default: the function's qualname).
+        retry: How to retry when the step raises (default: no retry).
+    """
+
+    def decorate(fn: F) -> F:
+        spec = StepSpec(
+            name=name or fn.__qualname__,
+            fn=fn,
+            is_async=inspect.iscoroutinefunction(fn),
+            retry=retry or NO_RETRY,
+        )
+        from resumable._engine.steps import execute_step
+
+        if spec.is_async:
+
+            @functools.wraps(fn)
+            def call_async(*args: Any, **kwargs: Any) -> Any:
+                ctx = active_run()
+                if ctx is None:
+                    return fn(*args, **kwargs)
+                if not _on_loop(ctx.loop):
+                    raise TypeError(
+                        f"async step {spec.name!r} was called from a sync workflow; "
+                        f"make the workflow `async def`, or the step a plain `def`"
+                    )
+                # seq is taken here, when the step is called, so gather() replays in order
+                return execute_step(ctx, ctx.take_seq(), spec, args, kwargs)
+
+            wrapper: Callable[..., Any] = call_async
+        else:
+
+            @functools.wraps(fn)
+            def call_sync(*args: Any, **kwargs: Any) -> Any:
+                ctx = active_run()
+                if ctx is None:
+                    return fn(*args, **kwargs)
+                if _on_loop(ctx.loop):
+                    raise TypeError(
+                        f"sync step {spec.name!r} was called from an async workflow, where "
+                        f"it would block the event loop; make it `async def` (wrap blocking "
+                        f"code in `await asyncio.to_thread(...)`), or the workflow a plain `def`"
+                    )
+                seq = ctx.take_seq()
+                future = asyncio.run_coroutine_threadsafe(
+                    execute_step(ctx, seq, spec, args, kwargs), ctx.loop
+                )
+                return future.result()
+
+            wrapper = call_sync
+        wrapper.__resumable_step__ = spec  # type: ignore[attr-defined]  # marker read by the engine
+        return typing.cast("F", wrapper)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+@overload
+def workflow(fn: F, /) -> F: ...
+@overload
+def workflow(
+    *,
+    name: str | None = None,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+) -> Callable[[F], F]: ...
+def workflow(
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    budget_usd: float | None = None,
+    budget_tokens: int | None = None,
+) -> F | Callable[[F], F]:
+    """Make a function a durable workflow that `Engine.run` can start and resume.
+
+    On resume the body runs again from the top and its steps replay, so it must be
+    deterministic apart from its steps. Outside a run it is an ordinary call.
+
+    Args:
+        fn: An `async def` or plain `def` function.
+        name: The name runs record and `Engine.resume` looks up
+            (default: `module:qualname`).
+        budget_usd: Stop the run before a step once incurred spend passes this.
+        budget_tokens: Stop the run before a step once incurred tokens pass this.
+    """
+
+    def decorate(fn: F) -> F:
+        spec = WorkflowSpec(
+            name=name or f"{fn.__module__}:{fn.__qualname__}",
+            fn=fn,
+            is_async=inspect.iscoroutinefunction(fn),
+            budget_usd=budget_usd,
+            budget_tokens=budget_tokens,
+        )
+        WORKFLOWS.add(spec)
+        fn.__resumable_workflow__ = spec  # type: ignore[attr-defined]  # marker read by the engine
+        return fn
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

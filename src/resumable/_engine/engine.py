@@ -1,0 +1,480 @@
+"""Engine: the facade users hold. Each method delegates to one module of this layer."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar, overload
+
+from resumable._engine import lease as leases
+from resumable._engine.bridge import Bridge
+from resumable._engine.clock import Clock, SystemClock
+from resumable._engine.context import Runtime
+from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
+from resumable._engine.outcome import workflow_failed
+from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
+from resumable._engine.steps import step_place
+from resumable.errors import (
+    LeaseLost,
+    ResumableError,
+    RunCancelled,
+    RunNotFound,
+)
+from resumable.serde import KeyRing, Serde
+from resumable.stores import DEFAULT_URL, create_store, redact
+from resumable.stores.protocol import (
+    Lease,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    Store,
+)
+
+R = TypeVar("R")
+_POLL_S = 0.25
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """A run as `Engine.runs()` lists it."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime
+    parent_id: str | None
+    forked_from: str | None
+    fork_seq: int | None
+    queue: str | None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunView:
+        """The view of a stored run."""
+        return cls(
+            run_id=run.run_id,
+            workflow=run.workflow,
+            status=run.status,
+            created_at=_datetime(run.created_at_ms),
+            updated_at=_datetime(run.updated_at_ms),
+            parent_id=run.parent_id,
+            forked_from=run.forked_from,
+            fork_seq=run.fork_seq,
+            queue=run.queue,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepView:
+    """One journal entry as `Engine.history()` shows it."""
+
+    seq: int
+    name: str
+    status: str
+    attempts: int
+    started_at: datetime
+    duration_ms: int
+    fingerprint: str
+    output_bytes: int
+    inherited_from: str | None
+    """The run this step belongs to when it is shared through a fork."""
+    _payload: bytes | None
+    _place: str
+    _serde: Serde
+
+    def output(self) -> Any:
+        """The recorded result, or for a failed step the recorded error as a dict."""
+        return self._serde.loads(self._payload or b"", place=self._place)
+
+
+class RunHandle:
+    """A run started in the background by `Engine.start`."""
+
+    def __init__(self, engine: Engine, run_id: str, task: asyncio.Task[Any]) -> None:
+        self.run_id = run_id
+        self._engine, self._task = engine, task
+
+    async def status(self) -> RunStatus:
+        """The run's status as the store records it now."""
+        run = await self._engine.store.get_run(self.run_id)
+        if run is None:
+            raise RunNotFound(run_id=self.run_id)
+        return run.status
+
+    async def result(self) -> Any:
+        """Wait for the run to end; its result, or its error (WorkflowFailed, ...)."""
+        return await asyncio.shield(self._task)
+
+    async def cancel(self) -> None:
+        """Cancel the run (see `Engine.cancel`)."""
+        await self._engine.cancel(self.run_id)
+
+
+class Engine:
+    """Starts, resumes and inspects durable runs on one store.
+
+    Args:
+        store: A store URL (`sqlite:///path.db`, `memory://`, `postgresql://...`,
+            `redis://...`) or a Store object. Default: `./.resumable/state.db`.
+        encryption_key: Encrypt every payload with AES-256-GCM (a KeyRing, or the
+            RESUMABLE_ENCRYPTION_KEY format: `id:base64key,...`).
+        lease_ttl_s: How long a run's lease lasts without a heartbeat; a crashed
+            worker's runs are taken over after at most this long.
+        store_retry_s: How long a failed store write is retried before the run
+            stops with CheckpointWriteError.
+        clock: Where time comes from (tests pass `resumable.testing.FakeClock`).
+    """
+
+    def __init__(
+        self,
+        store: str | Store = DEFAULT_URL,
+        *,
+        encryption_key: KeyRing | str | None = None,
+        lease_ttl_s: float = 5.0,
+        store_retry_s: float = 30.0,
+        clock: Clock | None = None,
+    ) -> None:
+        self.store: Store = create_store(store) if isinstance(store, str) else store
+        keys = (
+            KeyRing.from_env(encryption_key)
+            if isinstance(encryption_key, str)
+            else encryption_key
+        )
+        self.serde = Serde(TYPES, keys=keys)
+        self.clock: Clock = clock or SystemClock()
+        self.owner = leases.new_owner()
+        self._runtime = Runtime(
+            store=self.store,
+            serde=self.serde,
+            clock=self.clock,
+            owner=self.owner,
+            lease_ttl_s=lease_ttl_s,
+            store_retry_s=store_retry_s,
+        )
+        self._active: dict[str, asyncio.Task[Any]] = {}
+        self._bridge = Bridge()
+
+    def __repr__(self) -> str:
+        return f"Engine({redact(self.store.url)!r})"
+
+    # --- running ------------------------------------------------------------------
+    @overload
+    async def run(
+        self,
+        wf: Callable[..., Coroutine[Any, Any, R]],
+        /,
+        *args: Any,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+    @overload
+    async def run(
+        self,
+        wf: Callable[..., R],
+        /,
+        *args: Any,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+    async def run(
+        self,
+        wf: Callable[..., Any],
+        /,
+        *args: Any,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Start the run, or resume it if `run_id` exists, and return its result.
+
+        A finished run returns its recorded result without executing anything. A
+        failed run re-raises WorkflowFailed, unless a step caused the failure: then
+        running it again retries that step (steps that succeeded replay).
+
+        Raises:
+            WorkflowFailed: the run ended with an error.
+            RunCancelled: the run was cancelled.
+            NonDeterminismError: the code calls different steps than the run recorded.
+            CheckpointWriteError: the store stopped taking writes; resume later.
+        """
+        spec = workflow_spec(wf)
+        run = await self._create(spec, args, kwargs, run_id=run_id)
+        return await self._drive(spec, run, retry_failed=False)
+
+    @overload
+    def run_sync(
+        self,
+        wf: Callable[..., Coroutine[Any, Any, R]],
+        /,
+        *args: Any,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+    @overload
+    def run_sync(
+        self,
+        wf: Callable[..., R],
+        /,
+        *args: Any,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+    def run_sync(
+        self,
+        wf: Callable[..., Any],
+        /,
+        *args: Any,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """`run` for synchronous code: blocks until the run ends."""
+        return self._bridge.run(self.run(wf, *args, run_id=run_id, **kwargs))
+
+    async def start(
+        self,
+        wf: Callable[..., Awaitable[Any]] | Callable[..., Any],
+        /,
+        *args: Any,
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> RunHandle:
+        """Record the run and execute it in the background; returns at once."""
+        spec = workflow_spec(wf)
+        run = await self._create(spec, args, kwargs, run_id=run_id)
+        task = asyncio.ensure_future(self._drive(spec, run, retry_failed=False))
+        return RunHandle(self, run.run_id, task)
+
+    async def resume(self, run_id: str) -> Any:
+        """Resume a run by id, finding its workflow by the name it recorded.
+
+        Unlike `run`, this also re-executes a run that failed in the workflow's own
+        code (after you fixed it); steps that succeeded replay.
+        """
+        run = await self._get(run_id)
+        spec = WORKFLOWS.get(run.workflow)
+        if spec is None:
+            raise ResumableError(
+                f"run {run_id!r}: workflow {run.workflow!r} is not registered in this "
+                f"process; import the module that defines it (CLI: --app MODULE)"
+            )
+        return await self._drive(spec, run, retry_failed=True)
+
+    async def cancel(self, run_id: str) -> RunStatus:
+        """Cancel a run: it stops before its next step and is never resumed.
+
+        Returns the run's status afterwards ("cancelled", or how it had already ended).
+        """
+        run = await self.store.cancel_run(run_id, now_ms=self.clock.now_ms())
+        task = self._active.get(run_id)
+        if task is not None and run.status == "cancelled":
+            task.cancel()
+        return run.status
+
+    # --- inspecting ---------------------------------------------------------------
+    async def runs(
+        self,
+        *,
+        status: RunStatus | list[RunStatus] | None = None,
+        workflow: str | None = None,
+        parent: str | None = None,
+        forked_from: str | None = None,
+        queue: str | None = None,
+        limit: int = 100,
+    ) -> list[RunView]:
+        """Runs matching every filter given, newest first."""
+        statuses = [status] if isinstance(status, str) else list(status or [])
+        records = await self.store.list_runs(
+            RunQuery(
+                status=statuses,
+                workflow=workflow,
+                parent_id=parent,
+                forked_from=forked_from,
+                queue=queue,
+                limit=limit,
+            )
+        )
+        return [RunView.of(run) for run in records]
+
+    async def get(self, run_id: str) -> RunView:
+        """One run's summary. Raises RunNotFound."""
+        return RunView.of(await self._get(run_id))
+
+    async def history(self, run_id: str) -> list[StepView]:
+        """The run's journal in seq order, including steps shared through a fork."""
+        run = await self._get(run_id)
+        journal = await load_journal(self.store, run)
+        return [
+            _step_view(record, run_id, self.serde)
+            for _, record in sorted(journal.items())
+        ]
+
+    async def close(self) -> None:
+        """Release the store's connections and threads."""
+        await self.store.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- internals ----------------------------------------------------------------
+    async def _get(self, run_id: str) -> RunRecord:
+        run = await self.store.get_run(run_id)
+        if run is None:
+            raise RunNotFound(run_id=run_id)
+        return run
+
+    async def _create(
+        self,
+        spec: WorkflowSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        run_id: str | None,
+    ) -> RunRecord:
+        spec.register_types()
+        run_id = run_id if run_id is not None else new_run_id()
+        now_ms = self.clock.now_ms()
+        encoded = self.serde.dumps((args, kwargs), place=run_place(run_id, "input"))
+        run = await self.store.create_run(
+            RunRecord(
+                run_id=run_id,
+                workflow=spec.name,
+                status="queued",
+                input=encoded,
+                created_at_ms=now_ms,
+                updated_at_ms=now_ms,
+            )
+        )
+        if run.workflow != spec.name:
+            raise ResumableError(
+                f"run {run_id!r} belongs to workflow {run.workflow!r}, not {spec.name!r}; "
+                f"choose another run_id"
+            )
+        if run.input != encoded:  # the run existed: it must be the same call
+            recorded = self.serde.loads(run.input, place=run_place(run_id, "input"))
+            if self.serde.fingerprint(recorded) != self.serde.fingerprint(
+                (args, kwargs)
+            ):
+                raise ResumableError(
+                    f"run {run_id!r} was started with other arguments; resume it with "
+                    f"Engine.resume({run_id!r}) or start a new run_id"
+                )
+        return run
+
+    async def _drive(
+        self, spec: WorkflowSpec, run: RunRecord, *, retry_failed: bool
+    ) -> Any:
+        task = self._active.get(run.run_id)
+        if task is None:
+            task = asyncio.ensure_future(
+                self._until_done(spec, run, retry_failed=retry_failed)
+            )
+            self._active[run.run_id] = task
+            task.add_done_callback(lambda _: self._active.pop(run.run_id, None))
+        return await asyncio.shield(task)
+
+    async def _until_done(
+        self, spec: WorkflowSpec, run: RunRecord, *, retry_failed: bool
+    ) -> Any:
+        spec.register_types()
+        while True:
+            if run.is_terminal:
+                if run.status != "failed" or not (
+                    retry_failed or is_retryable(self._failure(run))
+                ):
+                    return self._ended(run)
+                await self.store.reopen_run(run.run_id, now_ms=self.clock.now_ms())
+                retry_failed = True
+            lease = await self._acquire(run)
+            if lease is None:
+                run = await self._get(run.run_id)
+                continue
+            running = await self._get(run.run_id)
+            try:
+                return await execute_run(
+                    self._runtime, spec, running, lease, retry_failed=retry_failed
+                )
+            except (LeaseLost, asyncio.CancelledError):
+                latest = await self.store.get_run(run.run_id)
+                if latest is not None and latest.status == "cancelled":
+                    raise RunCancelled(run_id=run.run_id) from None
+                raise
+
+    def _ended(self, run: RunRecord) -> Any:
+        """The recorded result of a finished run; raises its recorded failure."""
+        if run.status == "cancelled":
+            raise RunCancelled(run_id=run.run_id)
+        if run.status == "failed":
+            raise workflow_failed(run.run_id, self._failure(run))
+        return self.serde.loads(
+            run.output or b"", place=run_place(run.run_id, "output")
+        )
+
+    def _failure(self, run: RunRecord) -> dict[str, Any]:
+        info = self.serde.loads(
+            run.output or b"", place=run_place(run.run_id, "output")
+        )
+        return (
+            info if isinstance(info, dict) else {"type": "Error", "message": str(info)}
+        )
+
+    async def _acquire(self, run: RunRecord) -> Lease | None:
+        """Take the run's lease, waiting out a live owner; None if it ended meanwhile."""
+        ttl_ms = int(self._runtime.lease_ttl_s * 1000)
+        take_over: str | None = None
+        while True:
+            lease = await self.store.acquire_lease(
+                run.run_id,
+                owner=self.owner,
+                now_ms=self.clock.now_ms(),
+                ttl_ms=ttl_ms,
+                take_over=take_over,
+            )
+            if lease is not None:
+                return lease
+            current = await self._get(run.run_id)
+            if current.is_terminal:
+                return None
+            if leases.is_dead_local_owner(current.lease_owner):
+                take_over = current.lease_owner
+                continue
+            wait_ms = current.lease_expires_at_ms - self.clock.now_ms()
+            await asyncio.sleep(min(_POLL_S, max(wait_ms, 1) / 1000))
+
+
+def new_run_id() -> str:
+    """A unique, time-sortable run id."""
+    return f"{time.time_ns() // 1_000_000:012x}-{secrets.token_hex(6)}"
+
+
+def _datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _step_view(record: StepRecord, run_id: str, serde: Serde) -> StepView:
+    return StepView(
+        seq=record.seq,
+        name=record.name,
+        status=record.status,
+        attempts=record.attempts,
+        started_at=_datetime(record.started_at_ms),
+        duration_ms=record.finished_at_ms - record.started_at_ms,
+        fingerprint=record.fingerprint,
+        output_bytes=len(record.output or b""),
+        inherited_from=None if record.run_id == run_id else record.run_id,
+        _payload=record.output,
+        _place=step_place(record.run_id, record.seq, record.name),
+        _serde=serde,
+    )

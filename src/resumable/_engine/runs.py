@@ -1,0 +1,207 @@
+"""Executing one run under a lease: load its journal, call the workflow, record the end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from resumable._engine import outcome
+from resumable._engine.context import RunContext, Runtime, _run
+from resumable._engine.decorators import WorkflowSpec
+from resumable.errors import (
+    BudgetExceeded,
+    CheckpointWriteError,
+    CorruptCheckpointError,
+    LeaseLost,
+    NonDeterminismError,
+    ResumableError,
+    SerializationError,
+    StepFailed,
+    StoreError,
+)
+from resumable.stores.protocol import (
+    Lease,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+    StepRecord,
+    Store,
+)
+
+# failures that running the same run again can cure: a step's cause fixed, the old
+# code restored, a budget raised, a corrupt row repaired. Anything else the workflow
+# raised itself is replayed as WorkflowFailed (use Engine.resume to force a re-run).
+RETRYABLE = (StepFailed, NonDeterminismError, BudgetExceeded, CorruptCheckpointError)
+
+
+def run_place(run_id: str, what: str) -> str:
+    """How messages (and encryption's associated data) name a run's payload."""
+    return f"run {run_id!r} {what}"
+
+
+async def load_journal(
+    store: Store, run: RunRecord, up_to: int | None = None
+) -> dict[int, StepRecord]:
+    """A run's journal by seq, with the steps it shares with the run it was forked from."""
+    journal: dict[int, StepRecord] = {}
+    if run.forked_from is not None and run.fork_seq:
+        parent = await store.get_run(run.forked_from)
+        if parent is None:
+            raise CorruptCheckpointError(
+                place=f"run {run.run_id!r}",
+                detail=f"it was forked from run {run.forked_from!r}, which no longer exists",
+            )
+        limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
+        journal.update(await load_journal(store, parent, limit))
+    for record in await store.load_journal(run.run_id, up_to_seq=up_to):
+        journal[record.seq] = record
+    return journal
+
+
+def is_retryable(info: dict[str, Any]) -> bool:
+    """Whether a recorded run failure is retried by running the run again."""
+    return bool(info.get("retryable"))
+
+
+async def execute_run(
+    runtime: Runtime,
+    spec: WorkflowSpec,
+    run: RunRecord,
+    lease: Lease,
+    *,
+    retry_failed: bool,
+) -> Any:
+    """Execute `run` from the top under `lease`, replaying its journal, to its end.
+
+    Returns the workflow's result once it is recorded. Raises WorkflowFailed once a
+    failure is recorded; LeaseLost or CheckpointWriteError when the run could not be
+    recorded (it is then left for a later execution to resume).
+    """
+    journal = await load_journal(runtime.store, run)
+    ctx = RunContext(
+        runtime=runtime,
+        run_id=run.run_id,
+        workflow=spec.name,
+        fence=lease.fence,
+        journal=journal,
+        retry_failed=retry_failed,
+        loop=asyncio.get_running_loop(),
+    )
+    args, kwargs = runtime.serde.loads(run.input, place=run_place(run.run_id, "input"))
+    main = asyncio.current_task()
+    heartbeat = asyncio.create_task(_heartbeat(ctx, lease, main))
+    token = _run.set(ctx)
+    try:
+        try:
+            if spec.is_async:
+                result = await spec.fn(*args, **kwargs)
+            else:
+                result = await asyncio.to_thread(spec.fn, *args, **kwargs)
+        finally:
+            _run.reset(token)
+            heartbeat.cancel()
+            await _settle(ctx)
+    except asyncio.CancelledError:
+        if ctx.failure is not None and main is not None and main.uncancel() == 0:
+            raise ctx.failure from None  # the heartbeat found the lease gone
+        raise
+    except Exception as exc:
+        if ctx.failure is not None:
+            raise ctx.failure from exc
+        info = outcome.error_info(exc, step=getattr(exc, "step", None))
+        info["retryable"] = isinstance(exc, RETRYABLE) or (
+            isinstance(exc, SerializationError) and exc.step is not None
+        )
+        await _finish(
+            ctx,
+            "failed",
+            runtime.serde.dumps(info, place=run_place(run.run_id, "output")),
+        )
+        if isinstance(exc, ResumableError) and not isinstance(exc, StepFailed):
+            raise  # the engine's own verdict (non-determinism, corrupt data...) as itself
+        raise outcome.workflow_failed(run.run_id, info) from exc
+    if ctx.failure is not None:
+        raise ctx.failure
+    try:
+        output = runtime.serde.dumps(result, place=run_place(run.run_id, "output"))
+    except SerializationError as exc:
+        error = SerializationError(
+            run_id=run.run_id,
+            path=exc.path.replace("value", "result", 1),
+            detail=exc.detail,
+        )
+        info = outcome.error_info(error) | {"retryable": False}
+        await _finish(
+            ctx,
+            "failed",
+            runtime.serde.dumps(info, place=run_place(run.run_id, "output")),
+        )
+        raise error from None
+    await _finish(ctx, "succeeded", output)
+    return result
+
+
+async def _finish(ctx: RunContext, status: RunStatus, output: bytes) -> None:
+    runtime = ctx.runtime
+    update = RunUpdate(status=status, now_ms=runtime.clock.now_ms(), output=output)
+    deadline = update.now_ms + int(runtime.store_retry_s * 1000)
+    delay = 0.05
+    while True:
+        try:
+            await runtime.store.update_run(ctx.run_id, fence=ctx.fence, update=update)
+        except (CheckpointWriteError, StoreError) as exc:
+            if runtime.clock.now_ms() + delay * 1000 >= deadline:
+                raise CheckpointWriteError(
+                    run_id=ctx.run_id, seq=None, detail=str(exc)
+                ) from exc
+            await runtime.clock.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        else:
+            return
+
+
+async def _settle(ctx: RunContext) -> None:
+    """Stop the steps still running when the workflow ended.
+
+    gather() leaves a failed step's siblings running; none may outlive the execution.
+    """
+    current = asyncio.current_task()
+    pending = [task for task in ctx.inflight if task is not current and not task.done()]
+    for task in pending:
+        task.cancel()
+    for task in pending:
+        with contextlib.suppress(BaseException):
+            await task
+
+
+async def _heartbeat(
+    ctx: RunContext, lease: Lease, main: asyncio.Task[Any] | None
+) -> None:
+    """Renew the lease every third of its TTL; on losing it, stop the execution."""
+    runtime = ctx.runtime
+    ttl_ms = int(runtime.lease_ttl_s * 1000)
+    expires_at_ms = lease.expires_at_ms
+    while True:
+        await asyncio.sleep(runtime.lease_ttl_s / 3)
+        now_ms = runtime.clock.now_ms()
+        try:
+            await runtime.store.renew_lease(
+                ctx.run_id, fence=ctx.fence, now_ms=now_ms, ttl_ms=ttl_ms
+            )
+        except LeaseLost as exc:
+            lost: ResumableError | None = exc
+        except ResumableError:
+            # the store is unreachable: keep trying until the lease has run out
+            lost = (
+                LeaseLost(run_id=ctx.run_id, fence=ctx.fence)
+                if now_ms >= expires_at_ms
+                else None
+            )
+        else:
+            expires_at_ms, lost = now_ms + ttl_ms, None
+        if lost is not None:
+            ctx.failure = lost
+            if main is not None:
+                main.cancel()
+            return

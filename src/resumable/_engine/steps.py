@@ -1,0 +1,205 @@
+"""Executing one step call: replay it, or run it with retries and commit its outcome.
+
+This is the hot path. A step that runs and succeeds costs one fingerprint, one
+encode and one store write; a replayed step costs one decode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from resumable._engine import outcome, replay, retry
+from resumable._engine.context import RunContext, RunInfo, _step
+from resumable._engine.decorators import StepSpec
+from resumable.errors import (
+    CheckpointWriteError,
+    LeaseLost,
+    ResumableError,
+    SerializationError,
+    StepFailed,
+    StoreError,
+)
+from resumable.stores.protocol import StepRecord, StepStatus
+
+
+async def execute_step(
+    ctx: RunContext,
+    seq: int,
+    spec: StepSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Return the step's recorded result, or run it and commit the result first."""
+    if ctx.failure is not None:
+        raise ctx.failure
+    runtime = ctx.runtime
+    spec.register_types()
+    fingerprint = runtime.serde.fingerprint((args, kwargs) if kwargs else args)
+    decision = replay.decide(
+        ctx.journal.get(seq),
+        run_id=ctx.run_id,
+        seq=seq,
+        name=spec.name,
+        fingerprint=fingerprint,
+        attempts=spec.retry.attempts,
+        retry_failed=ctx.retry_failed,
+    )
+    if isinstance(decision, replay.Replay):
+        ctx.replayed += 1
+        return _replayed(ctx, decision.record)
+    task = asyncio.current_task()
+    if task is not None:
+        ctx.inflight.add(task)
+    try:
+        return await _run_attempts(
+            ctx,
+            seq=seq,
+            spec=spec,
+            fingerprint=fingerprint,
+            args=args,
+            kwargs=kwargs,
+            plan=decision,
+        )
+    finally:
+        if task is not None:
+            ctx.inflight.discard(task)
+
+
+def _replayed(ctx: RunContext, record: StepRecord) -> Any:
+    # a forked run replays its parent's records, sealed under the parent's run id
+    place = step_place(record.run_id, record.seq, record.name)
+    value = ctx.runtime.serde.loads(record.output or b"", place=place)
+    if record.status == "ok":
+        return value
+    raise outcome.step_failed(ctx.run_id, value)
+
+
+async def _run_attempts(
+    ctx: RunContext,
+    *,
+    seq: int,
+    spec: StepSpec,
+    fingerprint: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    plan: replay.Execute,
+) -> Any:
+    runtime = ctx.runtime
+    attempt = plan.first_attempt
+    while True:
+        started_at_ms = runtime.clock.now_ms()
+        token = _step.set(
+            RunInfo(
+                run_id=ctx.run_id,
+                workflow=ctx.workflow,
+                seq=seq,
+                step=spec.name,
+                attempt=attempt,
+            )
+        )
+        try:
+            if spec.is_async:
+                result = await spec.fn(*args, **kwargs)
+            else:
+                result = await asyncio.to_thread(spec.fn, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
+            error = exc
+        else:
+            ctx.executed += 1
+            try:
+                output = runtime.serde.dumps(
+                    result, place=step_place(ctx.run_id, seq, spec.name)
+                )
+            except SerializationError as exc:
+                raise SerializationError(
+                    run_id=ctx.run_id,
+                    step=spec.name,
+                    path=exc.path.replace("value", "result", 1),
+                    detail=exc.detail,
+                ) from None
+            await commit(
+                ctx,
+                StepRecord(
+                    run_id=ctx.run_id,
+                    seq=seq,
+                    name=spec.name,
+                    fingerprint=fingerprint,
+                    status="ok",
+                    output=output,
+                    attempts=attempt,
+                    started_at_ms=started_at_ms,
+                    finished_at_ms=runtime.clock.now_ms(),
+                ),
+            )
+            return result
+        finally:
+            _step.reset(token)
+
+        if isinstance(error, ResumableError) and not isinstance(error, StepFailed):
+            raise error  # our own signals (lease lost, nested write errors) are not step errors
+        delay = retry.next_delay(spec.retry, attempt - plan.base, error, random.random)
+        status: StepStatus = "failed" if delay is None else "retrying"
+        info = outcome.error_info(error, step=spec.name, seq=seq, attempts=attempt)
+        await commit(
+            ctx,
+            StepRecord(
+                run_id=ctx.run_id,
+                seq=seq,
+                name=spec.name,
+                fingerprint=fingerprint,
+                status=status,
+                output=runtime.serde.dumps(
+                    info, place=step_place(ctx.run_id, seq, spec.name)
+                ),
+                attempts=attempt,
+                started_at_ms=started_at_ms,
+                finished_at_ms=runtime.clock.now_ms(),
+            ),
+        )
+        if delay is None:
+            raise outcome.step_failed(ctx.run_id, info) from error
+        await runtime.clock.sleep(delay)
+        attempt += 1
+
+
+async def commit(ctx: RunContext, record: StepRecord) -> None:
+    """Make a step record durable before anyone sees the outcome it records.
+
+    A write the store fails is retried with backoff for `store_retry_s` (the write
+    is an idempotent upsert guarded by the fence, so a retry cannot duplicate it).
+    If it still fails, or the lease was lost, the run is poisoned: this and every
+    later step raise the error, and the run ends with it.
+    """
+    runtime = ctx.runtime
+    deadline = runtime.clock.now_ms() + int(runtime.store_retry_s * 1000)
+    delay = 0.05
+    while True:
+        try:
+            await runtime.store.commit_step(record, fence=ctx.fence)
+        except LeaseLost as exc:
+            ctx.failure = exc
+            raise
+        except (CheckpointWriteError, StoreError) as exc:
+            if runtime.clock.now_ms() + delay * 1000 < deadline:
+                await runtime.clock.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            failure = (
+                exc
+                if isinstance(exc, CheckpointWriteError)
+                else CheckpointWriteError(
+                    run_id=ctx.run_id, seq=record.seq, detail=str(exc)
+                )
+            )
+            ctx.failure = failure
+            raise failure from exc
+        else:
+            ctx.journal[record.seq] = record
+            return
+
+
+def step_place(run_id: str, seq: int, name: str) -> str:
+    """How messages (and encryption's associated data) name a step's payload."""
+    return f"run {run_id!r}, step #{seq} {name!r}"

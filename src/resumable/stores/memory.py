@@ -1,0 +1,271 @@
+"""MemoryStore: the Store protocol in plain dicts, for tests and throwaway runs.
+
+Every method runs to completion without awaiting, so each is atomic with respect
+to the event loop: the same guarantee a transaction gives the SQL stores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping
+
+from resumable.errors import LeaseLost, RunNotFound
+from resumable.stores import _rules
+from resumable.stores.protocol import (
+    DeleteResult,
+    InputRecord,
+    Lease,
+    QueuePolicy,
+    RunQuery,
+    RunRecord,
+    RunUpdate,
+    SnapshotRecord,
+    StepRecord,
+)
+
+
+class MemoryStore:
+    """A Store that keeps everything in this process's memory."""
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self._runs: dict[str, RunRecord] = {}
+        self._steps: dict[str, dict[int, StepRecord]] = {}
+        self._inputs: dict[str, dict[str, InputRecord]] = {}
+        self._starts: dict[str, list[int]] = {}  # queue -> start times, for rate limits
+        self._chunks: dict[str, bytes] = {}
+        self._snapshots: dict[tuple[str, str], dict[str, SnapshotRecord]] = {}
+
+    # --- runs -------------------------------------------------------------------
+    async def create_run(self, run: RunRecord) -> RunRecord:
+        return self._runs.setdefault(run.run_id, run)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        return self._runs.get(run_id)
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        found = [run for run in self._runs.values() if _rules.matches(run, query)]
+        found.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
+        return found[: query.limit]
+
+    async def acquire_lease(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        take_over: str | None = None,
+    ) -> Lease | None:
+        run = self._require(run_id)
+        if not _rules.can_acquire(run, owner=owner, now_ms=now_ms, take_over=take_over):
+            return None
+        return self._lease(run, owner=owner, now_ms=now_ms, ttl_ms=ttl_ms)
+
+    async def renew_lease(
+        self, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
+    ) -> None:
+        run = self._fenced(run_id, fence)
+        self._runs[run_id] = dataclasses.replace(
+            run, lease_expires_at_ms=now_ms + ttl_ms
+        )
+
+    async def update_run(self, run_id: str, *, fence: int, update: RunUpdate) -> None:
+        run = self._fenced(run_id, fence)
+        self._runs[run_id] = _rules.apply_update(run, update)
+
+    async def cancel_run(self, run_id: str, *, now_ms: int) -> RunRecord:
+        run = self._require(run_id)
+        if not run.is_terminal:
+            run = _rules.cancelled(run, now_ms)
+            self._runs[run_id] = run
+        return run
+
+    async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        run = self._require(run_id)
+        if run.status != "failed":
+            return False
+        self._runs[run_id] = _rules.reopened(run, now_ms)
+        return True
+
+    async def claim_runs(
+        self,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        limit: int,
+        workflows: Collection[str],
+        queues: Mapping[str, QueuePolicy],
+    ) -> list[Lease]:
+        candidates = sorted(
+            (
+                run
+                for run in self._runs.values()
+                if run.workflow in workflows and _rules.is_runnable(run, now_ms)
+            ),
+            key=lambda run: (run.created_at_ms, run.run_id),
+        )
+        claimed: list[Lease] = []
+        for run in candidates:
+            if len(claimed) >= limit:
+                break
+            is_start = run.status == "queued"
+            if run.queue is not None:
+                policy = queues.get(run.queue)
+                if policy is not None and not self._queue_admits(
+                    run.queue, policy, now_ms, is_start=is_start
+                ):
+                    continue
+                if is_start:
+                    self._starts.setdefault(run.queue, []).append(now_ms)
+            claimed.append(self._lease(run, owner=owner, now_ms=now_ms, ttl_ms=ttl_ms))
+        return claimed
+
+    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
+        deleted: list[str] = []
+        steps = inputs = 0
+        for run_id in run_ids:
+            run = self._runs.get(run_id)
+            if run is None or not run.is_terminal:
+                continue
+            del self._runs[run_id]
+            steps += len(self._steps.pop(run_id, {}))
+            inputs += len(self._inputs.pop(run_id, {}))
+            deleted.append(run_id)
+        return DeleteResult(
+            runs=len(deleted), steps=steps, inputs=inputs, run_ids=tuple(deleted)
+        )
+
+    # --- journal ----------------------------------------------------------------
+    async def load_journal(
+        self, run_id: str, *, up_to_seq: int | None = None
+    ) -> list[StepRecord]:
+        steps = self._steps.get(run_id, {})
+        return [
+            steps[seq] for seq in sorted(steps) if up_to_seq is None or seq <= up_to_seq
+        ]
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        self._fenced(step.run_id, fence, seq=step.seq)
+        self._steps.setdefault(step.run_id, {})[step.seq] = step
+
+    # --- inputs -----------------------------------------------------------------
+    async def send_input(self, record: InputRecord) -> bool:
+        run = self._require(record.run_id)
+        inputs = self._inputs.setdefault(record.run_id, {})
+        if record.key in inputs:
+            return False
+        inputs[record.key] = record
+        if run.status == "waiting":
+            self._runs[run.run_id] = _rules.woken(run, record.sent_at_ms)
+        return True
+
+    async def get_inputs(self, run_id: str) -> dict[str, bytes]:
+        return {key: rec.value for key, rec in self._inputs.get(run_id, {}).items()}
+
+    # --- snapshots --------------------------------------------------------------
+    async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
+        for digest, data in chunks.items():
+            self._chunks.setdefault(digest, data)
+
+    async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
+        return {h: self._chunks[h] for h in hashes if h in self._chunks}
+
+    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+        thread = self._snapshots.setdefault(
+            (snapshot.thread_id, snapshot.namespace), {}
+        )
+        thread[snapshot.checkpoint_id] = snapshot
+
+    async def load_snapshot(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> SnapshotRecord | None:
+        thread = self._snapshots.get((thread_id, namespace), {})
+        if checkpoint_id is not None:
+            return thread.get(checkpoint_id)
+        return thread[max(thread)] if thread else None
+
+    async def list_snapshots(
+        self,
+        thread_id: str,
+        *,
+        namespace: str | None = "",
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[SnapshotRecord]:
+        found = [
+            snap
+            for (thread, ns), snaps in self._snapshots.items()
+            if thread == thread_id and (namespace is None or ns == namespace)
+            for snap in snaps.values()
+            if before is None or snap.checkpoint_id < before
+        ]
+        found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
+        return found if limit is None else found[:limit]
+
+    async def delete_thread(self, thread_id: str) -> int:
+        keys = [key for key in self._snapshots if key[0] == thread_id]
+        return sum(len(self._snapshots.pop(key)) for key in keys)
+
+    async def delete_unreferenced_chunks(self, limit: int) -> int:
+        referenced = {
+            ref
+            for snaps in self._snapshots.values()
+            for snap in snaps.values()
+            for ref in snap.chunk_refs
+        }
+        orphans = [digest for digest in self._chunks if digest not in referenced][
+            :limit
+        ]
+        for digest in orphans:
+            del self._chunks[digest]
+        return len(orphans)
+
+    async def close(self) -> None:
+        return None
+
+    # --- helpers ----------------------------------------------------------------
+    def _require(self, run_id: str) -> RunRecord:
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunNotFound(run_id=run_id)
+        return run
+
+    def _fenced(self, run_id: str, fence: int, *, seq: int | None = None) -> RunRecord:
+        run = self._runs.get(run_id)
+        if run is None or run.fence != fence:
+            raise LeaseLost(run_id=run_id, seq=seq, fence=fence)
+        return run
+
+    def _lease(self, run: RunRecord, *, owner: str, now_ms: int, ttl_ms: int) -> Lease:
+        leased = _rules.leased(run, owner=owner, now_ms=now_ms, ttl_ms=ttl_ms)
+        self._runs[run.run_id] = leased
+        return Lease(
+            run_id=run.run_id,
+            owner=owner,
+            fence=leased.fence,
+            expires_at_ms=leased.lease_expires_at_ms,
+        )
+
+    def _queue_admits(
+        self, queue: str, policy: QueuePolicy, now_ms: int, *, is_start: bool
+    ) -> bool:
+        if policy.concurrency is not None:
+            active = sum(
+                1
+                for run in self._runs.values()
+                if run.queue == queue
+                and run.status == "running"
+                and run.lease_expires_at_ms > now_ms
+            )
+            if active >= policy.concurrency:
+                return False
+        if policy.rate is not None and is_start:
+            recent = [
+                t for t in self._starts.get(queue, []) if t > now_ms - policy.period_ms
+            ]
+            self._starts[queue] = recent
+            if len(recent) >= policy.rate:
+                return False
+        return True

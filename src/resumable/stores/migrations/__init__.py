@@ -1,0 +1,1 @@
+"""Numbered schema migrations, one folder per SQL dialect."""

@@ -1,0 +1,336 @@
+"""The Store protocol: one small async interface over typed records.
+
+A store keeps runs, their journals, the inputs sent to them, and content-addressed
+snapshots. It never decodes a payload (every `bytes` field was encoded, checksummed
+and optionally encrypted by `resumable.serde`), never imports the engine, and raises
+only `ResumableError` subclasses, never driver errors.
+
+Every method is one transaction. Writes made on behalf of an executing run carry
+that run's fencing token (`fence`): the store applies the write only if the run's
+current fence is still that token, in the same transaction, and otherwise raises
+`LeaseLost`. That is what keeps a paused "zombie" worker from writing over a run
+another worker took over.
+
+Time is passed in (`now_ms`) rather than read by the store, so one clock (the
+engine's, or a test's `FakeClock`) decides leases, sleeps and timeouts everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+RunStatus = Literal[
+    "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
+    "running",  # an executor holds (or held, if its lease expired) the lease
+    "waiting",  # suspended in wait_for(); woken by send() or by its timeout
+    "sleeping",  # suspended in sleep(); woken at wake_at_ms
+    "succeeded",
+    "failed",
+    "cancelled",
+]
+TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+RUN_STATUSES: tuple[str, ...] = (
+    "queued",
+    "running",
+    "waiting",
+    "sleeping",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+
+StepStatus = Literal[
+    "ok",  # output holds the encoded result
+    "failed",  # retries ran out; output holds the encoded error
+    "retrying",  # an attempt failed and another is due; output holds its error
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """One execution of a workflow, named by its run_id."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    input: bytes
+    """The encoded `(args, kwargs)` the run was started with."""
+    created_at_ms: int
+    updated_at_ms: int
+    output: bytes | None = None
+    """The encoded result (succeeded) or encoded error (failed)."""
+    parent_id: str | None = None
+    """The run that started this one as a child run."""
+    forked_from: str | None = None
+    fork_seq: int | None = None
+    """Steps 1..fork_seq of `forked_from` are this run's first steps (shared, not copied)."""
+    queue: str | None = None
+    lease_owner: str | None = None
+    lease_expires_at_ms: int = 0
+    fence: int = 0
+    """Incremented on every lease acquisition and on cancel; stale tokens are refused."""
+    wake_at_ms: int | None = None
+    """When a sleeping run wakes, or a waiting run's earliest timeout fires."""
+    expires_at_ms: int | None = None
+    """When a finished run becomes eligible for garbage collection (its TTL)."""
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the run has finished (succeeded, failed or cancelled)."""
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepRecord:
+    """One journal entry: the outcome of the step call at `seq` in a run."""
+
+    run_id: str
+    seq: int
+    name: str
+    fingerprint: str
+    """A digest of the call's arguments; replay refuses a different call at this seq."""
+    status: StepStatus
+    output: bytes | None
+    """Encoded result (ok) or encoded error (failed, retrying); stores never decode."""
+    attempts: int
+    started_at_ms: int
+    finished_at_ms: int
+    usage: bytes | None = None
+    """Encoded token usage and cost of every attempt; read by the ledger."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """The right to execute a run, proven on every write by `fence`."""
+
+    run_id: str
+    owner: str
+    fence: int
+    expires_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunUpdate:
+    """A status change made by the run's lease holder.
+
+    Any status other than "running" also releases the lease.
+    """
+
+    status: RunStatus
+    now_ms: int
+    output: bytes | None = None
+    wake_at_ms: int | None = None
+    expires_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQuery:
+    """Filters for `Store.list_runs`; every field narrows the result."""
+
+    status: Collection[str] = ()
+    workflow: str | None = None
+    parent_id: str | None = None
+    forked_from: str | None = None
+    queue: str | None = None
+    updated_before_ms: int | None = None
+    limit: int = 100
+    """Newest first (by creation time), at most this many."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuePolicy:
+    """Limits a queue enforces across every worker sharing the store."""
+
+    concurrency: int | None = None
+    """At most this many of the queue's runs hold a live lease at once."""
+    rate: int | None = None
+    """At most this many of the queue's runs start per `period_ms`."""
+    period_ms: int = 60_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputRecord:
+    """A value sent to a run under a key (what `wait_for(key)` receives)."""
+
+    run_id: str
+    key: str
+    value: bytes
+    sent_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotRecord:
+    """An explicit save of a state object: a manifest of content-addressed chunks."""
+
+    thread_id: str
+    checkpoint_id: str
+    """Sortable: later checkpoints of a thread compare greater."""
+    parent_id: str | None
+    manifest: bytes
+    """Encoded description of the state in terms of chunk hashes."""
+    chunk_refs: tuple[str, ...]
+    """Every chunk hash the manifest uses, so GC knows what is still referenced."""
+    created_at_ms: int
+    namespace: str = ""
+    label: str | None = None
+    metadata: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteResult:
+    """What a retention pass removed."""
+
+    runs: int = 0
+    steps: int = 0
+    inputs: int = 0
+    run_ids: tuple[str, ...] = field(default=())
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Where runs, journals, inputs and snapshots live. One transaction per method."""
+
+    url: str
+    """Where the store lives, with any password removed (for messages and logs)."""
+
+    # --- runs -------------------------------------------------------------------
+    async def create_run(self, run: RunRecord) -> RunRecord:
+        """Insert `run` unless its run_id exists; return the stored record either way."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """The run with that id, or None."""
+        ...
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        """Runs matching every filter in `query`, newest first."""
+        ...
+
+    async def acquire_lease(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        take_over: str | None = None,
+    ) -> Lease | None:
+        """Take the run's lease, incrementing its fence.
+
+        Succeeds if the run is not terminal and its lease is free, expired, held by
+        `owner`, or held by `take_over` (an owner the caller knows to be dead). A
+        queued, sleeping or waiting run becomes "running". Returns None when another
+        live owner holds it. Raises RunNotFound.
+        """
+        ...
+
+    async def renew_lease(
+        self, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
+    ) -> None:
+        """Extend the lease; raises LeaseLost if `fence` is no longer current."""
+        ...
+
+    async def update_run(self, run_id: str, *, fence: int, update: RunUpdate) -> None:
+        """Apply a status change by the lease holder; raises LeaseLost if fenced out."""
+        ...
+
+    async def cancel_run(self, run_id: str, *, now_ms: int) -> RunRecord:
+        """Mark a non-terminal run cancelled and fence out its executor.
+
+        Returns the record as it now stands (unchanged if it had already finished).
+        Raises RunNotFound.
+        """
+        ...
+
+    async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        """Make a failed run queued again, so it can be retried; False if not failed."""
+        ...
+
+    async def claim_runs(
+        self,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        limit: int,
+        workflows: Collection[str],
+        queues: Mapping[str, QueuePolicy],
+    ) -> list[Lease]:
+        """Lease up to `limit` runnable runs of the given workflows.
+
+        Runnable: queued; running with an expired lease; sleeping or waiting with
+        `wake_at_ms <= now_ms`. Queue policies are enforced across all workers.
+        """
+        ...
+
+    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
+        """Delete terminal runs with their journals and inputs, atomically per call."""
+        ...
+
+    # --- journal ----------------------------------------------------------------
+    async def load_journal(
+        self, run_id: str, *, up_to_seq: int | None = None
+    ) -> list[StepRecord]:
+        """The run's own step records in seq order (not those inherited by a fork)."""
+        ...
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        """Durably insert or replace the record at (run_id, seq); LeaseLost if fenced out."""
+        ...
+
+    # --- inputs -----------------------------------------------------------------
+    async def send_input(self, record: InputRecord) -> bool:
+        """Record an input and wake the run if it is waiting.
+
+        Returns False (and changes nothing) if the key already holds a value.
+        Raises RunNotFound.
+        """
+        ...
+
+    async def get_inputs(self, run_id: str) -> dict[str, bytes]:
+        """Every input sent to the run, by key."""
+        ...
+
+    # --- snapshots --------------------------------------------------------------
+    async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
+        """Store chunks by content hash; a hash already present is left alone."""
+        ...
+
+    async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
+        """The chunks that exist among `hashes`."""
+        ...
+
+    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+        """Insert a snapshot (its chunks must already be stored)."""
+        ...
+
+    async def load_snapshot(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> SnapshotRecord | None:
+        """The given checkpoint, or the thread's latest; None if there is none."""
+        ...
+
+    async def list_snapshots(
+        self,
+        thread_id: str,
+        *,
+        namespace: str | None = "",
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[SnapshotRecord]:
+        """A thread's snapshots, newest first (all namespaces if `namespace` is None)."""
+        ...
+
+    async def delete_thread(self, thread_id: str) -> int:
+        """Delete every snapshot of a thread; returns how many."""
+        ...
+
+    async def delete_unreferenced_chunks(self, limit: int) -> int:
+        """Delete up to `limit` chunks no snapshot references; returns how many."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and threads; idempotent."""
+        ...

@@ -1,0 +1,823 @@
+"""SQLiteStore: the embedded default, one file shared safely by several processes.
+
+All SQL runs on one dedicated thread per store, so the event loop never blocks on
+disk. That thread drains every job queued while it was busy and commits the writes
+among them in one transaction (group commit): concurrent runs share an fsync, and a
+lone sequential step still costs exactly one INSERT and one COMMIT.
+
+URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optional
+`?durability=full` (fsync on every commit, the default) or `?durability=normal`
+(WAL without fsync per commit: survives a process crash, not a power cut), and
+`busy_timeout_ms=` (how long to wait for another process's write lock).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from resumable.errors import (
+    CheckpointWriteError,
+    LeaseLost,
+    RunNotFound,
+    SchemaVersionError,
+    StoreError,
+)
+from resumable.stores import _sql
+from resumable.stores.protocol import (
+    DeleteResult,
+    InputRecord,
+    Lease,
+    QueuePolicy,
+    RunQuery,
+    RunRecord,
+    RunUpdate,
+    SnapshotRecord,
+    StepRecord,
+)
+
+T = TypeVar("T")
+Conn = sqlite3.Connection
+DEFAULT_PATH: Final = Path(".resumable") / "state.db"
+_BATCH_MAX: Final = 512
+_TERMINAL_SQL: Final = "('succeeded', 'failed', 'cancelled')"
+
+_SELECT_RUN: Final = "SELECT * FROM resumable_runs WHERE run_id = ?"
+_INSERT_RUN: Final = (
+    f"INSERT INTO resumable_runs ({', '.join(_sql.RUN_COLUMNS)}) "  # noqa: S608 - constant columns
+    f"VALUES ({', '.join('?' * len(_sql.RUN_COLUMNS))}) ON CONFLICT (run_id) DO NOTHING"
+)
+# the fence check and the write are one statement, so no other writer can slip between
+_COMMIT_STEP: Final = (
+    f"INSERT OR REPLACE INTO resumable_steps ({', '.join(_sql.STEP_COLUMNS)}) "  # noqa: S608 - constant columns
+    f"SELECT {', '.join('?' * len(_sql.STEP_COLUMNS))} WHERE EXISTS "
+    "(SELECT 1 FROM resumable_runs WHERE run_id = ? AND fence = ?)"
+)
+_ACQUIRE: Final = f"""
+UPDATE resumable_runs
+   SET status = 'running', lease_owner = ?, lease_expires_at_ms = ?,
+       fence = fence + 1, updated_at_ms = ?
+ WHERE run_id = ? AND status NOT IN {_TERMINAL_SQL}
+   AND (status != 'running' OR lease_owner IS NULL OR lease_expires_at_ms <= ?
+        OR lease_owner = ? OR lease_owner = ?)
+"""  # noqa: S608 - built from constants
+_RENEW: Final = """
+UPDATE resumable_runs SET lease_expires_at_ms = ?
+ WHERE run_id = ? AND fence = ? AND status = 'running'
+"""
+_UPDATE_RUN: Final = """
+UPDATE resumable_runs
+   SET status = :status, output = COALESCE(:output, output), wake_at_ms = :wake_at_ms,
+       expires_at_ms = :expires_at_ms, updated_at_ms = :now_ms,
+       lease_owner = CASE WHEN :status = 'running' THEN lease_owner END,
+       lease_expires_at_ms = CASE WHEN :status = 'running' THEN lease_expires_at_ms ELSE 0 END
+ WHERE run_id = :run_id AND fence = :fence
+"""
+_CANCEL: Final = f"""
+UPDATE resumable_runs
+   SET status = 'cancelled', lease_owner = NULL, lease_expires_at_ms = 0,
+       fence = fence + 1, wake_at_ms = NULL, updated_at_ms = ?
+ WHERE run_id = ? AND status NOT IN {_TERMINAL_SQL}
+"""  # noqa: S608 - built from constants
+_RUNNABLE: Final = """
+SELECT run_id, status, queue FROM resumable_runs
+ WHERE workflow IN (SELECT value FROM json_each(?))
+   AND (status = 'queued'
+        OR (status = 'running' AND lease_expires_at_ms <= ?)
+        OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= ?))
+ ORDER BY created_at_ms, run_id
+ LIMIT ?
+"""
+_QUEUE_ACTIVE: Final = """
+SELECT count(*) FROM resumable_runs
+ WHERE queue = ? AND status = 'running' AND lease_expires_at_ms > ?
+"""
+_QUEUE_STARTS: Final = (
+    "SELECT count(*) FROM resumable_queue_starts WHERE queue = ? AND started_at_ms > ?"
+)
+_WAKE: Final = """
+UPDATE resumable_runs SET status = 'queued', wake_at_ms = NULL, updated_at_ms = ?
+ WHERE run_id = ? AND status = 'waiting'
+"""
+_SNAPSHOT_COLUMNS: Final = "thread_id, namespace, checkpoint_id, parent_id, manifest, label, metadata, created_at_ms"
+
+
+def parse_url(url: str) -> tuple[Path, str, int]:
+    """The file path, durability and busy timeout named by a sqlite:// URL."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise StoreError(store=url, detail="not a sqlite:// URL")
+    # sqlite:///rel.db has path "/rel.db"; sqlite:////abs.db has path "//abs.db"
+    raw = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if parts.netloc:
+        raw = parts.netloc + parts.path
+    if not raw:
+        raise StoreError(
+            store=url, detail="no file path; use sqlite:///path/to/state.db"
+        )
+    options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    durability = options.pop("durability", "full").lower()
+    if durability not in ("full", "normal"):
+        raise StoreError(store=url, detail="durability must be 'full' or 'normal'")
+    try:
+        busy_timeout_ms = int(options.pop("busy_timeout_ms", "10000"))
+    except ValueError:
+        raise StoreError(
+            store=url, detail="busy_timeout_ms must be an integer"
+        ) from None
+    if options:
+        raise StoreError(
+            store=url, detail=f"unknown option(s): {', '.join(sorted(options))}"
+        )
+    return Path(raw), durability, busy_timeout_ms
+
+
+class _Job:
+    __slots__ = ("fn", "future", "is_write", "run_id", "seq")
+
+    def __init__(
+        self,
+        fn: Callable[[Conn], Any],
+        future: asyncio.Future[Any],
+        is_write: bool,
+        run_id: str | None,
+        seq: int | None,
+    ) -> None:
+        self.fn, self.future, self.is_write = fn, future, is_write
+        self.run_id, self.seq = run_id, seq
+
+
+class SQLiteStore:
+    """The Store protocol on one SQLite file, in WAL mode."""
+
+    def __init__(self, url: str = f"sqlite:///{DEFAULT_PATH}") -> None:
+        self.url = url
+        self.path, self.durability, self._busy_timeout_ms = parse_url(url)
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._opened = threading.Event()
+        self._open_error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    # --- lifecycle --------------------------------------------------------------
+    async def open(self) -> SQLiteStore:
+        """Start the store's thread, create the file and migrate its schema (idempotent)."""
+        with self._lock:
+            if self._thread is None:
+                self._opened.clear()
+                self._open_error = None
+                self._thread = threading.Thread(
+                    target=self._serve,
+                    name=f"resumable-sqlite:{self.path}",
+                    daemon=True,
+                )
+                self._thread.start()
+        if not self._opened.is_set():
+            await asyncio.to_thread(self._opened.wait)
+        if self._open_error is not None:
+            with self._lock:
+                self._thread = None
+            raise self._open_error
+        return self
+
+    async def close(self) -> None:
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._jobs.put(None)
+            await asyncio.to_thread(thread.join)
+
+    def _connect(self) -> Conn:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, timeout=self._busy_timeout_ms / 1000
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(
+            f"PRAGMA synchronous = {self.durability.upper()}"
+        )  # checked in parse_url
+        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        return conn
+
+    def _migrate(self, conn: Conn) -> None:
+        supported = _sql.latest_version("sqlite")
+        conn.execute(
+            "BEGIN IMMEDIATE"
+        )  # one process migrates; the others wait, then see it done
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS resumable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            row = conn.execute(
+                "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            current = int(row["value"]) if row else 0
+            if current > supported:
+                raise SchemaVersionError(
+                    store=self.url, found=current, supported=supported
+                )
+            for migration in _sql.migrations("sqlite"):
+                if migration.version > current:
+                    for statement in _sql.split_statements(migration.sql):
+                        conn.execute(statement)
+            conn.execute(
+                "INSERT OR REPLACE INTO resumable_meta (key, value) VALUES ('schema_version', ?)",
+                (str(max(current, supported)),),
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _serve(self) -> None:
+        conn = self._open_connection()
+        self._opened.set()
+        if conn is None:
+            return
+        try:
+            while True:
+                job = self._jobs.get()
+                if job is None:
+                    return
+                batch = [job]
+                stop = False
+                while len(batch) < _BATCH_MAX:
+                    try:
+                        more = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        stop = True
+                        break
+                    batch.append(more)
+                self._run_batch(conn, batch)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _open_connection(self) -> Conn | None:
+        try:
+            conn = self._connect()
+        except (sqlite3.Error, OSError) as exc:
+            self._open_error = StoreError(store=self.url, detail=f"cannot open: {exc}")
+            return None
+        try:
+            self._migrate(conn)
+        except SchemaVersionError as exc:
+            self._open_error = exc
+        except sqlite3.Error as exc:
+            self._open_error = StoreError(
+                store=self.url, detail=f"cannot migrate: {exc}"
+            )
+        else:
+            return conn
+        conn.close()
+        return None
+
+    def _run_batch(self, conn: Conn, batch: list[_Job]) -> None:
+        outcomes: list[tuple[_Job, bool, Any]] = []
+        writes: list[_Job] = []
+        for job in batch:
+            if job.is_write:
+                writes.append(job)
+                continue
+            outcomes.extend(self._run_writes(conn, writes))
+            writes = []
+            outcomes.append(self._run_read(conn, job))
+        outcomes.extend(self._run_writes(conn, writes))
+        _deliver(outcomes)
+
+    def _run_read(self, conn: Conn, job: _Job) -> tuple[_Job, bool, Any]:
+        try:
+            conn.execute("BEGIN")  # a consistent view across the read's statements
+            try:
+                return job, True, job.fn(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            return job, False, StoreError(store=self.url, detail=f"read failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - handed to the awaiting caller
+            return job, False, exc
+
+    def _run_writes(self, conn: Conn, jobs: list[_Job]) -> list[tuple[_Job, bool, Any]]:
+        if not jobs:
+            return []
+        outcomes: list[tuple[_Job, bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if len(jobs) == 1:
+                outcomes.append(self._run_one(conn, jobs[0], savepoint=False))
+                if not outcomes[0][1]:
+                    conn.execute("ROLLBACK")
+                    return outcomes
+            else:
+                outcomes.extend(
+                    self._run_one(conn, job, savepoint=True) for job in jobs
+                )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [(job, False, self._write_error(job, exc)) for job in jobs]
+        return outcomes
+
+    def _run_one(
+        self, conn: Conn, job: _Job, *, savepoint: bool
+    ) -> tuple[_Job, bool, Any]:
+        if savepoint:
+            conn.execute("SAVEPOINT job")
+        try:
+            result = job.fn(conn)
+        except sqlite3.Error as exc:
+            if not savepoint:
+                raise
+            conn.execute("ROLLBACK TO job")
+            conn.execute("RELEASE job")
+            return job, False, self._write_error(job, exc)
+        except Exception as exc:  # noqa: BLE001 - handed to the awaiting caller
+            if savepoint:
+                conn.execute("ROLLBACK TO job")
+                conn.execute("RELEASE job")
+            return job, False, exc
+        if savepoint:
+            conn.execute("RELEASE job")
+        return job, True, result
+
+    def _write_error(self, job: _Job, exc: sqlite3.Error) -> Exception:
+        if job.run_id is None:
+            return StoreError(store=self.url, detail=f"write failed: {exc}")
+        return CheckpointWriteError(
+            run_id=job.run_id, seq=job.seq, detail=f"sqlite: {exc}"
+        )
+
+    async def _call(
+        self,
+        fn: Callable[[Conn], T],
+        *,
+        write: bool,
+        run_id: str | None = None,
+        seq: int | None = None,
+    ) -> T:
+        if self._thread is None:
+            await self.open()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._jobs.put(_Job(fn, future, write, run_id, seq))
+        return await future
+
+    # --- runs -------------------------------------------------------------------
+    async def create_run(self, run: RunRecord) -> RunRecord:
+        def create(conn: Conn) -> RunRecord:
+            conn.execute(_INSERT_RUN, _sql.run_values(run))
+            return _sql.run_from_row(
+                conn.execute(_SELECT_RUN, (run.run_id,)).fetchone()
+            )
+
+        return await self._call(create, write=True, run_id=run.run_id)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def get(conn: Conn) -> RunRecord | None:
+            row = conn.execute(_SELECT_RUN, (run_id,)).fetchone()
+            return None if row is None else _sql.run_from_row(row)
+
+        return await self._call(get, write=False)
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        clauses: list[str] = []
+        params: list[object] = []
+        if query.status:
+            clauses.append(f"status IN ({', '.join('?' * len(query.status))})")
+            params.extend(query.status)
+        for column, value in (
+            ("workflow", query.workflow),
+            ("parent_id", query.parent_id),
+            ("forked_from", query.forked_from),
+            ("queue", query.queue),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")  # column names are our constants
+                params.append(value)
+        if query.updated_before_ms is not None:
+            clauses.append("updated_at_ms < ?")
+            params.append(query.updated_before_ms)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        sql = f"SELECT * FROM resumable_runs {where} ORDER BY created_at_ms DESC, run_id DESC LIMIT ?"  # noqa: S608 - fragments are constants, values are parameters
+        params.append(query.limit)
+
+        def select(conn: Conn) -> list[RunRecord]:
+            return [_sql.run_from_row(row) for row in conn.execute(sql, params)]
+
+        return await self._call(select, write=False)
+
+    async def acquire_lease(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        take_over: str | None = None,
+    ) -> Lease | None:
+        def acquire(conn: Conn) -> Lease | None:
+            return _acquire_txn(
+                conn,
+                run_id=run_id,
+                owner=owner,
+                now_ms=now_ms,
+                ttl_ms=ttl_ms,
+                take_over=take_over,
+            )
+
+        return await self._call(acquire, write=True, run_id=run_id)
+
+    async def renew_lease(
+        self, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
+    ) -> None:
+        def renew(conn: Conn) -> None:
+            if conn.execute(_RENEW, (now_ms + ttl_ms, run_id, fence)).rowcount == 0:
+                raise LeaseLost(run_id=run_id, fence=fence)
+
+        await self._call(renew, write=True, run_id=run_id)
+
+    async def update_run(self, run_id: str, *, fence: int, update: RunUpdate) -> None:
+        params = {
+            "status": update.status,
+            "output": update.output,
+            "wake_at_ms": update.wake_at_ms,
+            "expires_at_ms": update.expires_at_ms,
+            "now_ms": update.now_ms,
+            "run_id": run_id,
+            "fence": fence,
+        }
+
+        def apply(conn: Conn) -> None:
+            if conn.execute(_UPDATE_RUN, params).rowcount == 0:
+                raise LeaseLost(run_id=run_id, fence=fence)
+
+        await self._call(apply, write=True, run_id=run_id)
+
+    async def cancel_run(self, run_id: str, *, now_ms: int) -> RunRecord:
+        def cancel(conn: Conn) -> RunRecord:
+            conn.execute(_CANCEL, (now_ms, run_id))
+            row = conn.execute(_SELECT_RUN, (run_id,)).fetchone()
+            if row is None:
+                raise RunNotFound(run_id=run_id)
+            return _sql.run_from_row(row)
+
+        return await self._call(cancel, write=True, run_id=run_id)
+
+    async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        def reopen(conn: Conn) -> bool:
+            changed = conn.execute(
+                "UPDATE resumable_runs SET status = 'queued', updated_at_ms = ? "
+                "WHERE run_id = ? AND status = 'failed'",
+                (now_ms, run_id),
+            ).rowcount
+            if not changed and conn.execute(_SELECT_RUN, (run_id,)).fetchone() is None:
+                raise RunNotFound(run_id=run_id)
+            return bool(changed)
+
+        return await self._call(reopen, write=True, run_id=run_id)
+
+    async def claim_runs(
+        self,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        limit: int,
+        workflows: Collection[str],
+        queues: Mapping[str, QueuePolicy],
+    ) -> list[Lease]:
+        import json
+
+        names = json.dumps(sorted(workflows))
+
+        def claim(conn: Conn) -> list[Lease]:
+            claimed: list[Lease] = []
+            rows = conn.execute(
+                _RUNNABLE, (names, now_ms, now_ms, limit * 4 + 16)
+            ).fetchall()
+            for row in rows:
+                if len(claimed) >= limit:
+                    break
+                queue_name, is_start = row["queue"], row["status"] == "queued"
+                policy = queues.get(queue_name) if queue_name is not None else None
+                if policy is not None and not _queue_admits_txn(
+                    conn, queue_name, policy, now_ms, is_start=is_start
+                ):
+                    continue
+                lease = _acquire_txn(
+                    conn,
+                    run_id=row["run_id"],
+                    owner=owner,
+                    now_ms=now_ms,
+                    ttl_ms=ttl_ms,
+                    take_over=None,
+                )
+                if lease is None:
+                    continue
+                if queue_name is not None and is_start:
+                    conn.execute(
+                        "INSERT INTO resumable_queue_starts (queue, started_at_ms) VALUES (?, ?)",
+                        (queue_name, now_ms),
+                    )
+                claimed.append(lease)
+            return claimed
+
+        return await self._call(claim, write=True)
+
+    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
+        ids = list(run_ids)
+
+        def delete(conn: Conn) -> DeleteResult:
+            marks = ", ".join("?" * len(ids))
+            found = [
+                row["run_id"]
+                for row in conn.execute(
+                    f"SELECT run_id FROM resumable_runs WHERE run_id IN ({marks}) "  # noqa: S608 - placeholders only
+                    f"AND status IN {_TERMINAL_SQL}",
+                    ids,
+                )
+            ]
+            if not found:
+                return DeleteResult()
+            marks = ", ".join("?" * len(found))
+            steps = conn.execute(
+                f"DELETE FROM resumable_steps WHERE run_id IN ({marks})",  # noqa: S608 - placeholders only
+                found,
+            ).rowcount
+            inputs = conn.execute(
+                f"DELETE FROM resumable_inputs WHERE run_id IN ({marks})",  # noqa: S608 - placeholders only
+                found,
+            ).rowcount
+            conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
+            return DeleteResult(
+                runs=len(found), steps=steps, inputs=inputs, run_ids=tuple(found)
+            )
+
+        return await self._call(delete, write=True) if ids else DeleteResult()
+
+    # --- journal ----------------------------------------------------------------
+    async def load_journal(
+        self, run_id: str, *, up_to_seq: int | None = None
+    ) -> list[StepRecord]:
+        def load(conn: Conn) -> list[StepRecord]:
+            rows = conn.execute(
+                "SELECT * FROM resumable_steps WHERE run_id = ? AND seq <= ? ORDER BY seq",
+                (run_id, up_to_seq if up_to_seq is not None else 2**62),
+            )
+            return [_sql.step_from_row(row) for row in rows]
+
+        return await self._call(load, write=False)
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        params = (*_sql.step_values(step), step.run_id, fence)
+
+        def commit(conn: Conn) -> None:
+            if conn.execute(_COMMIT_STEP, params).rowcount == 0:
+                raise LeaseLost(run_id=step.run_id, seq=step.seq, fence=fence)
+
+        await self._call(commit, write=True, run_id=step.run_id, seq=step.seq)
+
+    # --- inputs -----------------------------------------------------------------
+    async def send_input(self, record: InputRecord) -> bool:
+        def send(conn: Conn) -> bool:
+            if conn.execute(_SELECT_RUN, (record.run_id,)).fetchone() is None:
+                raise RunNotFound(run_id=record.run_id)
+            inserted = conn.execute(
+                "INSERT INTO resumable_inputs (run_id, key, value, sent_at_ms) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (run_id, key) DO NOTHING",
+                (record.run_id, record.key, record.value, record.sent_at_ms),
+            ).rowcount
+            if inserted:
+                conn.execute(_WAKE, (record.sent_at_ms, record.run_id))
+            return bool(inserted)
+
+        return await self._call(send, write=True, run_id=record.run_id)
+
+    async def get_inputs(self, run_id: str) -> dict[str, bytes]:
+        def get(conn: Conn) -> dict[str, bytes]:
+            rows = conn.execute(
+                "SELECT key, value FROM resumable_inputs WHERE run_id = ?", (run_id,)
+            )
+            return {row["key"]: bytes(row["value"]) for row in rows}
+
+        return await self._call(get, write=False)
+
+    # --- snapshots --------------------------------------------------------------
+    async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
+        rows = list(chunks.items())
+
+        def put(conn: Conn) -> None:
+            conn.executemany(
+                "INSERT INTO resumable_chunks (hash, data) VALUES (?, ?) "
+                "ON CONFLICT (hash) DO NOTHING",
+                rows,
+            )
+
+        if rows:
+            await self._call(put, write=True)
+
+    async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
+        wanted = list(hashes)
+
+        def get(conn: Conn) -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
+            for start in range(
+                0, len(wanted), 500
+            ):  # stay under SQLite's variable limit
+                part = wanted[start : start + 500]
+                rows = conn.execute(
+                    f"SELECT hash, data FROM resumable_chunks WHERE hash IN ({', '.join('?' * len(part))})",  # noqa: S608 - placeholders only
+                    part,
+                )
+                found.update((row["hash"], bytes(row["data"])) for row in rows)
+            return found
+
+        return await self._call(get, write=False) if wanted else {}
+
+    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+        def save(conn: Conn) -> None:
+            conn.execute(
+                f"INSERT OR REPLACE INTO resumable_snapshots ({_SNAPSHOT_COLUMNS}) "  # noqa: S608 - constant column list
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    snapshot.thread_id,
+                    snapshot.namespace,
+                    snapshot.checkpoint_id,
+                    snapshot.parent_id,
+                    snapshot.manifest,
+                    snapshot.label,
+                    snapshot.metadata,
+                    snapshot.created_at_ms,
+                ),
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO resumable_snapshot_chunks "
+                "(thread_id, namespace, checkpoint_id, hash) VALUES (?, ?, ?, ?)",
+                [
+                    (
+                        snapshot.thread_id,
+                        snapshot.namespace,
+                        snapshot.checkpoint_id,
+                        ref,
+                    )
+                    for ref in snapshot.chunk_refs
+                ],
+            )
+
+        await self._call(save, write=True)
+
+    async def load_snapshot(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> SnapshotRecord | None:
+        def load(conn: Conn) -> SnapshotRecord | None:
+            if checkpoint_id is None:
+                row = conn.execute(
+                    "SELECT * FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
+                    "ORDER BY checkpoint_id DESC LIMIT 1",
+                    (thread_id, namespace),
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT * FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
+                    "AND checkpoint_id = ?",
+                    (thread_id, namespace, checkpoint_id),
+                ).fetchone()
+            return None if row is None else _snapshot_txn(conn, row)
+
+        return await self._call(load, write=False)
+
+    async def list_snapshots(
+        self,
+        thread_id: str,
+        *,
+        namespace: str | None = "",
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[SnapshotRecord]:
+        def select(conn: Conn) -> list[SnapshotRecord]:
+            rows = conn.execute(
+                "SELECT * FROM resumable_snapshots WHERE thread_id = ? "
+                "AND (? IS NULL OR namespace = ?) AND (? IS NULL OR checkpoint_id < ?) "
+                "ORDER BY checkpoint_id DESC, namespace DESC LIMIT ?",
+                (
+                    thread_id,
+                    namespace,
+                    namespace,
+                    before,
+                    before,
+                    -1 if limit is None else limit,
+                ),
+            ).fetchall()
+            return [_snapshot_txn(conn, row) for row in rows]
+
+        return await self._call(select, write=False)
+
+    async def delete_thread(self, thread_id: str) -> int:
+        def delete(conn: Conn) -> int:
+            conn.execute(
+                "DELETE FROM resumable_snapshot_chunks WHERE thread_id = ?",
+                (thread_id,),
+            )
+            return conn.execute(
+                "DELETE FROM resumable_snapshots WHERE thread_id = ?", (thread_id,)
+            ).rowcount
+
+        return await self._call(delete, write=True)
+
+    async def delete_unreferenced_chunks(self, limit: int) -> int:
+        def delete(conn: Conn) -> int:
+            return conn.execute(
+                "DELETE FROM resumable_chunks WHERE hash IN (SELECT c.hash FROM resumable_chunks c "
+                "WHERE NOT EXISTS (SELECT 1 FROM resumable_snapshot_chunks r WHERE r.hash = c.hash) "
+                "LIMIT ?)",
+                (limit,),
+            ).rowcount
+
+        return await self._call(delete, write=True)
+
+
+def _deliver(outcomes: list[tuple[_Job, bool, Any]]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, bool, Any]]] = {}
+    for outcome in outcomes:
+        by_loop.setdefault(outcome[0].future.get_loop(), []).append(outcome)
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve, items)
+        except (
+            RuntimeError
+        ):  # the caller's loop closed while we worked; nobody is waiting
+            continue
+
+
+def _resolve(items: list[tuple[_Job, bool, Any]]) -> None:
+    for job, ok, value in items:
+        if job.future.done():  # the caller was cancelled; the write stands regardless
+            continue
+        if ok:
+            job.future.set_result(value)
+        else:
+            job.future.set_exception(value)
+
+
+def _acquire_txn(
+    conn: Conn,
+    *,
+    run_id: str,
+    owner: str,
+    now_ms: int,
+    ttl_ms: int,
+    take_over: str | None,
+) -> Lease | None:
+    expires = now_ms + ttl_ms
+    changed = conn.execute(
+        _ACQUIRE, (owner, expires, now_ms, run_id, now_ms, owner, take_over)
+    ).rowcount
+    row = conn.execute(
+        "SELECT fence FROM resumable_runs WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    if row is None:
+        raise RunNotFound(run_id=run_id)
+    if not changed:
+        return None
+    return Lease(run_id=run_id, owner=owner, fence=row["fence"], expires_at_ms=expires)
+
+
+def _queue_admits_txn(
+    conn: Conn, queue_name: str, policy: QueuePolicy, now_ms: int, *, is_start: bool
+) -> bool:
+    if policy.concurrency is not None:
+        (active,) = conn.execute(_QUEUE_ACTIVE, (queue_name, now_ms)).fetchone()
+        if active >= policy.concurrency:
+            return False
+    if policy.rate is not None and is_start:
+        since = now_ms - policy.period_ms
+        conn.execute(
+            "DELETE FROM resumable_queue_starts WHERE queue = ? AND started_at_ms <= ?",
+            (queue_name, since),
+        )
+        (started,) = conn.execute(_QUEUE_STARTS, (queue_name, since)).fetchone()
+        if started >= policy.rate:
+            return False
+    return True
+
+
+def _snapshot_txn(conn: Conn, row: sqlite3.Row) -> SnapshotRecord:
+    refs = tuple(
+        ref["hash"]
+        for ref in conn.execute(
+            "SELECT hash FROM resumable_snapshot_chunks WHERE thread_id = ? AND namespace = ? "
+            "AND checkpoint_id = ? ORDER BY hash",
+            (row["thread_id"], row["namespace"], row["checkpoint_id"]),
+        )
+    )
+    return _sql.snapshot_from_row(row, refs)

@@ -1,0 +1,499 @@
+"""Test helpers: `FakeClock`, and `StoreContract`, the suite every store must pass.
+
+A third-party store runs the same suite as ours::
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        async def store(self) -> AsyncIterator[Store]:
+            store = MyStore(...)
+            yield store
+            await store.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from resumable.errors import LeaseLost, RunNotFound
+from resumable.stores.protocol import (
+    InputRecord,
+    QueuePolicy,
+    RunQuery,
+    RunRecord,
+    RunUpdate,
+    SnapshotRecord,
+    StepRecord,
+    StepStatus,
+    Store,
+)
+
+__all__ = ["FakeClock", "StoreContract"]
+
+_T0 = 1_800_000_000_000  # a fixed "now" in ms, far from 0 so subtraction bugs show
+
+
+class FakeClock:
+    """A clock that moves only when told (or when a sleeper asks it to).
+
+    `sleep()` advances the clock by the requested time and yields once, so code
+    that waits for an hour finishes at once with the clock an hour later.
+    """
+
+    def __init__(self, start_ms: int = _T0) -> None:
+        self._now_ms = start_ms
+
+    def now_ms(self) -> int:
+        return self._now_ms
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward."""
+        self._now_ms += int(seconds * 1000)
+
+    async def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+        await asyncio.sleep(0)
+
+
+@contextmanager
+def _raises(kind: type[BaseException]) -> Iterator[None]:
+    try:
+        yield
+    except kind:
+        return
+    raise AssertionError(f"expected {kind.__name__}")
+
+
+def _run(run_id: str, **fields: Any) -> RunRecord:
+    base = RunRecord(
+        run_id=run_id,
+        workflow="wf",
+        status="queued",
+        input=b"in",
+        created_at_ms=_T0,
+        updated_at_ms=_T0,
+    )
+    return dataclasses.replace(base, **fields)
+
+
+def _step(
+    run_id: str, seq: int, *, output: bytes = b"out", status: StepStatus = "ok"
+) -> StepRecord:
+    return StepRecord(
+        run_id=run_id,
+        seq=seq,
+        name=f"step{seq}",
+        fingerprint="f" * 16,
+        status=status,
+        output=output,
+        attempts=1,
+        started_at_ms=_T0,
+        finished_at_ms=_T0 + 5,
+    )
+
+
+def _snapshot(
+    thread: str, checkpoint: str, refs: tuple[str, ...], **fields: Any
+) -> SnapshotRecord:
+    base = SnapshotRecord(
+        thread_id=thread,
+        checkpoint_id=checkpoint,
+        parent_id=None,
+        manifest=b"m-" + checkpoint.encode(),
+        chunk_refs=refs,
+        created_at_ms=_T0,
+    )
+    return dataclasses.replace(base, **fields)
+
+
+class StoreContract:
+    """Behaviour every Store must show. Subclass it and provide a `store` fixture."""
+
+    # --- runs -------------------------------------------------------------------
+    async def test_create_run_keeps_the_first_record(self, store: Store) -> None:
+        first = await store.create_run(_run("r1", input=b"first"))
+        again = await store.create_run(_run("r1", input=b"second", workflow="other"))
+        assert first.input == b"first"
+        assert again.input == b"first"
+        assert again.workflow == "wf"
+        assert await store.get_run("missing") is None
+
+    async def test_run_fields_round_trip(self, store: Store) -> None:
+        run = _run(
+            "r-full",
+            output=b"\x00\xffbinary",
+            parent_id="p",
+            forked_from="f",
+            fork_seq=3,
+            queue="q",
+            wake_at_ms=_T0 + 9,
+            expires_at_ms=_T0 + 99,
+        )
+        await store.create_run(run)
+        assert await store.get_run("r-full") == run
+
+    async def test_list_runs_filters_and_orders_newest_first(
+        self, store: Store
+    ) -> None:
+        for i in range(5):
+            await store.create_run(
+                _run(
+                    f"r{i}",
+                    created_at_ms=_T0 + i,
+                    workflow="even" if i % 2 == 0 else "odd",
+                    parent_id="p" if i < 2 else None,
+                    queue="q" if i == 4 else None,
+                )
+            )
+        assert [r.run_id for r in await store.list_runs(RunQuery())] == [
+            "r4",
+            "r3",
+            "r2",
+            "r1",
+            "r0",
+        ]
+        assert [r.run_id for r in await store.list_runs(RunQuery(workflow="odd"))] == [
+            "r3",
+            "r1",
+        ]
+        assert [r.run_id for r in await store.list_runs(RunQuery(parent_id="p"))] == [
+            "r1",
+            "r0",
+        ]
+        assert [r.run_id for r in await store.list_runs(RunQuery(queue="q"))] == ["r4"]
+        assert len(await store.list_runs(RunQuery(limit=2))) == 2
+        assert await store.list_runs(RunQuery(status=["failed"])) == []
+
+    # --- leases -------------------------------------------------------------------
+    async def test_lease_is_exclusive_until_it_expires(self, store: Store) -> None:
+        await store.create_run(_run("r"))
+        first = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert first is not None
+        assert first.fence == 1
+        assert (await store.get_run("r")).status == "running"  # type: ignore[union-attr]
+        assert (
+            await store.acquire_lease("r", owner="b", now_ms=_T0 + 999, ttl_ms=1000)
+            is None
+        )
+        taken = await store.acquire_lease(
+            "r", owner="b", now_ms=_T0 + 1000, ttl_ms=1000
+        )
+        assert taken is not None
+        assert taken.fence == 2
+        assert taken.owner == "b"
+
+    async def test_lease_can_be_taken_from_a_named_dead_owner(
+        self, store: Store
+    ) -> None:
+        await store.create_run(_run("r"))
+        await store.acquire_lease("r", owner="dead", now_ms=_T0, ttl_ms=60_000)
+        assert (
+            await store.acquire_lease("r", owner="b", now_ms=_T0, ttl_ms=1000) is None
+        )
+        lease = await store.acquire_lease(
+            "r", owner="b", now_ms=_T0, ttl_ms=1000, take_over="dead"
+        )
+        assert lease is not None
+        assert lease.fence == 2
+
+    async def test_lease_on_missing_or_finished_run(self, store: Store) -> None:
+        with _raises(RunNotFound):
+            await store.acquire_lease("missing", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(_run("done", status="succeeded"))
+        assert (
+            await store.acquire_lease("done", owner="a", now_ms=_T0, ttl_ms=1000)
+            is None
+        )
+
+    async def test_stale_fence_cannot_write_anything(self, store: Store) -> None:
+        await store.create_run(_run("r"))
+        old = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        new = await store.acquire_lease("r", owner="b", now_ms=_T0 + 5000, ttl_ms=1000)
+        assert old is not None
+        assert new is not None
+        with _raises(LeaseLost):
+            await store.commit_step(_step("r", 1), fence=old.fence)
+        with _raises(LeaseLost):
+            await store.renew_lease("r", fence=old.fence, now_ms=_T0, ttl_ms=1000)
+        with _raises(LeaseLost):
+            await store.update_run(
+                "r", fence=old.fence, update=RunUpdate(status="succeeded", now_ms=_T0)
+            )
+        assert await store.load_journal("r") == []
+        assert (await store.get_run("r")).status == "running"  # type: ignore[union-attr]
+        await store.commit_step(_step("r", 1), fence=new.fence)
+        assert len(await store.load_journal("r")) == 1
+
+    async def test_renew_extends_the_lease(self, store: Store) -> None:
+        await store.create_run(_run("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        await store.renew_lease("r", fence=lease.fence, now_ms=_T0 + 900, ttl_ms=1000)
+        assert (
+            await store.acquire_lease("r", owner="b", now_ms=_T0 + 1500, ttl_ms=1000)
+            is None
+        )
+        assert (await store.get_run("r")).lease_expires_at_ms == _T0 + 1900  # type: ignore[union-attr]
+
+    async def test_update_run_to_an_end_releases_the_lease(self, store: Store) -> None:
+        await store.create_run(_run("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        await store.update_run(
+            "r",
+            fence=lease.fence,
+            update=RunUpdate(status="succeeded", now_ms=_T0 + 7, output=b"result"),
+        )
+        run = await store.get_run("r")
+        assert run is not None
+        assert (run.status, run.output, run.lease_owner, run.updated_at_ms) == (
+            "succeeded",
+            b"result",
+            None,
+            _T0 + 7,
+        )
+
+    async def test_cancel_fences_out_the_executor(self, store: Store) -> None:
+        await store.create_run(_run("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        cancelled = await store.cancel_run("r", now_ms=_T0 + 1)
+        assert cancelled.status == "cancelled"
+        with _raises(LeaseLost):
+            await store.commit_step(_step("r", 1), fence=lease.fence)
+        await store.create_run(_run("done", status="succeeded"))
+        assert (await store.cancel_run("done", now_ms=_T0)).status == "succeeded"
+        with _raises(RunNotFound):
+            await store.cancel_run("missing", now_ms=_T0)
+
+    async def test_reopen_makes_only_failed_runs_queued(self, store: Store) -> None:
+        await store.create_run(_run("f", status="failed", output=b"err"))
+        await store.create_run(_run("s", status="succeeded"))
+        assert await store.reopen_run("f", now_ms=_T0 + 1) is True
+        assert (await store.get_run("f")).status == "queued"  # type: ignore[union-attr]
+        assert await store.reopen_run("s", now_ms=_T0 + 1) is False
+        with _raises(RunNotFound):
+            await store.reopen_run("missing", now_ms=_T0)
+
+    # --- claims -------------------------------------------------------------------
+    async def test_claim_picks_queued_expired_and_woken_runs(
+        self, store: Store
+    ) -> None:
+        await store.create_run(_run("queued", created_at_ms=_T0))
+        await store.create_run(_run("expired", created_at_ms=_T0 + 1))
+        await store.acquire_lease("expired", owner="dead", now_ms=_T0, ttl_ms=10)
+        await store.create_run(_run("live", created_at_ms=_T0 + 2))
+        await store.acquire_lease("live", owner="alive", now_ms=_T0, ttl_ms=60_000)
+        await store.create_run(_run("woken", status="sleeping", wake_at_ms=_T0 + 50))
+        await store.create_run(
+            _run("asleep", status="sleeping", wake_at_ms=_T0 + 10_000)
+        )
+        await store.create_run(_run("other", workflow="not-mine"))
+        await store.create_run(_run("done", status="succeeded"))
+        leases = await store.claim_runs(
+            owner="w",
+            now_ms=_T0 + 100,
+            ttl_ms=1000,
+            limit=10,
+            workflows=["wf"],
+            queues={},
+        )
+        assert sorted(lease.run_id for lease in leases) == [
+            "expired",
+            "queued",
+            "woken",
+        ]
+        again = await store.claim_runs(
+            owner="w2",
+            now_ms=_T0 + 100,
+            ttl_ms=1000,
+            limit=10,
+            workflows=["wf"],
+            queues={},
+        )
+        assert again == []
+
+    async def test_claim_respects_limit_and_queue_concurrency(
+        self, store: Store
+    ) -> None:
+        for i in range(6):
+            await store.create_run(_run(f"q{i}", queue="docs", created_at_ms=_T0 + i))
+        policy = {"docs": QueuePolicy(concurrency=2)}
+        first = await store.claim_runs(
+            owner="w", now_ms=_T0, ttl_ms=1000, limit=5, workflows=["wf"], queues=policy
+        )
+        assert [lease.run_id for lease in first] == ["q0", "q1"]
+        assert (
+            await store.claim_runs(
+                owner="w",
+                now_ms=_T0,
+                ttl_ms=1000,
+                limit=5,
+                workflows=["wf"],
+                queues=policy,
+            )
+            == []
+        )
+        await store.update_run(
+            "q0", fence=first[0].fence, update=RunUpdate(status="succeeded", now_ms=_T0)
+        )
+        third = await store.claim_runs(
+            owner="w", now_ms=_T0, ttl_ms=1000, limit=5, workflows=["wf"], queues=policy
+        )
+        assert [lease.run_id for lease in third] == ["q2"]
+
+    async def test_claim_respects_queue_rate(self, store: Store) -> None:
+        for i in range(5):
+            await store.create_run(_run(f"q{i}", queue="llm", created_at_ms=_T0 + i))
+        policy = {"llm": QueuePolicy(rate=2, period_ms=1000)}
+        claimed = await store.claim_runs(
+            owner="w",
+            now_ms=_T0,
+            ttl_ms=60_000,
+            limit=5,
+            workflows=["wf"],
+            queues=policy,
+        )
+        assert len(claimed) == 2
+        later = await store.claim_runs(
+            owner="w",
+            now_ms=_T0 + 500,
+            ttl_ms=60_000,
+            limit=5,
+            workflows=["wf"],
+            queues=policy,
+        )
+        assert later == []
+        next_period = await store.claim_runs(
+            owner="w",
+            now_ms=_T0 + 1001,
+            ttl_ms=60_000,
+            limit=5,
+            workflows=["wf"],
+            queues=policy,
+        )
+        assert len(next_period) == 2
+
+    # --- journal ------------------------------------------------------------------
+    async def test_journal_is_in_seq_order_and_replaces_by_seq(
+        self, store: Store
+    ) -> None:
+        await store.create_run(_run("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        for seq in (3, 1, 2):
+            await store.commit_step(_step("r", seq), fence=lease.fence)
+        await store.commit_step(
+            _step("r", 2, output=b"retried", status="retrying"), fence=lease.fence
+        )
+        journal = await store.load_journal("r")
+        assert [s.seq for s in journal] == [1, 2, 3]
+        assert journal[1] == _step("r", 2, output=b"retried", status="retrying")
+        assert [s.seq for s in await store.load_journal("r", up_to_seq=2)] == [1, 2]
+        assert await store.load_journal("nobody") == []
+
+    async def test_step_payloads_are_stored_byte_exact(self, store: Store) -> None:
+        await store.create_run(_run("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        payload = bytes(range(256)) * 40
+        step = StepRecord(
+            run_id="r",
+            seq=1,
+            name="s",
+            fingerprint="0123456789abcdef",
+            status="ok",
+            output=payload,
+            attempts=3,
+            started_at_ms=_T0,
+            finished_at_ms=_T0 + 1,
+            usage=b'{"tokens": 1}',
+        )
+        await store.commit_step(step, fence=lease.fence)
+        assert await store.load_journal("r") == [step]
+
+    async def test_delete_runs_removes_only_finished_runs_with_their_data(
+        self, store: Store
+    ) -> None:
+        await store.create_run(_run("done"))
+        lease = await store.acquire_lease("done", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        await store.commit_step(_step("done", 1), fence=lease.fence)
+        await store.update_run(
+            "done", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=_T0)
+        )
+        await store.create_run(_run("live"))
+        result = await store.delete_runs(["done", "live", "missing"])
+        assert (result.runs, result.steps, result.run_ids) == (1, 1, ("done",))
+        assert await store.get_run("done") is None
+        assert await store.load_journal("done") == []
+        assert await store.get_run("live") is not None
+
+    # --- inputs -------------------------------------------------------------------
+    async def test_first_input_per_key_wins_and_wakes_a_waiting_run(
+        self, store: Store
+    ) -> None:
+        await store.create_run(_run("r", status="waiting", wake_at_ms=_T0 + 10_000))
+        assert await store.send_input(
+            InputRecord(run_id="r", key="k", value=b"1", sent_at_ms=_T0)
+        )
+        assert not await store.send_input(
+            InputRecord(run_id="r", key="k", value=b"2", sent_at_ms=_T0)
+        )
+        assert await store.get_inputs("r") == {"k": b"1"}
+        assert (await store.get_run("r")).status == "queued"  # type: ignore[union-attr]
+        with _raises(RunNotFound):
+            await store.send_input(
+                InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=_T0)
+            )
+
+    # --- snapshots ----------------------------------------------------------------
+    async def test_chunks_are_content_addressed_and_idempotent(
+        self, store: Store
+    ) -> None:
+        await store.put_chunks({"h1": b"one", "h2": b"two"})
+        await store.put_chunks({"h1": b"one"})
+        assert await store.get_chunks(["h1", "h2", "h3"]) == {
+            "h1": b"one",
+            "h2": b"two",
+        }
+        assert await store.get_chunks([]) == {}
+
+    async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
+        await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
+        await store.save_snapshot(_snapshot("t", "0001", ("a",)))
+        await store.save_snapshot(
+            _snapshot("t", "0002", ("a", "b"), parent_id="0001", label="x")
+        )
+        await store.save_snapshot(_snapshot("t", "0003", ("b", "c"), namespace="sub"))
+        latest = await store.load_snapshot("t")
+        assert latest is not None
+        assert (latest.checkpoint_id, latest.parent_id, latest.label) == (
+            "0002",
+            "0001",
+            "x",
+        )
+        assert set(latest.chunk_refs) == {"a", "b"}
+        first = await store.load_snapshot("t", checkpoint_id="0001")
+        assert first is not None
+        assert first.manifest == b"m-0001"
+        assert await store.load_snapshot("t", checkpoint_id="nope") is None
+        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == [
+            "0002",
+            "0001",
+        ]
+        assert [
+            s.checkpoint_id for s in await store.list_snapshots("t", before="0002")
+        ] == ["0001"]
+        assert [s.checkpoint_id for s in await store.list_snapshots("t", limit=1)] == [
+            "0002"
+        ]
+        assert len(await store.list_snapshots("t", namespace=None)) == 3
+        assert await store.delete_unreferenced_chunks(100) == 0
+        assert await store.delete_thread("t") == 3
+        assert await store.load_snapshot("t") is None
+        assert await store.delete_unreferenced_chunks(100) == 3
+        assert await store.get_chunks(["a", "b", "c"]) == {}

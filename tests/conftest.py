@@ -1,0 +1,85 @@
+"""Shared fixtures: a fresh store per backend, an engine on it, a fake clock."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from resumable import Engine
+from resumable.stores import create_store
+from resumable.stores.protocol import Store
+from resumable.testing import FakeClock
+
+BACKENDS: list[object] = ["memory", "sqlite"]
+_SERVICE_URLS = {
+    "postgres": "RESUMABLE_TEST_POSTGRES_URL",
+    "redis": "RESUMABLE_TEST_REDIS_URL",
+}
+
+
+def service_url(backend: str) -> str:
+    """The test server URL for a backend, or a skip (a failure in CI) if it is unset."""
+    variable = _SERVICE_URLS[backend]
+    url = os.environ.get(variable)
+    if not url:
+        reason = f"{variable} is not set: no {backend} server to test against"
+        if os.environ.get("RESUMABLE_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"{reason} (RESUMABLE_REQUIRE_SERVICES=1)")
+        pytest.skip(reason)
+    return url
+
+
+def store_url(backend: str, tmp_path: Path) -> str:
+    """A URL naming a fresh, empty store of the given backend."""
+    if backend == "memory":
+        return "memory://"
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    base = service_url(backend)
+    isolate = f"t{uuid.uuid4().hex[:12]}"
+    if backend == "postgres":
+        separator = "&" if "?" in base else "?"
+        return f"{base}{separator}schema={isolate}"
+    separator = "&" if "?" in base else "?"
+    return f"{base}{separator}prefix={isolate}"
+
+
+@asynccontextmanager
+async def open_test_store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
+    """A fresh store of `backend`, dropped afterwards where that matters."""
+    store = create_store(store_url(backend, tmp_path))
+    try:
+        yield store
+    finally:
+        drop = getattr(store, "drop", None)
+        if drop is not None:
+            await drop()
+        await store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
+    """A fresh store; postgres/redis skip unless RESUMABLE_TEST_<NAME>_URL is set."""
+    async with open_test_store(backend, tmp_path) as store:
+        yield store
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def engine(store: Store) -> Engine:
+    """An engine on a fresh store of every backend, with fast store-failure timeouts."""
+    return Engine(store, store_retry_s=0.2)
