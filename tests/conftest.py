@@ -15,7 +15,12 @@ from resumable.stores import create_store
 from resumable.stores.protocol import Store
 from resumable.testing import FakeClock
 
-BACKENDS: list[object] = ["memory", "sqlite"]
+BACKENDS = [
+    "memory",
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
 _SERVICE_URLS = {
     "postgres": "RESUMABLE_TEST_POSTGRES_URL",
     "redis": "RESUMABLE_TEST_REDIS_URL",

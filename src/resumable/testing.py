@@ -45,6 +45,8 @@ class FakeClock:
 
     def __init__(self, start_ms: int = _T0) -> None:
         self._now_ms = start_ms
+        self.sleeps: list[float] = []
+        """Every duration passed to sleep(), in order."""
 
     def now_ms(self) -> int:
         return self._now_ms
@@ -54,6 +56,7 @@ class FakeClock:
         self._now_ms += int(seconds * 1000)
 
     async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
         self.advance(seconds)
         await asyncio.sleep(0)
 

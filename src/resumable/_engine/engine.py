@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -410,6 +411,10 @@ class Engine:
                 latest = await self.store.get_run(run.run_id)
                 if latest is not None and latest.status == "cancelled":
                     raise RunCancelled(run_id=run.run_id) from None
+                await self._release(lease)
+                raise
+            except BaseException:
+                await self._release(lease)
                 raise
 
     def _ended(self, run: RunRecord) -> Any:
@@ -429,6 +434,17 @@ class Engine:
         return (
             info if isinstance(info, dict) else {"type": "Error", "message": str(info)}
         )
+
+    async def _release(self, lease: Lease) -> None:
+        """Give up a lease at once when an execution stops without ending the run.
+
+        After Ctrl-C, a cancellation or a store error, a restart need not wait the
+        lease out. Best effort: the lease still expires on its own if this write fails.
+        """
+        with contextlib.suppress(BaseException):
+            await self.store.renew_lease(
+                lease.run_id, fence=lease.fence, now_ms=self.clock.now_ms(), ttl_ms=0
+            )
 
     async def _acquire(self, run: RunRecord) -> Lease | None:
         """Take the run's lease, waiting out a live owner; None if it ended meanwhile."""

@@ -71,20 +71,31 @@ def retry_hint(error: BaseException) -> float | None:
     get = getattr(headers, "get", None)
     if get is None:
         return None
-    millis = get("retry-after-ms")
+    millis = _number(get("retry-after-ms"))
     if millis is not None:
-        try:
-            return _sane(float(millis) / 1000)
-        except ValueError:
-            pass
-    seconds = get("retry-after")
-    if seconds is None:
+        return _sane(millis / 1000)
+    return _seconds_header(get("retry-after"))
+
+
+def _seconds_header(value: str | None) -> float | None:
+    """A `retry-after` value: seconds, or an HTTP date ("Wed, 21 Oct 2026 07:28:00 GMT")."""
+    if value is None:
         return None
+    number = _number(value)
+    if number is not None:
+        return _sane(number)
     try:
-        return _sane(float(seconds))
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return _sane(when.timestamp() - time.time())
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
     except ValueError:
-        when = email.utils.parsedate_to_datetime(seconds) if seconds.strip() else None
-        return None if when is None else _sane(when.timestamp() - time.time())
+        return None
 
 
 def _sane(seconds: float) -> float | None:

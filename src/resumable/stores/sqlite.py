@@ -1,9 +1,16 @@
 """SQLiteStore: the embedded default, one file shared safely by several processes.
 
-All SQL runs on one dedicated thread per store, so the event loop never blocks on
+SQL runs on one dedicated thread per store, so the event loop never blocks on
 disk. That thread drains every job queued while it was busy and commits the writes
 among them in one transaction (group commit): concurrent runs share an fsync, and a
 lone sequential step still costs exactly one INSERT and one COMMIT.
+
+With `durability=normal` a commit does no fsync, so handing it to the thread would
+cost more than the write itself. Writes then try an inline path first: a second
+connection, with no busy wait and no automatic checkpoints, commits on the calling
+thread when the file's write lock is free at once; otherwise (another process is
+writing, or another caller holds the inline connection) the write queues as usual.
+WAL checkpoints stay on the store thread.
 
 URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optional
 `?durability=full` (fsync on every commit, the default) or `?durability=normal`
@@ -46,6 +53,8 @@ T = TypeVar("T")
 Conn = sqlite3.Connection
 DEFAULT_PATH: Final = Path(".resumable") / "state.db"
 _BATCH_MAX: Final = 512
+_CHECKPOINT_EVERY: Final = 1000  # inline commits between WAL checkpoints
+_NOT_INLINE: Final = object()
 _TERMINAL_SQL: Final = "('succeeded', 'failed', 'cancelled')"
 
 _SELECT_RUN: Final = "SELECT * FROM resumable_runs WHERE run_id = ?"
@@ -164,6 +173,9 @@ class SQLiteStore:
         self._opened = threading.Event()
         self._open_error: BaseException | None = None
         self._lock = threading.Lock()
+        self._inline: Conn | None = None
+        self._inline_lock = threading.Lock()
+        self._inline_commits = 0
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> SQLiteStore:
@@ -187,23 +199,34 @@ class SQLiteStore:
         return self
 
     async def close(self) -> None:
+        with self._inline_lock:
+            if self._inline is not None:
+                self._inline.close()
+                self._inline = None
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None:
             self._jobs.put(None)
             await asyncio.to_thread(thread.join)
 
-    def _connect(self) -> Conn:
+    def _connect(self, *, inline: bool = False) -> Conn:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        busy_timeout_ms = 0 if inline else int(self._busy_timeout_ms)
         conn = sqlite3.connect(
-            self.path, isolation_level=None, timeout=self._busy_timeout_ms / 1000
+            self.path,
+            isolation_level=None,
+            timeout=busy_timeout_ms / 1000,
+            check_same_thread=not inline,  # the inline connection is guarded by a lock
         )
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute(
-            f"PRAGMA synchronous = {self.durability.upper()}"
-        )  # checked in parse_url
-        conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        synchronous = self.durability.upper()  # one of two constants: see parse_url
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        if inline:
+            conn.execute(
+                "PRAGMA wal_autocheckpoint = 0"
+            )  # the store thread checkpoints
         return conn
 
     def _migrate(self, conn: Conn) -> None:
@@ -326,7 +349,10 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            return [(job, False, self._write_error(job, exc)) for job in jobs]
+            return [
+                (job, False, self._write_error(job.run_id, job.seq, exc))
+                for job in jobs
+            ]
         return outcomes
 
     def _run_one(
@@ -341,7 +367,7 @@ class SQLiteStore:
                 raise
             conn.execute("ROLLBACK TO job")
             conn.execute("RELEASE job")
-            return job, False, self._write_error(job, exc)
+            return job, False, self._write_error(job.run_id, job.seq, exc)
         except Exception as exc:  # noqa: BLE001 - handed to the awaiting caller
             if savepoint:
                 conn.execute("ROLLBACK TO job")
@@ -351,12 +377,12 @@ class SQLiteStore:
             conn.execute("RELEASE job")
         return job, True, result
 
-    def _write_error(self, job: _Job, exc: sqlite3.Error) -> Exception:
-        if job.run_id is None:
+    def _write_error(
+        self, run_id: str | None, seq: int | None, exc: sqlite3.Error
+    ) -> Exception:
+        if run_id is None:
             return StoreError(store=self.url, detail=f"write failed: {exc}")
-        return CheckpointWriteError(
-            run_id=job.run_id, seq=job.seq, detail=f"sqlite: {exc}"
-        )
+        return CheckpointWriteError(run_id=run_id, seq=seq, detail=f"sqlite: {exc}")
 
     async def _call(
         self,
@@ -368,9 +394,51 @@ class SQLiteStore:
     ) -> T:
         if self._thread is None:
             await self.open()
+        if write and self.durability == "normal":
+            result = self._write_inline(fn, run_id, seq)
+            if result is not _NOT_INLINE:
+                return result  # type: ignore[return-value]  # fn's own result
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._jobs.put(_Job(fn, future, write, run_id, seq))
         return await future
+
+    def _write_inline(
+        self, fn: Callable[[Conn], Any], run_id: str | None, seq: int | None
+    ) -> object:
+        """Commit `fn` on this thread if the write lock is free now, else _NOT_INLINE."""
+        if not self._inline_lock.acquire(blocking=False):
+            return _NOT_INLINE
+        try:
+            conn = self._inline
+            if conn is None:
+                conn = self._inline = self._connect(inline=True)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:  # busy: let the store thread wait for it
+                return _NOT_INLINE
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise self._write_error(run_id, seq, exc) from exc
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            self._inline_commits += 1
+            if self._inline_commits % _CHECKPOINT_EVERY == 0:
+                self._checkpoint_soon()
+            return result
+        finally:
+            self._inline_lock.release()
+
+    def _checkpoint_soon(self) -> None:
+        def checkpoint(conn: Conn) -> None:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+        future = asyncio.get_running_loop().create_future()
+        self._jobs.put(_Job(checkpoint, future, False, None, None))
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:

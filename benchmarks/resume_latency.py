@@ -1,0 +1,88 @@
+"""Resume latency: from `engine.run(...)` on a run with N recorded steps to reaching
+the point where it failed (its step N+1), on a fresh Engine over the same SQLite file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import table
+
+from resumable import Engine, step, workflow
+
+RUNS = int(os.environ.get("RUNS", "7"))
+PAYLOAD = "x" * 1000
+
+
+class Reached(BaseException):
+    """Raised at step N+1: the resumed run got back to where it died."""
+
+
+@step
+async def produce(i: int) -> str:
+    return PAYLOAD + str(i)
+
+
+@step
+async def fail_here(at: float) -> None:
+    raise Reached(at)
+
+
+@workflow(name="bench.resume")
+async def long_run(n: int, crash: bool) -> int:
+    for i in range(n):
+        await produce(i)
+    if crash:
+        await fail_here(0)
+    return n
+
+
+async def measure(directory: Path, steps: int) -> list[float]:
+    url = f"sqlite:///{directory / f'resume-{steps}.db'}"
+    setup = Engine(url)
+    with contextlib.suppress(Reached):
+        await setup.run(long_run, steps, True, run_id="r")
+    await setup.close()
+    samples = []
+    for _ in range(RUNS):
+        engine = Engine(url)
+        await engine.store.get_run(
+            "r"
+        )  # open the file: we time the resume, not the open
+        start = time.perf_counter()
+        try:
+            await engine.run(long_run, steps, True, run_id="r")
+        except Reached:
+            samples.append((time.perf_counter() - start) * 1000)
+        await engine.close()
+    return samples
+
+
+async def main() -> None:
+    rows = [("recorded steps", "median ms", "min ms", "target")]
+    with tempfile.TemporaryDirectory() as tmp:
+        for steps, target in ((1000, "< 10 ms"), (3000, "< 30 ms")):
+            samples = await measure(Path(tmp), steps)
+            rows.append(
+                (
+                    str(steps),
+                    f"{statistics.median(samples):.1f}",
+                    f"{min(samples):.1f}",
+                    target,
+                )
+            )
+    print(f"resume to the failure point on SQLite, median of {RUNS} runs")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,128 @@
+"""Per-step overhead: 1000 sequential ~1 KB steps, resumable vs its raw floors.
+
+Prints µs per step (median of RUNS runs) for plain Python, resumable on memory,
+SQLite full and SQLite normal, and -- measured in this same run -- raw sqlite3
+INSERT+COMMIT of the same row in WAL with synchronous FULL and NORMAL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import median_us_per_op, table
+
+from resumable import Engine, step, workflow
+
+STEPS = int(os.environ.get("STEPS", "1000"))
+RUNS = int(os.environ.get("RUNS", "7"))
+PAYLOAD = "x" * 1000
+
+
+def produce_plain(i: int) -> str:
+    return PAYLOAD + str(i)
+
+
+@step
+async def produce(i: int) -> str:
+    return PAYLOAD + str(i)
+
+
+@workflow(name="bench.steps")
+async def many_steps(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += len(await produce(i))
+    return total
+
+
+async def plain(_: int) -> None:
+    for i in range(STEPS):
+        produce_plain(i)
+
+
+def raw_sqlite(directory: Path, synchronous: str) -> None:
+    """The floor: the journal row a step writes, inserted and committed by hand."""
+    path = directory / f"raw-{synchronous}-{time.perf_counter_ns()}.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute(
+        "CREATE TABLE steps (run_id TEXT, seq INTEGER, name TEXT, output BLOB, "
+        "PRIMARY KEY (run_id, seq))"
+    )
+    payload = PAYLOAD.encode()
+    for i in range(STEPS):
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO steps VALUES (?, ?, ?, ?)", ("run", i, "produce", payload)
+        )
+        conn.execute("COMMIT")
+    conn.close()
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+
+        def engine_bench(url_of: str):
+            async def bench(run: int) -> float:
+                url = url_of.format(
+                    path=directory / f"bench-{run}-{time.perf_counter_ns()}.db"
+                )
+                engine = Engine(url)
+                await engine.run(many_steps, 1, run_id="warm-up")  # open + migrate
+                start = time.perf_counter()
+                await engine.run(many_steps, STEPS, run_id="bench")
+                elapsed = time.perf_counter() - start
+                await engine.close()
+                return elapsed
+
+            return bench
+
+        async def raw(synchronous: str):
+            async def bench(_: int) -> None:
+                raw_sqlite(directory, synchronous)
+
+            return bench
+
+        results = {
+            "plain python": await median_us_per_op(plain, ops=STEPS, runs=RUNS),
+            "raw sqlite FULL": await median_us_per_op(
+                await raw("FULL"), ops=STEPS, runs=RUNS
+            ),
+            "raw sqlite NORMAL": await median_us_per_op(
+                await raw("NORMAL"), ops=STEPS, runs=RUNS
+            ),
+            "resumable memory": await median_us_per_op(
+                engine_bench("memory://"), ops=STEPS, runs=RUNS
+            ),
+            "resumable sqlite full": await median_us_per_op(
+                engine_bench("sqlite:///{path}"), ops=STEPS, runs=RUNS
+            ),
+            "resumable sqlite normal": await median_us_per_op(
+                engine_bench("sqlite:///{path}?durability=normal"), ops=STEPS, runs=RUNS
+            ),
+        }
+    floors = {
+        "resumable sqlite full": "raw sqlite FULL",
+        "resumable sqlite normal": "raw sqlite NORMAL",
+    }
+    rows = [("what", "µs/step", "ratio to floor")]
+    for name, us in results.items():
+        floor = floors.get(name)
+        ratio = f"{us / results[floor]:.2f}x {floor}" if floor else ""
+        rows.append((name, f"{us:.1f}", ratio))
+    print(f"{STEPS} sequential steps of ~1 KB, median of {RUNS} runs")
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from resumable import (
+    CorruptCheckpointError,
+    Engine,
+    SchemaVersionError,
+    StoreError,
+    step,
+    workflow,
+)
+from resumable.stores import _sql
+from resumable.stores.sqlite import SQLiteStore, parse_url
+
+
+def test_url_forms_and_options() -> None:
+    assert parse_url("sqlite:///rel/state.db") == (Path("rel/state.db"), "full", 10_000)
+    assert parse_url(
+        "sqlite:////abs/state.db?durability=normal&busy_timeout_ms=50"
+    ) == (
+        Path("/abs/state.db"),
+        "normal",
+        50,
+    )
+    for bad in ("sqlite://", "sqlite:///x.db?durability=off", "sqlite:///x.db?nope=1"):
+        with pytest.raises(StoreError):
+            parse_url(bad)
+
+
+async def test_store_on_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "new.db"
+    store = await SQLiteStore(f"sqlite:///{db}").open()
+    await store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE resumable_meta SET value = '999' WHERE key = 'schema_version'"
+        )
+    with pytest.raises(SchemaVersionError, match="999"):
+        await SQLiteStore(f"sqlite:///{db}").open()
+
+
+async def test_an_older_schema_is_migrated_forward_keeping_its_data(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "old.db"
+    first = _sql.migrations("sqlite")[0]
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "CREATE TABLE resumable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
+        for statement in _sql.split_statements(first.sql):
+            conn.execute(statement)
+        conn.execute("INSERT INTO resumable_meta VALUES ('schema_version', '1')")
+        conn.execute(
+            "INSERT INTO resumable_runs (run_id, workflow, status, input, created_at_ms, "
+            "updated_at_ms) VALUES ('kept', 'wf', 'queued', x'00', 1, 1)"
+        )
+    store = await SQLiteStore(f"sqlite:///{db}").open()
+    try:
+        assert (await store.get_run("kept")) is not None
+    finally:
+        await store.close()
+    with sqlite3.connect(db) as conn:
+        (version,) = conn.execute(
+            "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
+        ).fetchone()
+        indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert int(version) == _sql.latest_version("sqlite") >= 2
+    assert "resumable_runs_expires" in indexes
+
+
+async def test_a_corrupt_step_row_is_refused_naming_run_and_step(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "corrupt.db"
+
+    @step
+    async def produce() -> str:
+        return "precious"
+
+    @workflow
+    async def wf() -> str:
+        value = await produce()
+        raise RuntimeError(f"stop with {value} recorded")
+
+    engine = Engine(f"sqlite:///{db}")
+    with pytest.raises(Exception, match="stop with"):
+        await engine.run(wf, run_id="c")
+    await engine.close()
+    with sqlite3.connect(db) as conn:
+        (blob,) = conn.execute(
+            "SELECT output FROM resumable_steps WHERE seq = 1"
+        ).fetchone()
+        flipped = bytes(blob[:-1]) + bytes([blob[-1] ^ 0x01])
+        conn.execute("UPDATE resumable_steps SET output = ? WHERE seq = 1", (flipped,))
+    with pytest.raises(CorruptCheckpointError) as caught:
+        await Engine(f"sqlite:///{db}").resume("c")
+    assert "run 'c'" in str(caught.value)
+    assert "step #1" in str(caught.value)
+    assert "produce" in str(caught.value)
+
+
+def test_several_processes_share_one_file(tmp_path: Path) -> None:
+    db = tmp_path / "shared.db"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from resumable import Engine, step, workflow
+
+        @step
+        async def s(i: int) -> int:
+            return i
+
+        @workflow(name="shared")
+        async def wf(n: int) -> int:
+            return sum([await s(i) for i in range(n)])
+
+        engine = Engine("sqlite:///{db}?durability=normal")
+        worker = sys.argv[1]
+        for r in range(40):
+            assert engine.run_sync(wf, 5, run_id=f"{{worker}}-{{r}}") == 10
+        """
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(w)], stderr=subprocess.PIPE)
+        for w in range(4)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    with sqlite3.connect(db) as conn:
+        (runs,) = conn.execute(
+            "SELECT count(*) FROM resumable_runs WHERE status = 'succeeded'"
+        ).fetchone()
+        (steps,) = conn.execute("SELECT count(*) FROM resumable_steps").fetchone()
+    assert (runs, steps) == (160, 800)
