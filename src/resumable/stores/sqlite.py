@@ -576,12 +576,14 @@ class SQLiteStore:
             for row in rows:
                 if len(claimed) >= limit:
                     break
-                queue_name, is_start = row["queue"], row["status"] == "queued"
-                policy = queues.get(queue_name) if queue_name is not None else None
-                if policy is not None and not _queue_admits_txn(
-                    conn, queue_name, policy, now_ms, is_start=is_start
-                ):
-                    continue
+                queue_name: str | None = row["queue"]
+                is_start = row["status"] == "queued"
+                if queue_name is not None:
+                    policy = queues.get(queue_name)
+                    if policy is not None and not _queue_admits_txn(
+                        conn, queue_name, policy, now_ms, is_start=is_start
+                    ):
+                        continue
                 lease = _acquire_txn(
                     conn,
                     run_id=row["run_id"],

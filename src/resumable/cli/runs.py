@@ -1,0 +1,148 @@
+"""`resumable runs | show | resume | cancel`: list, inspect and drive runs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from resumable._engine.engine import Engine, StepView
+from resumable.cli._table import clip, duration, size, table, when
+from resumable.errors import ResumableError
+from resumable.stores.protocol import RUN_STATUSES
+
+_OUTPUT_WIDTH = 60
+
+
+def register(commands: Any, store: argparse.ArgumentParser) -> None:
+    """Add this group's subcommands."""
+    listing = commands.add_parser(
+        "runs", parents=[store], help="list runs, newest first"
+    )
+    listing.add_argument("--status", choices=RUN_STATUSES)
+    listing.add_argument("--workflow")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.set_defaults(handler=list_runs)
+
+    show = commands.add_parser(
+        "show", parents=[store], help="show a run and its journal"
+    )
+    show.add_argument("run_id")
+    show.add_argument("--full", action="store_true", help="print whole step outputs")
+    show.set_defaults(handler=show_run)
+
+    resume = commands.add_parser("resume", parents=[store], help="resume a run by id")
+    resume.add_argument("run_id")
+    resume.add_argument(
+        "--app",
+        required=True,
+        help="module that defines the run's workflow (e.g. myapp.flows)",
+    )
+    resume.set_defaults(handler=resume_run)
+
+    cancel = commands.add_parser("cancel", parents=[store], help="cancel a run")
+    cancel.add_argument("run_id")
+    cancel.set_defaults(handler=cancel_run)
+
+
+async def list_runs(args: argparse.Namespace) -> int:
+    """Print runs as a table."""
+    async with Engine(args.store) as engine:
+        found = await engine.runs(
+            status=args.status, workflow=args.workflow, limit=args.limit
+        )
+    if not found:
+        print("no runs")
+        return 0
+    rows = [
+        [
+            run.run_id,
+            run.workflow,
+            run.status,
+            when(run.created_at),
+            when(run.updated_at),
+        ]
+        for run in found
+    ]
+    print(table(["RUN", "WORKFLOW", "STATUS", "CREATED (UTC)", "UPDATED (UTC)"], rows))
+    return 0
+
+
+async def show_run(args: argparse.Namespace) -> int:
+    """Print a run's summary and its journal."""
+    async with Engine(args.store) as engine:
+        run = await engine.get(args.run_id)
+        steps = await engine.history(args.run_id)
+    print(f"run       {run.run_id}")
+    print(f"workflow  {run.workflow}")
+    print(f"status    {run.status}")
+    print(f"created   {when(run.created_at)} UTC   updated {when(run.updated_at)} UTC")
+    if run.forked_from is not None:
+        print(f"forked    from {run.forked_from} at step {run.fork_seq}")
+    if run.parent_id is not None:
+        print(f"parent    {run.parent_id}")
+    if not steps:
+        print("\nno steps recorded")
+        return 0
+    headers = [
+        "SEQ",
+        "STEP",
+        "STATUS",
+        "ATTEMPTS",
+        "DURATION",
+        "OUTPUT",
+        "ARGS",
+        "VALUE",
+    ]
+    rows = [
+        [
+            str(s.seq),
+            s.name + (f" (from {s.inherited_from})" if s.inherited_from else ""),
+            s.status,
+            str(s.attempts),
+            duration(s.duration_ms),
+            size(s.output_bytes),
+            s.fingerprint[:8],
+            "" if args.full else clip(_preview(s), _OUTPUT_WIDTH),
+        ]
+        for s in steps
+    ]
+    print()
+    print(table(headers, rows, right=[0, 3, 4, 5]))
+    if args.full:
+        for s in steps:
+            print(f"\n#{s.seq} {s.name}\n{_preview(s)}")
+    return 0
+
+
+def _preview(step: StepView) -> str:
+    try:
+        return repr(step.output())
+    except ResumableError as exc:  # a type this process has not registered, or corrupt
+        return f"<unreadable: {exc}>"
+
+
+async def resume_run(args: argparse.Namespace) -> int:
+    """Import the app module, then resume the run to its end."""
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        importlib.import_module(args.app)
+    except ImportError as exc:
+        raise ResumableError(f"cannot import --app {args.app!r}: {exc}") from None
+    async with Engine(args.store) as engine:
+        result = await engine.resume(args.run_id)
+    print(f"run {args.run_id} succeeded: {clip(repr(result), 200)}")
+    return 0
+
+
+async def cancel_run(args: argparse.Namespace) -> int:
+    """Cancel a run and say what it is now."""
+    async with Engine(args.store) as engine:
+        status = await engine.cancel(args.run_id)
+    if status == "cancelled":
+        print(f"run {args.run_id} cancelled")
+        return 0
+    print(f"run {args.run_id} had already ended: {status}")
+    return 0

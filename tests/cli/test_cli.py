@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from resumable import Engine, step, workflow
+from resumable.cli import main
+
+
+class Crash(BaseException):
+    pass
+
+
+@step
+async def shout(word: str) -> str:
+    return word.upper()
+
+
+@workflow(name="tests.cli.greet")
+async def greet(word: str) -> str:
+    return await shout(word) + "!"
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+async def test_runs_and_show_print_tables(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with Engine(url) as engine:
+        await engine.run(greet, "hi", run_id="r-1")
+    assert await main_async(["runs", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "r-1" in out
+    assert "tests.cli.greet" in out
+    assert "succeeded" in out
+    assert await main_async(["show", "r-1", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "shout" in out
+    assert "'HI'" in out
+    assert await main_async(["runs", "--status", "failed", "--store", url]) == 0
+    assert "no runs" in capsys.readouterr().out
+
+
+async def main_async(argv: list[str]) -> int:
+    import asyncio
+
+    return await asyncio.to_thread(main, argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["show", "missing"], "does not exist"),
+        (["cancel", "missing"], "does not exist"),
+        (["runs", "--store", "ftp://nowhere"], "unknown scheme"),
+        (["resume", "x", "--app", "no_such_module_here"], "cannot import --app"),
+    ],
+)
+def test_bad_input_is_one_line_and_a_nonzero_exit(
+    argv: list[str], message: str, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if "--store" not in argv:
+        argv = [*argv, "--store", url]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_an_unreadable_store_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    garbage = tmp_path / "not-a-db.db"
+    garbage.write_bytes(b"this is not sqlite" * 100)
+    assert main(["runs", "--store", f"sqlite:///{garbage}"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot open" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_resume_imports_the_app_and_finishes_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    app = tmp_path / "cli_app_module.py"
+    app.write_text(
+        textwrap.dedent(
+            """
+            from resumable import step, workflow
+
+            CRASH = [True]
+
+            class Crash(BaseException):
+                pass
+
+            @step
+            async def add(a: int, b: int) -> int:
+                if CRASH[0]:
+                    raise Crash
+                return a + b
+
+            @workflow(name="tests.cli.sum")
+            async def total(a: int, b: int) -> int:
+                return await add(a, b)
+            """
+        )
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    module = importlib.import_module("cli_app_module")
+    url = f"sqlite:///{tmp_path / 'resume.db'}"
+    engine = Engine(url)
+    with pytest.raises(module.Crash):
+        engine.run_sync(module.total, 2, 3, run_id="to-resume")
+    module.CRASH[0] = False
+    assert main(["resume", "to-resume", "--app", "cli_app_module", "--store", url]) == 0
+    assert "succeeded: 5" in capsys.readouterr().out
+    assert main(["cancel", "to-resume", "--store", url]) == 0
+    assert "already ended: succeeded" in capsys.readouterr().out
+    sys.modules.pop("cli_app_module", None)
+
+
+def test_cancel_a_waiting_run(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    async def create() -> None:
+        async with Engine(url) as engine:
+            await engine._create(  # a run recorded but never executed
+                greet.__resumable_workflow__,  # type: ignore[attr-defined]  # set by @workflow
+                ("x",),
+                {},
+                run_id="queued-1",
+            )
+
+    asyncio.run(create())
+    assert main(["cancel", "queued-1", "--store", url]) == 0
+    assert "cancelled" in capsys.readouterr().out
