@@ -10,6 +10,7 @@ from resumable._engine.context import RunInfo, current_run
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunView, StepView
 from resumable._engine.retry import Retry
+from resumable._engine.waits import sleep, wait_for
 from resumable.errors import (
     BudgetExceeded,
     CheckpointWriteError,
@@ -55,6 +56,8 @@ __all__ = [
     "__version__",
     "current_run",
     "register",
+    "sleep",
     "step",
+    "wait_for",
     "workflow",
 ]

@@ -143,3 +143,41 @@ def test_cancel_a_waiting_run(url: str, capsys: pytest.CaptureFixture[str]) -> N
     asyncio.run(create())
     assert main(["cancel", "queued-1", "--store", url]) == 0
     assert "cancelled" in capsys.readouterr().out
+
+
+def test_send_fork_and_show_lineage(
+    url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from resumable import wait_for
+
+    @workflow(name="tests.cli.approve")
+    async def approve() -> str:
+        return f"approved={await wait_for('ok')}"
+
+    async def start() -> None:
+        async with Engine(url) as engine:
+            await engine.start(approve, run_id="w-1")
+            while (await engine.get("w-1")).status != "waiting":
+                await asyncio.sleep(0.01)
+
+    asyncio.run(start())
+    assert main(["send", "w-1", "ok", "true", "--store", url]) == 0
+    assert "sent 'ok'" in capsys.readouterr().out
+    assert main(["send", "w-1", "ok", "not json", "--store", url]) == 1
+    assert "must be JSON" in capsys.readouterr().err
+
+    async def finish() -> str:
+        async with Engine(url) as engine:
+            return str(await engine.resume("w-1"))
+
+    assert asyncio.run(finish()) == "approved=True"
+    assert (
+        main(["fork", "w-1", "--at-step", "0", "--new-id", "w-2", "--store", url]) == 0
+    )
+    assert "forked from w-1" in capsys.readouterr().out
+    assert main(["show", "w-1", "--store", url]) == 0
+    assert "fork      w-2 (at step 0)" in capsys.readouterr().out
+    assert main(["show", "w-2", "--store", url]) == 0
+    assert "forked    from w-1 at step 0" in capsys.readouterr().out

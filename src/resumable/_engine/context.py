@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,9 @@ class Runtime:
     lease_ttl_s: float
     store_retry_s: float
     """How long a failed store write is retried (with backoff) before the run stops."""
+    run_child: Callable[..., Awaitable[Any]]
+    """Start or resume a child run to its end: `(spec, args, kwargs, *, run_id,
+    parent_id, retry_failed)`."""
 
 
 @dataclass(slots=True, eq=False, kw_only=True)
@@ -44,6 +48,8 @@ class RunContext:
     """Set when a write was lost or refused: every later step raises it, and the run
     ends with it whatever the workflow does, so nothing continues unrecorded."""
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
+    suspensions: list[Any] = field(default_factory=list)
+    """Every wait_for/sleep that unwound the workflow in this execution."""
     replayed: int = 0
     executed: int = 0
 

@@ -225,8 +225,45 @@ def workflow(
             budget_tokens=budget_tokens,
         )
         WORKFLOWS.add(spec)
-        fn.__resumable_workflow__ = spec  # type: ignore[attr-defined]  # marker read by the engine
-        return fn
+        from resumable._engine.children import run_child
+
+        if spec.is_async:
+
+            @functools.wraps(fn)
+            def call_async(*args: Any, **kwargs: Any) -> Any:
+                ctx = active_run()
+                if ctx is None:
+                    return fn(*args, **kwargs)
+                if not _on_loop(ctx.loop):
+                    raise TypeError(
+                        f"async workflow {spec.name!r} was called as a child of a sync "
+                        f"workflow; make the parent `async def`"
+                    )
+                # a child run takes its seq when called, like a step
+                return run_child(ctx, ctx.take_seq(), spec, args, kwargs)
+
+            wrapper: Callable[..., Any] = call_async
+        else:
+
+            @functools.wraps(fn)
+            def call_sync(*args: Any, **kwargs: Any) -> Any:
+                ctx = active_run()
+                if ctx is None:
+                    return fn(*args, **kwargs)
+                if _on_loop(ctx.loop):
+                    raise TypeError(
+                        f"sync workflow {spec.name!r} was called as a child of an async "
+                        f"workflow; make the child `async def` too"
+                    )
+                seq = ctx.take_seq()
+                future = asyncio.run_coroutine_threadsafe(
+                    run_child(ctx, seq, spec, args, kwargs), ctx.loop
+                )
+                return future.result()
+
+            wrapper = call_sync
+        wrapper.__resumable_workflow__ = spec  # type: ignore[attr-defined]  # marker read by the engine
+        return typing.cast("F", wrapper)
 
     return decorate(fn) if fn is not None else decorate
 

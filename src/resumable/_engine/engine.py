@@ -20,7 +20,9 @@ from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflo
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
 from resumable._engine.steps import step_place
+from resumable._engine.waits import Suspend, input_place
 from resumable.errors import (
+    InputRejected,
     LeaseLost,
     ResumableError,
     RunCancelled,
@@ -29,6 +31,7 @@ from resumable.errors import (
 from resumable.serde import KeyRing, Serde
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores.protocol import (
+    InputRecord,
     Lease,
     RunQuery,
     RunRecord,
@@ -39,6 +42,7 @@ from resumable.stores.protocol import (
 
 R = TypeVar("R")
 _POLL_S = 0.25
+_WAIT_POLL_S = 1.0  # how often a suspended run is re-read when no local send wakes it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,8 +161,10 @@ class Engine:
             owner=self.owner,
             lease_ttl_s=lease_ttl_s,
             store_retry_s=store_retry_s,
+            run_child=self._run_child,
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
+        self._wakeups: dict[str, asyncio.Event] = {}
         self._bridge = Bridge()
 
     def __repr__(self) -> str:
@@ -236,6 +242,61 @@ class Engine:
         """`run` for synchronous code: blocks until the run ends."""
         return self._bridge.run(self.run(wf, *args, run_id=run_id, **kwargs))
 
+    async def fork(
+        self,
+        source: str,
+        /,
+        *,
+        at_step: int,
+        run_id: str | None = None,
+        args: tuple[Any, ...] | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> str:
+        """Create a run that shares the first `at_step` steps of `source`.
+
+        The new run replays those steps from the original's journal (shared, not
+        copied) and executes from step `at_step + 1` with the current code,
+        optionally with new workflow arguments. The original is never modified.
+        Run the fork with `resume(new_id)` (or `run(wf, *args, run_id=new_id)`).
+
+        Returns:
+            The new run's id.
+        """
+        original = await self._get(source)
+        journal = await load_journal(self.store, original)
+        if not 0 <= at_step <= max(journal, default=0):
+            raise ResumableError(
+                f"run {source!r} has {max(journal, default=0)} recorded steps; "
+                f"at_step must be between 0 and that (got {at_step})"
+            )
+        run_id = run_id if run_id is not None else new_run_id()
+        if args is None and kwargs is None:
+            args, kwargs = self.serde.loads(
+                original.input, place=run_place(source, "input")
+            )
+        now_ms = self.clock.now_ms()
+        created = await self.store.create_run(
+            RunRecord(
+                run_id=run_id,
+                workflow=original.workflow,
+                status="queued",
+                input=self.serde.dumps(
+                    (tuple(args or ()), dict(kwargs or {})),
+                    place=run_place(run_id, "input"),
+                    root="args",
+                ),
+                created_at_ms=now_ms,
+                updated_at_ms=now_ms,
+                forked_from=source,
+                fork_seq=at_step,
+            )
+        )
+        if created.forked_from != source or created.created_at_ms != now_ms:
+            raise ResumableError(
+                f"run {run_id!r} already exists; choose another run_id"
+            )
+        return run_id
+
     async def start(
         self,
         wf: Callable[..., Awaitable[Any]] | Callable[..., Any],
@@ -264,6 +325,46 @@ class Engine:
                 f"process; import the module that defines it (CLI: --app MODULE)"
             )
         return await self._drive(spec, run, retry_failed=True)
+
+    async def send(self, run_id: str, key: str, value: Any) -> None:
+        """Deliver input to a run; `wait_for(key)` in the run returns it.
+
+        Each key takes one value: the first one sent is the one the run receives,
+        and a later send to the same key is refused, so a retried `send` can never
+        change what a run already acted on. A value may be sent before the run
+        reaches its `wait_for`.
+
+        Raises:
+            RunNotFound: no run has that id.
+            InputRejected: the run has ended, or the key already holds a value.
+        """
+        run = await self._get(run_id)
+        if run.is_terminal:
+            raise InputRejected(
+                run_id=run_id,
+                key=key,
+                reason=f"the run has already ended ({run.status})",
+            )
+        accepted = await self.store.send_input(
+            InputRecord(
+                run_id=run_id,
+                key=key,
+                value=self.serde.dumps(
+                    value, place=input_place(run_id, key), root="value"
+                ),
+                sent_at_ms=self.clock.now_ms(),
+            )
+        )
+        if not accepted:
+            raise InputRejected(
+                run_id=run_id,
+                key=key,
+                reason="a value was already sent under this key; the first one sent is "
+                "the one the run receives (use a new key for a new input)",
+            )
+        woken = self._wakeups.get(run_id)
+        if woken is not None:
+            woken.set()
 
     async def cancel(self, run_id: str) -> RunStatus:
         """Cancel a run: it stops before its next step and is never resumed.
@@ -336,6 +437,19 @@ class Engine:
             raise RunNotFound(run_id=run_id)
         return run
 
+    async def _run_child(
+        self,
+        spec: WorkflowSpec,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        run_id: str,
+        parent_id: str,
+        retry_failed: bool,
+    ) -> Any:
+        run = await self._create(spec, args, kwargs, run_id=run_id, parent_id=parent_id)
+        return await self._drive(spec, run, retry_failed=retry_failed)
+
     async def _create(
         self,
         spec: WorkflowSpec,
@@ -343,11 +457,14 @@ class Engine:
         kwargs: dict[str, Any],
         *,
         run_id: str | None,
+        parent_id: str | None = None,
     ) -> RunRecord:
         spec.register_types()
         run_id = run_id if run_id is not None else new_run_id()
         now_ms = self.clock.now_ms()
-        encoded = self.serde.dumps((args, kwargs), place=run_place(run_id, "input"))
+        encoded = self.serde.dumps(
+            (args, kwargs), place=run_place(run_id, "input"), root="args"
+        )
         run = await self.store.create_run(
             RunRecord(
                 run_id=run_id,
@@ -356,6 +473,7 @@ class Engine:
                 input=encoded,
                 created_at_ms=now_ms,
                 updated_at_ms=now_ms,
+                parent_id=parent_id,
             )
         )
         if run.workflow != spec.name:
@@ -383,7 +501,7 @@ class Engine:
                 self._until_done(spec, run, retry_failed=retry_failed)
             )
             self._active[run.run_id] = task
-            task.add_done_callback(lambda _: self._active.pop(run.run_id, None))
+            task.add_done_callback(lambda _: self._forget(run.run_id))
         return await asyncio.shield(task)
 
     async def _until_done(
@@ -398,6 +516,10 @@ class Engine:
                     return self._ended(run)
                 await self.store.reopen_run(run.run_id, now_ms=self.clock.now_ms())
                 retry_failed = True
+            elif run.status in ("waiting", "sleeping"):
+                run = await self._until_runnable(run.run_id)
+                if run.is_terminal:
+                    continue
             lease = await self._acquire(run)
             if lease is None:
                 run = await self._get(run.run_id)
@@ -407,6 +529,9 @@ class Engine:
                 return await execute_run(
                     self._runtime, spec, running, lease, retry_failed=retry_failed
                 )
+            except Suspend:
+                run, retry_failed = await self._get(run.run_id), False
+                continue
             except (LeaseLost, asyncio.CancelledError):
                 latest = await self.store.get_run(run.run_id)
                 if latest is not None and latest.status == "cancelled":
@@ -416,6 +541,38 @@ class Engine:
             except BaseException:
                 await self._release(lease)
                 raise
+
+    def _forget(self, run_id: str) -> None:
+        self._active.pop(run_id, None)
+        self._wakeups.pop(run_id, None)
+
+    async def _until_runnable(self, run_id: str) -> RunRecord:
+        """Wait while the run sleeps or waits for input.
+
+        It ends at the run's deadline, when `send` wakes it (at once when sent
+        through this engine), or when another worker takes the run.
+        """
+        while True:
+            run = await self._get(run_id)
+            if run.status not in ("waiting", "sleeping"):
+                return run
+            now_ms = self.clock.now_ms()
+            if run.wake_at_ms is not None and run.wake_at_ms <= now_ms:
+                return run
+            remaining_s = (
+                _POLL_S if run.wake_at_ms is None else (run.wake_at_ms - now_ms) / 1000
+            )
+            woken = self._wakeups.setdefault(run_id, asyncio.Event())
+            nap = asyncio.ensure_future(
+                self.clock.sleep(min(remaining_s, _WAIT_POLL_S))
+            )
+            ring = asyncio.ensure_future(woken.wait())
+            try:
+                await asyncio.wait({nap, ring}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                nap.cancel()
+                ring.cancel()
+                woken.clear()
 
     def _ended(self, run: RunRecord) -> Any:
         """The recorded result of a finished run; raises its recorded failure."""

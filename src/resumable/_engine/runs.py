@@ -9,6 +9,7 @@ from typing import Any
 from resumable._engine import outcome
 from resumable._engine.context import RunContext, Runtime, _run
 from resumable._engine.decorators import WorkflowSpec
+from resumable._engine.waits import Suspend
 from resumable.errors import (
     BudgetExceeded,
     CheckpointWriteError,
@@ -106,6 +107,12 @@ async def execute_run(
         if ctx.failure is not None and main is not None and main.uncancel() == 0:
             raise ctx.failure from None  # the heartbeat found the lease gone
         raise
+    except Suspend:
+        if ctx.failure is not None:
+            raise ctx.failure from None
+        suspended = _suspension(ctx.suspensions)
+        await _finish(ctx, suspended.status, None, wake_at_ms=suspended.wake_at_ms)
+        raise suspended from None
     except Exception as exc:
         if ctx.failure is not None:
             raise ctx.failure from exc
@@ -142,9 +149,32 @@ async def execute_run(
     return result
 
 
-async def _finish(ctx: RunContext, status: RunStatus, output: bytes) -> None:
+def _suspension(suspensions: list[Suspend]) -> Suspend:
+    """The run's suspension: waiting if any wait_for is pending, else sleeping.
+
+    It wakes at the earliest deadline among them.
+    """
+    status: RunStatus = (
+        "waiting" if any(s.status == "waiting" for s in suspensions) else "sleeping"
+    )
+    deadlines = [s.wake_at_ms for s in suspensions if s.wake_at_ms is not None]
+    return Suspend(status, min(deadlines) if deadlines else None)
+
+
+async def _finish(
+    ctx: RunContext,
+    status: RunStatus,
+    output: bytes | None,
+    *,
+    wake_at_ms: int | None = None,
+) -> None:
     runtime = ctx.runtime
-    update = RunUpdate(status=status, now_ms=runtime.clock.now_ms(), output=output)
+    update = RunUpdate(
+        status=status,
+        now_ms=runtime.clock.now_ms(),
+        output=output,
+        wake_at_ms=wake_at_ms,
+    )
     deadline = update.now_ms + int(runtime.store_retry_s * 1000)
     delay = 0.05
     while True:

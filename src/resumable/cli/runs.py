@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,22 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     )
     resume.set_defaults(handler=resume_run)
 
+    send = commands.add_parser(
+        "send", parents=[store], help="deliver input to a run waiting in wait_for(KEY)"
+    )
+    send.add_argument("run_id")
+    send.add_argument("key")
+    send.add_argument("value", help="the value, as JSON")
+    send.set_defaults(handler=send_input)
+
+    fork = commands.add_parser(
+        "fork", parents=[store], help="new run sharing the first N steps of a run"
+    )
+    fork.add_argument("run_id")
+    fork.add_argument("--at-step", type=int, required=True)
+    fork.add_argument("--new-id", help="id for the new run (default: generated)")
+    fork.set_defaults(handler=fork_run)
+
     cancel = commands.add_parser("cancel", parents=[store], help="cancel a run")
     cancel.add_argument("run_id")
     cancel.set_defaults(handler=cancel_run)
@@ -75,6 +92,8 @@ async def show_run(args: argparse.Namespace) -> int:
     async with Engine(args.store) as engine:
         run = await engine.get(args.run_id)
         steps = await engine.history(args.run_id)
+        children = await engine.runs(parent=args.run_id, limit=1000)
+        forks = await engine.runs(forked_from=args.run_id, limit=1000)
     print(f"run       {run.run_id}")
     print(f"workflow  {run.workflow}")
     print(f"status    {run.status}")
@@ -83,6 +102,10 @@ async def show_run(args: argparse.Namespace) -> int:
         print(f"forked    from {run.forked_from} at step {run.fork_seq}")
     if run.parent_id is not None:
         print(f"parent    {run.parent_id}")
+    for child in sorted(children, key=lambda c: c.run_id):
+        print(f"child     {child.run_id}  {child.workflow}  {child.status}")
+    for forked in forks:
+        print(f"fork      {forked.run_id} (at step {forked.fork_seq})  {forked.status}")
     if not steps:
         print("\nno steps recorded")
         return 0
@@ -134,6 +157,33 @@ async def resume_run(args: argparse.Namespace) -> int:
     async with Engine(args.store) as engine:
         result = await engine.resume(args.run_id)
     print(f"run {args.run_id} succeeded: {clip(repr(result), 200)}")
+    return 0
+
+
+async def send_input(args: argparse.Namespace) -> int:
+    """Parse the JSON value and deliver it."""
+    try:
+        value = json.loads(args.value)
+    except json.JSONDecodeError as exc:
+        raise ResumableError(
+            f"VALUE must be JSON ({exc}); quote strings: '\"yes\"'"
+        ) from None
+    async with Engine(args.store) as engine:
+        await engine.send(args.run_id, args.key, value)
+    print(
+        f"sent {args.key!r} to run {args.run_id}; a worker (or `resumable resume`) continues it"
+    )
+    return 0
+
+
+async def fork_run(args: argparse.Namespace) -> int:
+    """Create the fork and print its id."""
+    async with Engine(args.store) as engine:
+        new_id = await engine.fork(
+            args.run_id, at_step=args.at_step, run_id=args.new_id
+        )
+    print(f"run {new_id} forked from {args.run_id} at step {args.at_step}")
+    print(f"continue it with: resumable resume {new_id} --app MODULE")
     return 0
 
 

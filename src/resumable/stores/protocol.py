@@ -45,6 +45,7 @@ StepStatus = Literal[
     "ok",  # output holds the encoded result
     "failed",  # retries ran out; output holds the encoded error
     "retrying",  # an attempt failed and another is due; output holds its error
+    "waiting",  # a wait_for/sleep was reached; output holds its deadline (ms or None)
 ]
 
 

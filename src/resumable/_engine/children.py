@@ -1,0 +1,102 @@
+"""Child runs: a @workflow called inside a run is a run of its own (multi-agent).
+
+The call takes a seq in the parent like a step. The child gets the stable id
+`<parent run_id>/<seq>`, its own journal and lease, and is recovered on its own;
+the parent journals the child's outcome, so once the child has finished the
+parent replays it without touching the child again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from resumable._engine import outcome, replay
+from resumable._engine.context import RunContext
+from resumable._engine.decorators import WorkflowSpec
+from resumable._engine.steps import commit, step_place
+from resumable.errors import WorkflowFailed
+from resumable.stores.protocol import StepRecord
+
+
+def child_run_id(parent_run_id: str, seq: int) -> str:
+    """The id of the child run started at `seq` of its parent."""
+    return f"{parent_run_id}/{seq}"
+
+
+async def run_child(
+    ctx: RunContext,
+    seq: int,
+    spec: WorkflowSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """Return the child's recorded result, or run the child and record its outcome."""
+    if ctx.failure is not None:
+        raise ctx.failure
+    runtime = ctx.runtime
+    name = f"child:{spec.name}"
+    fingerprint = runtime.serde.fingerprint((args, kwargs) if kwargs else args)
+    decision = replay.decide(
+        ctx.journal.get(seq),
+        run_id=ctx.run_id,
+        seq=seq,
+        name=name,
+        fingerprint=fingerprint,
+        attempts=1,
+        retry_failed=ctx.retry_failed,
+    )
+    place = step_place(ctx.run_id, seq, name)
+    if isinstance(decision, replay.Replay):
+        ctx.replayed += 1
+        record = decision.record
+        value = runtime.serde.loads(
+            record.output or b"", place=step_place(record.run_id, seq, name)
+        )
+        if record.status == "ok":
+            return value
+        raise outcome.step_failed(ctx.run_id, value)
+    started_at_ms = runtime.clock.now_ms()
+    try:
+        result = await runtime.run_child(
+            spec,
+            args,
+            kwargs,
+            run_id=child_run_id(ctx.run_id, seq),
+            parent_id=ctx.run_id,
+            retry_failed=ctx.retry_failed,
+        )
+    except WorkflowFailed as exc:
+        error: WorkflowFailed | None = exc
+        info: dict[str, Any] = {
+            "type": exc.error_type,
+            "message": exc.message,
+            "step": name,
+            "seq": seq,
+            "attempts": decision.first_attempt,
+            "traceback": "",
+        }
+        status, output, result = "failed", runtime.serde.dumps(info, place=place), None
+    else:
+        status, output, error, info = (
+            "ok",
+            runtime.serde.dumps(result, place=place),
+            None,
+            {},
+        )
+    await commit(
+        ctx,
+        StepRecord(
+            run_id=ctx.run_id,
+            seq=seq,
+            name=name,
+            fingerprint=fingerprint,
+            status=status,  # type: ignore[arg-type]  # "ok" or "failed"
+            output=output,
+            attempts=decision.first_attempt,
+            started_at_ms=started_at_ms,
+            finished_at_ms=runtime.clock.now_ms(),
+        ),
+    )
+    if error is not None:
+        raise outcome.step_failed(ctx.run_id, info) from error
+    return result

@@ -1,0 +1,387 @@
+"""The stored frame: a versioned header, a checksum, optional zstd and AES-GCM.
+
+```
+plain:      [version][flags][crc32 (4, big-endian)][body]
+encrypted:  [version][flags][key id length][key id][nonce (12)][ciphertext + tag (16)]
+```
+
+`flags` has bit 0 set when the body is zstd-compressed and bit 1 when it is
+encrypted. Without encryption the CRC-32 covers the header and the stored body,
+so a flipped bit anywhere is caught. With encryption the GCM tag is the check: it
+authenticates the header and the `place` the frame was written for (such as
+"run 'x' step #3") as associated data, so a frame copied to another place fails.
+The body is compressed before it is encrypted. Nonces are random, which is sound
+for up to about 2**32 frames per key: rotate keys well before that.
+
+`cryptography` and `zstandard` are optional extras, imported on first use.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import os
+import struct
+import zlib
+from collections.abc import Mapping
+from types import ModuleType
+from typing import Protocol, cast
+
+from resumable.errors import CorruptCheckpointError
+
+__all__ = ["Envelope", "KeyRing"]
+
+FORMAT_VERSION = 1
+_COMPRESSED = 0x01
+_ENCRYPTED = 0x02
+_KNOWN_FLAGS = _COMPRESSED | _ENCRYPTED
+_CRC = struct.Struct(">I")
+_PLAIN_HEADER_SIZE = 2 + _CRC.size
+_NONCE_SIZE = 12
+_GCM_TAG_SIZE = 16
+_KEY_SIZE = 32
+_ZSTD_LEVEL = 3
+_GENERATE_KEY_HINT = (
+    'generate one with: python -c "import base64, os; '
+    'print(base64.b64encode(os.urandom(32)).decode())"'
+)
+
+
+class Aead(Protocol):
+    """The part of cryptography's `AESGCM` this module uses."""
+
+    def encrypt(
+        self, nonce: bytes, data: bytes, associated_data: bytes | None
+    ) -> bytes:
+        """Encrypt and authenticate `data`; return ciphertext + tag."""
+        ...
+
+    def decrypt(
+        self, nonce: bytes, data: bytes, associated_data: bytes | None
+    ) -> bytes:
+        """Check the tag and decrypt; raise `InvalidTag` on failure."""
+        ...
+
+
+# The optional extras are imported by name at run time, so type checkers of a
+# checkout without them installed see no unresolved import.
+def _import_optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+def _new_aead(key: bytes) -> Aead:
+    module = _import_optional("cryptography.hazmat.primitives.ciphers.aead")
+    if module is None:
+        raise ImportError(
+            "encryption needs the cryptography package: "
+            "pip install 'resumable[encryption]'"
+        )
+    return cast("Aead", module.AESGCM(key))
+
+
+def _invalid_tag() -> type[Exception]:
+    module = importlib.import_module("cryptography.exceptions")
+    return cast("type[Exception]", module.InvalidTag)
+
+
+class KeyRing:
+    """AES-256 keys by id: new frames use `current`, old frames name their key.
+
+    Keeping retired keys in the ring keeps the frames they wrote readable, which is
+    how keys are rotated. Key material never appears in `repr()` or in messages.
+
+    Raises:
+        ValueError: A key is not 32 bytes, an id is empty or too long, or
+            `current` is not one of the ids.
+        TypeError: A key is not bytes.
+    """
+
+    __slots__ = ("_ciphers", "_current", "_keys")
+
+    def __init__(self, keys: Mapping[str, bytes], *, current: str) -> None:
+        if not keys:
+            raise ValueError("a KeyRing needs at least one key")
+        checked = {key_id: _checked_key(key_id, key) for key_id, key in keys.items()}
+        if current not in checked:
+            raise ValueError(
+                f"current key id {current!r} is not one of {list(checked)}"
+            )
+        self._keys = checked
+        self._current = current
+        self._ciphers: dict[str, Aead] = {}
+
+    @classmethod
+    def from_env(cls, value: str) -> KeyRing:
+        """Parse the `RESUMABLE_ENCRYPTION_KEY` format.
+
+        Either `"id1:base64key,id2:base64key"` (the first is current) or a single
+        base64 key, which gets the id `"k1"`. Standard and URL-safe base64 are
+        accepted, with or without padding.
+
+        Raises:
+            ValueError: The value is malformed; the message says where, never what
+                the key material is.
+        """
+        text = value.strip()
+        if not text:
+            raise ValueError(
+                "RESUMABLE_ENCRYPTION_KEY is empty; set it to a base64 32-byte key, "
+                f"or to 'id1:key1,id2:key2' with the current key first ({_GENERATE_KEY_HINT})"
+            )
+        if ":" not in text and "," not in text:
+            return cls({"k1": _decode_key(text, "k1")}, current="k1")
+        keys: dict[str, bytes] = {}
+        for number, item in enumerate(text.split(","), start=1):
+            key_id, colon, encoded = item.strip().partition(":")
+            key_id = key_id.strip()
+            if not colon or not key_id or not encoded.strip():
+                raise ValueError(
+                    f"RESUMABLE_ENCRYPTION_KEY entry {number} is not 'id:base64key' "
+                    f"(entries are separated by commas, the current key first)"
+                )
+            if key_id in keys:
+                raise ValueError(
+                    f"RESUMABLE_ENCRYPTION_KEY names key id {key_id!r} twice"
+                )
+            keys[key_id] = _decode_key(encoded, key_id)
+        return cls(keys, current=next(iter(keys)))
+
+    @property
+    def current(self) -> str:
+        """The id of the key new frames are encrypted with."""
+        return self._current
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Every key id in the ring."""
+        return tuple(self._keys)
+
+    def __repr__(self) -> str:
+        return f"KeyRing(ids={list(self._keys)!r}, current={self._current!r})"
+
+    def current_cipher(self) -> Aead:
+        """The AES-GCM cipher for the current key.
+
+        Raises:
+            ImportError: The `cryptography` package is not installed.
+        """
+        cipher = self.cipher(self._current)
+        if cipher is None:  # pragma: no cover - __init__ checks current is a key id
+            raise KeyError(self._current)
+        return cipher
+
+    def cipher(self, key_id: str) -> Aead | None:
+        """The AES-GCM cipher for a key id, or None if the ring lacks that id.
+
+        Raises:
+            ImportError: The `cryptography` package is not installed.
+        """
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            key = self._keys.get(key_id)
+            if key is None:
+                return None
+            cipher = self._ciphers[key_id] = _new_aead(key)
+        return cipher
+
+
+def _checked_key(key_id: object, key: object) -> bytes:
+    # Typed as object: keys often come from config code that mypy never saw.
+    if not isinstance(key_id, str) or not key_id:
+        raise ValueError("key ids must be non-empty strings")
+    if len(key_id.encode("utf-8")) > 255:
+        raise ValueError(f"key id {key_id[:20]!r}... is longer than 255 bytes")
+    if not isinstance(key, bytes | bytearray):
+        raise TypeError(f"key {key_id!r} must be bytes, not {type(key).__name__}")
+    if len(key) != _KEY_SIZE:
+        raise ValueError(
+            f"key {key_id!r} is {len(key)} bytes; AES-256 needs exactly "
+            f"{_KEY_SIZE} ({_GENERATE_KEY_HINT})"
+        )
+    return bytes(key)
+
+
+def _decode_key(encoded: str, key_id: str) -> bytes:
+    text = "".join(encoded.split())
+    text += "=" * (-len(text) % 4)
+    try:
+        altchars = b"-_" if "-" in text or "_" in text else None  # URL-safe form
+        key = base64.b64decode(text, altchars=altchars, validate=True)
+    except (binascii.Error, ValueError):
+        # from None: the decoder's message may quote the input, which is a secret.
+        raise ValueError(
+            f"key {key_id!r} in RESUMABLE_ENCRYPTION_KEY is not valid base64"
+        ) from None
+    if len(key) != _KEY_SIZE:
+        raise ValueError(
+            f"key {key_id!r} in RESUMABLE_ENCRYPTION_KEY decodes to {len(key)} bytes; "
+            f"AES-256 needs exactly {_KEY_SIZE} ({_GENERATE_KEY_HINT})"
+        )
+    return key
+
+
+class Envelope:
+    """Seals encoded bodies into stored frames, and opens them again.
+
+    Args:
+        keys: Encrypt new frames with `keys.current` and refuse plaintext frames.
+            None stores plaintext guarded by a CRC-32.
+        compress_over: Compress bodies longer than this many bytes with zstd when
+            the `zstandard` package is installed (silently skipped when it is not).
+            None never compresses.
+
+    Raises:
+        ImportError: `keys` is given but `cryptography` is not installed.
+    """
+
+    def __init__(
+        self, *, keys: KeyRing | None = None, compress_over: int | None = 4096
+    ) -> None:
+        if keys is not None:
+            keys.current_cipher()  # fail now, not at the first write
+        self._keys = keys
+        self._compress_over = compress_over
+
+    def __repr__(self) -> str:
+        return f"Envelope(keys={self._keys!r}, compress_over={self._compress_over!r})"
+
+    def seal(self, body: bytes, *, place: str) -> bytes:
+        """Frame a body for storage.
+
+        Args:
+            body: The encoded value.
+            place: Where the frame will be stored, e.g. "run 'x' step #3"; with
+                encryption it is authenticated, so the frame opens only there.
+        """
+        flags = 0
+        if self._compress_over is not None and len(body) > self._compress_over:
+            zstd = _import_optional("zstandard")
+            if zstd is not None:
+                packed: bytes = zstd.ZstdCompressor(level=_ZSTD_LEVEL).compress(body)
+                if len(packed) < len(body):
+                    body, flags = packed, _COMPRESSED
+        keys = self._keys
+        if keys is None:
+            header = bytes((FORMAT_VERSION, flags))
+            checksum = zlib.crc32(body, zlib.crc32(header))
+            return b"".join((header, _CRC.pack(checksum), body))
+        key_id = keys.current.encode("utf-8")
+        header = bytes((FORMAT_VERSION, flags | _ENCRYPTED, len(key_id))) + key_id
+        nonce = os.urandom(_NONCE_SIZE)
+        sealed = keys.current_cipher().encrypt(
+            nonce, body, _associated_data(header, place)
+        )
+        return b"".join((header, nonce, sealed))
+
+    def open(self, data: bytes, *, place: str) -> bytes:
+        """Check a stored frame and return the body it holds.
+
+        Raises:
+            CorruptCheckpointError: The checksum or decryption fails, the frame is
+                truncated, its version or flags are unknown, its key id is not in
+                the ring, it is plaintext while encryption is on, or it is
+                compressed and `zstandard` is not installed.
+        """
+        if type(data) is not bytes:
+            data = bytes(data)  # some drivers hand back memoryview or bytearray
+        if len(data) < 2:
+            raise CorruptCheckpointError(place=place, detail="truncated frame")
+        version, flags = data[0], data[1]
+        if version != FORMAT_VERSION:
+            raise CorruptCheckpointError(
+                place=place,
+                detail=f"unknown frame version {version} (this resumable reads "
+                f"version {FORMAT_VERSION}; a newer one may have written it)",
+            )
+        if flags & ~_KNOWN_FLAGS:
+            raise CorruptCheckpointError(
+                place=place, detail=f"unknown flags {flags:#04x}"
+            )
+        if flags & _ENCRYPTED:
+            body = self._decrypt(data, place)
+        else:
+            body = self._check(data, place)
+        if flags & _COMPRESSED:
+            body = _decompress(body, place)
+        return body
+
+    def _check(self, data: bytes, place: str) -> bytes:
+        if self._keys is not None:
+            raise CorruptCheckpointError(
+                place=place, detail="the frame is not encrypted but encryption is on"
+            )
+        if len(data) < _PLAIN_HEADER_SIZE:
+            raise CorruptCheckpointError(place=place, detail="truncated frame")
+        (stored,) = _CRC.unpack_from(data, 2)
+        body = data[_PLAIN_HEADER_SIZE:]
+        if zlib.crc32(body, zlib.crc32(data[:2])) != stored:
+            raise CorruptCheckpointError(place=place, detail="checksum mismatch")
+        return body
+
+    def _decrypt(self, data: bytes, place: str) -> bytes:
+        keys = self._keys
+        if keys is None:
+            raise CorruptCheckpointError(
+                place=place,
+                detail="the frame is encrypted but no key is configured "
+                "(set RESUMABLE_ENCRYPTION_KEY)",
+            )
+        if len(data) < 3:
+            raise CorruptCheckpointError(place=place, detail="truncated frame")
+        header_size = 3 + data[2]
+        if len(data) < header_size + _NONCE_SIZE + _GCM_TAG_SIZE:
+            raise CorruptCheckpointError(place=place, detail="truncated frame")
+        header = data[:header_size]
+        try:
+            key_id = header[3:].decode("utf-8")
+        except UnicodeDecodeError:
+            raise CorruptCheckpointError(
+                place=place, detail="the key id is not valid UTF-8"
+            ) from None
+        cipher = keys.cipher(key_id)
+        if cipher is None:
+            raise CorruptCheckpointError(
+                place=place,
+                detail=f"encrypted with key id {key_id!r}, which is not in the key "
+                f"ring {list(keys.ids)}; add that key to RESUMABLE_ENCRYPTION_KEY",
+            )
+        invalid_tag = _invalid_tag()
+        nonce = data[header_size : header_size + _NONCE_SIZE]
+        try:
+            return cipher.decrypt(
+                nonce,
+                data[header_size + _NONCE_SIZE :],
+                _associated_data(header, place),
+            )
+        except invalid_tag:
+            raise CorruptCheckpointError(
+                place=place,
+                detail="decryption failed: the data was altered, was written for "
+                "another place, or the key differs from the one that wrote it",
+            ) from None
+
+
+def _associated_data(header: bytes, place: str) -> bytes:
+    # The header is length-prefixed, so header + place cannot be split two ways.
+    return header + place.encode("utf-8", "surrogatepass")
+
+
+def _decompress(body: bytes, place: str) -> bytes:
+    zstd = _import_optional("zstandard")
+    if zstd is None:
+        raise CorruptCheckpointError(
+            place=place,
+            detail="the frame is zstd-compressed and the zstandard package is "
+            "missing: pip install 'resumable[zstd]'",
+        )
+    try:
+        out: bytes = zstd.ZstdDecompressor().decompress(body)
+    except zstd.ZstdError as exc:
+        raise CorruptCheckpointError(
+            place=place, detail=f"zstd decompression failed ({exc})"
+        ) from exc
+    return out
