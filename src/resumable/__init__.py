@@ -10,6 +10,7 @@ from resumable._engine.context import RunInfo, current_run
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunView, StepView
 from resumable._engine.retry import Retry
+from resumable._engine.snapshots import Checkpoint
 from resumable._engine.waits import sleep, wait_for
 from resumable.errors import (
     BudgetExceeded,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BudgetExceeded",
+    "Checkpoint",
     "CheckpointWriteError",
     "CorruptCheckpointError",
     "Engine",

@@ -19,6 +19,7 @@ from resumable._engine.context import Runtime
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
+from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable._engine.steps import step_place
 from resumable._engine.waits import Suspend, input_place
 from resumable.errors import (
@@ -36,11 +37,13 @@ from resumable.stores.protocol import (
     RunQuery,
     RunRecord,
     RunStatus,
+    SnapshotRecord,
     StepRecord,
     Store,
 )
 
 R = TypeVar("R")
+_MISSING: Any = object()
 _POLL_S = 0.25
 _WAIT_POLL_S = 1.0  # how often a suspended run is re-read when no local send wakes it
 
@@ -165,6 +168,7 @@ class Engine:
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
+        self._snapshots = Snapshots(self.store, self.serde)
         self._bridge = Bridge()
 
     def __repr__(self) -> str:
@@ -376,6 +380,123 @@ class Engine:
         if task is not None and run.status == "cancelled":
             task.cancel()
         return run.status
+
+    # --- snapshots ----------------------------------------------------------------
+    async def save_state(
+        self,
+        thread_id: str,
+        state: Any,
+        *,
+        label: str | None = None,
+        metadata: Any = None,
+        parent: str | None = None,
+        namespace: str = "",
+    ) -> Checkpoint:
+        """Save a version of a thread's state (the manual-checkpoint pattern).
+
+        Lists and dicts are stored element by element, content-addressed: saving a
+        conversation after each turn writes only the new messages.
+
+        Args:
+            thread_id: The thread (conversation, session) the state belongs to.
+            state: Any value the codec can encode.
+            label: A name for this version, shown in `state_history`.
+            metadata: Any encodable value kept beside the state.
+            parent: The checkpoint this version follows (default: the thread's
+                latest); pass an older one to branch the thread from there.
+            namespace: Separates independent states of one thread.
+        """
+        if parent is None:
+            latest = await self.store.load_snapshot(thread_id, namespace=namespace)
+            parent = None if latest is None else latest.checkpoint_id
+        record = await self._snapshots.save(
+            thread_id,
+            state,
+            now_ms=self.clock.now_ms(),
+            namespace=namespace,
+            parent_id=parent,
+            label=label,
+            metadata=metadata,
+        )
+        return self._checkpoint(record)
+
+    async def load_state(
+        self,
+        thread_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        namespace: str = "",
+        default: Any = _MISSING,
+    ) -> Any:
+        """The thread's latest state, or the state at `checkpoint_id`.
+
+        Raises:
+            ResumableError: nothing was saved (and no `default` was given).
+        """
+        found = await self._snapshots.load(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        if found is not None:
+            return found[1]
+        if default is not _MISSING:
+            return default
+        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
+        raise ResumableError(
+            f"thread {thread_id!r} has no {what}; save one with Engine.save_state, or "
+            f"pass default="
+        )
+
+    async def state_history(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        namespace: str = "",
+    ) -> list[Checkpoint]:
+        """The thread's checkpoints, newest first."""
+        records = await self.store.list_snapshots(
+            thread_id, namespace=namespace, before=before, limit=limit
+        )
+        return [self._checkpoint(record) for record in records]
+
+    async def fork_state(
+        self, thread_id: str, checkpoint_id: str, *, to_thread: str, namespace: str = ""
+    ) -> Checkpoint:
+        """Start thread `to_thread` from a checkpoint of another thread.
+
+        The new thread shares every chunk with the original (nothing is copied).
+        """
+        found = await self._snapshots.load(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        if found is None:
+            raise ResumableError(
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
+            )
+        record = await self._snapshots.save(
+            to_thread,
+            found[1],
+            now_ms=self.clock.now_ms(),
+            namespace=namespace,
+            parent_id=None,
+            label=f"fork of {thread_id}@{checkpoint_id}",
+            metadata={
+                "forked_from": {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
+            },
+        )
+        return self._checkpoint(record)
+
+    def _checkpoint(self, record: SnapshotRecord) -> Checkpoint:
+        return Checkpoint(
+            thread_id=record.thread_id,
+            checkpoint_id=record.checkpoint_id,
+            parent_id=record.parent_id,
+            label=record.label,
+            metadata=self._snapshots.metadata(record),
+            created_at=_datetime(record.created_at_ms),
+            namespace=record.namespace,
+        )
 
     # --- inspecting ---------------------------------------------------------------
     async def runs(

@@ -23,10 +23,11 @@ import binascii
 import importlib
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Protocol, cast
+from typing import Any, Protocol, cast
 
 from resumable.errors import CorruptCheckpointError
 
@@ -249,6 +250,10 @@ class Envelope:
     def __repr__(self) -> str:
         return f"Envelope(keys={self._keys!r}, compress_over={self._compress_over!r})"
 
+    def with_compress_over(self, compress_over: int | None) -> Envelope:
+        """The same keys with another compression threshold (e.g. for small chunks)."""
+        return Envelope(keys=self._keys, compress_over=compress_over)
+
     def seal(self, body: bytes, *, place: str) -> bytes:
         """Frame a body for storage.
 
@@ -261,7 +266,7 @@ class Envelope:
         if self._compress_over is not None and len(body) > self._compress_over:
             zstd = _import_optional("zstandard")
             if zstd is not None:
-                packed: bytes = zstd.ZstdCompressor(level=_ZSTD_LEVEL).compress(body)
+                packed: bytes = _zstd_context(zstd, "compressor").compress(body)
                 if len(packed) < len(body):
                     body, flags = packed, _COMPRESSED
         keys = self._keys
@@ -370,6 +375,26 @@ def _associated_data(header: bytes, place: str) -> bytes:
     return header + place.encode("utf-8", "surrogatepass")
 
 
+# a cache of stateless codec contexts, not program state: one per thread because
+# zstd contexts are not safe to share across threads
+_ZSTD_CONTEXTS = threading.local()
+
+
+def _zstd_context(zstd: ModuleType, kind: str) -> Any:
+    """This thread's reusable zstd compressor or decompressor.
+
+    Building one costs more than compressing a small payload.
+    """
+    context = getattr(_ZSTD_CONTEXTS, kind, None)
+    if context is None:
+        if kind == "compressor":
+            context = zstd.ZstdCompressor(level=_ZSTD_LEVEL)
+        else:
+            context = zstd.ZstdDecompressor()
+        setattr(_ZSTD_CONTEXTS, kind, context)
+    return context
+
+
 def _decompress(body: bytes, place: str) -> bytes:
     zstd = _import_optional("zstandard")
     if zstd is None:
@@ -379,7 +404,7 @@ def _decompress(body: bytes, place: str) -> bytes:
             "missing: pip install 'resumable[zstd]'",
         )
     try:
-        out: bytes = zstd.ZstdDecompressor().decompress(body)
+        out: bytes = _zstd_context(zstd, "decompressor").decompress(body)
     except zstd.ZstdError as exc:
         raise CorruptCheckpointError(
             place=place, detail=f"zstd decompression failed ({exc})"

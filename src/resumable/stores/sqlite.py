@@ -21,6 +21,7 @@ URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optiona
 from __future__ import annotations
 
 import asyncio
+import json
 import queue
 import sqlite3
 import threading
@@ -114,7 +115,10 @@ _WAKE: Final = """
 UPDATE resumable_runs SET status = 'queued', wake_at_ms = NULL, updated_at_ms = ?
  WHERE run_id = ? AND status = 'waiting'
 """
-_SNAPSHOT_COLUMNS: Final = "thread_id, namespace, checkpoint_id, parent_id, manifest, label, metadata, created_at_ms"
+_SNAPSHOT_COLUMNS: Final = (
+    "thread_id, namespace, checkpoint_id, parent_id, manifest, chunk_refs, label, "
+    "metadata, created_at_ms"
+)
 
 
 def parse_url(url: str) -> tuple[Path, str, int]:
@@ -564,8 +568,6 @@ class SQLiteStore:
         workflows: Collection[str],
         queues: Mapping[str, QueuePolicy],
     ) -> list[Lease]:
-        import json
-
         names = json.dumps(sorted(workflows))
 
         def claim(conn: Conn) -> list[Lease]:
@@ -715,33 +717,23 @@ class SQLiteStore:
         return await self._call(get, write=False) if wanted else {}
 
     async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+        row = (
+            snapshot.thread_id,
+            snapshot.namespace,
+            snapshot.checkpoint_id,
+            snapshot.parent_id,
+            snapshot.manifest,
+            json.dumps(list(snapshot.chunk_refs)),
+            snapshot.label,
+            snapshot.metadata,
+            snapshot.created_at_ms,
+        )
+
         def save(conn: Conn) -> None:
             conn.execute(
                 f"INSERT OR REPLACE INTO resumable_snapshots ({_SNAPSHOT_COLUMNS}) "  # noqa: S608 - constant column list
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    snapshot.thread_id,
-                    snapshot.namespace,
-                    snapshot.checkpoint_id,
-                    snapshot.parent_id,
-                    snapshot.manifest,
-                    snapshot.label,
-                    snapshot.metadata,
-                    snapshot.created_at_ms,
-                ),
-            )
-            conn.executemany(
-                "INSERT OR IGNORE INTO resumable_snapshot_chunks "
-                "(thread_id, namespace, checkpoint_id, hash) VALUES (?, ?, ?, ?)",
-                [
-                    (
-                        snapshot.thread_id,
-                        snapshot.namespace,
-                        snapshot.checkpoint_id,
-                        ref,
-                    )
-                    for ref in snapshot.chunk_refs
-                ],
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
             )
 
         await self._call(save, write=True)
@@ -762,7 +754,7 @@ class SQLiteStore:
                     "AND checkpoint_id = ?",
                     (thread_id, namespace, checkpoint_id),
                 ).fetchone()
-            return None if row is None else _snapshot_txn(conn, row)
+            return None if row is None else _snapshot(row)
 
         return await self._call(load, write=False)
 
@@ -787,17 +779,13 @@ class SQLiteStore:
                     before,
                     -1 if limit is None else limit,
                 ),
-            ).fetchall()
-            return [_snapshot_txn(conn, row) for row in rows]
+            )
+            return [_snapshot(row) for row in rows]
 
         return await self._call(select, write=False)
 
     async def delete_thread(self, thread_id: str) -> int:
         def delete(conn: Conn) -> int:
-            conn.execute(
-                "DELETE FROM resumable_snapshot_chunks WHERE thread_id = ?",
-                (thread_id,),
-            )
             return conn.execute(
                 "DELETE FROM resumable_snapshots WHERE thread_id = ?", (thread_id,)
             ).rowcount
@@ -807,9 +795,10 @@ class SQLiteStore:
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         def delete(conn: Conn) -> int:
             return conn.execute(
-                "DELETE FROM resumable_chunks WHERE hash IN (SELECT c.hash FROM resumable_chunks c "
-                "WHERE NOT EXISTS (SELECT 1 FROM resumable_snapshot_chunks r WHERE r.hash = c.hash) "
-                "LIMIT ?)",
+                "DELETE FROM resumable_chunks WHERE hash IN ("
+                " SELECT c.hash FROM resumable_chunks c WHERE c.hash NOT IN ("
+                "  SELECT r.value FROM resumable_snapshots s, json_each(s.chunk_refs) r)"
+                " LIMIT ?)",
                 (limit,),
             ).rowcount
 
@@ -881,13 +870,5 @@ def _queue_admits_txn(
     return True
 
 
-def _snapshot_txn(conn: Conn, row: sqlite3.Row) -> SnapshotRecord:
-    refs = tuple(
-        ref["hash"]
-        for ref in conn.execute(
-            "SELECT hash FROM resumable_snapshot_chunks WHERE thread_id = ? AND namespace = ? "
-            "AND checkpoint_id = ? ORDER BY hash",
-            (row["thread_id"], row["namespace"], row["checkpoint_id"]),
-        )
-    )
-    return _sql.snapshot_from_row(row, refs)
+def _snapshot(row: sqlite3.Row) -> SnapshotRecord:
+    return _sql.snapshot_from_row(row, tuple(json.loads(row["chunk_refs"])))

@@ -50,10 +50,12 @@ CREATE TABLE resumable_queue_starts (
 );
 CREATE INDEX resumable_queue_starts_queue ON resumable_queue_starts (queue, started_at_ms);
 
+-- content-addressed chunks and the snapshots that name them; WITHOUT ROWID keeps
+-- each key stored once (a rowid table would repeat it in its primary-key index)
 CREATE TABLE resumable_chunks (
     hash TEXT PRIMARY KEY,
     data BLOB NOT NULL
-);
+) WITHOUT ROWID;
 
 CREATE TABLE resumable_snapshots (
     thread_id     TEXT NOT NULL,
@@ -61,17 +63,9 @@ CREATE TABLE resumable_snapshots (
     checkpoint_id TEXT NOT NULL,
     parent_id     TEXT,
     manifest      BLOB NOT NULL,
+    chunk_refs    TEXT NOT NULL,  -- JSON array of the chunk hashes the manifest names
     label         TEXT,
     metadata      BLOB,
     created_at_ms INTEGER NOT NULL,
     PRIMARY KEY (thread_id, namespace, checkpoint_id)
-);
-
-CREATE TABLE resumable_snapshot_chunks (
-    thread_id     TEXT NOT NULL,
-    namespace     TEXT NOT NULL,
-    checkpoint_id TEXT NOT NULL,
-    hash          TEXT NOT NULL,
-    PRIMARY KEY (thread_id, namespace, checkpoint_id, hash)
-);
-CREATE INDEX resumable_snapshot_chunks_hash ON resumable_snapshot_chunks (hash);
+) WITHOUT ROWID;

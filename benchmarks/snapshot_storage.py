@@ -1,0 +1,163 @@
+"""Snapshot storage growth: a 200-turn conversation, one 500-byte message per turn,
+saved after every turn. Prints the bytes written, the SQLite file's growth, and the
+time to load the latest snapshot, next to a whole-state-per-save baseline measured
+in the same run (what a checkpointer that rewrites the state each time stores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import email
+import json
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import typing
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import table
+
+from resumable import Engine
+from resumable.stores.sqlite import SQLiteStore
+
+TURNS = 200
+MESSAGE_BYTES = 500
+# real English prose (the standard library's own documentation), so that
+# compression figures are what LLM text would see, not a repeated toy sentence
+PROSE = " ".join(
+    " ".join((module.__doc__ or "").split())
+    for module in (
+        asyncio,
+        json,
+        random,
+        sqlite3,
+        statistics,
+        tempfile,
+        time,
+        argparse,
+        email,
+        typing,
+    )
+)
+
+
+def message(turn: int, rng: random.Random) -> dict[str, str]:
+    start = rng.randrange(0, len(PROSE) - MESSAGE_BYTES)
+    text = PROSE[start : start + MESSAGE_BYTES]
+    return {"role": "user" if turn % 2 == 0 else "assistant", "content": text}
+
+
+class CountingStore(SQLiteStore):
+    """SQLiteStore that counts the bytes handed to it for snapshots."""
+
+    written = 0
+
+    async def put_chunks(self, chunks: Any) -> None:
+        self.written += sum(len(k) + len(v) for k, v in chunks.items())
+        await super().put_chunks(chunks)
+
+    async def save_snapshot(self, snapshot: Any) -> None:
+        self.written += (
+            len(snapshot.manifest)
+            + len(snapshot.thread_id)
+            + len(snapshot.checkpoint_id)
+            + len(snapshot.parent_id or "")
+            + sum(len(ref) for ref in snapshot.chunk_refs)
+            + 8
+        )
+        await super().save_snapshot(snapshot)
+
+
+def file_bytes(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return int((pages - free) * size)
+
+
+async def resumable_run(directory: Path) -> tuple[int, int, int, list[float]]:
+    path = directory / "snapshots.db"
+    store = CountingStore(f"sqlite:///{path}")
+    engine = Engine(store)
+    await store.open()
+    empty = file_bytes(path)
+    rng = random.Random(7)
+    messages: list[dict[str, str]] = []
+    content = 0
+    for turn in range(TURNS):
+        messages.append(message(turn, rng))
+        content += len(messages[-1]["content"])
+        await engine.save_state("conversation", {"messages": messages})
+    loads = []
+    for _ in range(15):
+        fresh = Engine(store)  # no cached shapes: a cold load, as after a restart
+        start = time.perf_counter()
+        loaded = await fresh.load_state("conversation")
+        loads.append((time.perf_counter() - start) * 1000)
+        assert loaded == {"messages": messages}
+    await engine.close()
+    return content, store.written, file_bytes(path) - empty, loads
+
+
+def whole_state_baseline(directory: Path) -> tuple[int, int]:
+    """Rewrite the whole state as JSON at every save (one row per checkpoint)."""
+    path = directory / "baseline.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE checkpoints (thread TEXT, id INTEGER, state BLOB)")
+    empty = file_bytes(path)
+    rng = random.Random(7)
+    messages: list[dict[str, str]] = []
+    written = 0
+    for turn in range(TURNS):
+        messages.append(message(turn, rng))
+        blob = json.dumps({"messages": messages}).encode()
+        written += len(blob)
+        conn.execute(
+            "INSERT INTO checkpoints VALUES (?, ?, ?)", ("conversation", turn, blob)
+        )
+    conn.close()
+    return written, file_bytes(path) - empty
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        content, written, grown, loads = await resumable_run(Path(tmp))
+        base_written, base_grown = whole_state_baseline(Path(tmp))
+    kb = 1024
+    rows = [
+        ("saver", "bytes written", "file growth", "x new content (written)"),
+        (
+            "resumable (content-addressed)",
+            f"{written / kb:.0f} KB",
+            f"{grown / kb:.0f} KB",
+            f"{written / content:.2f}x",
+        ),
+        (
+            "whole state per save",
+            f"{base_written / kb:.0f} KB",
+            f"{base_grown / kb:.0f} KB",
+            f"{base_written / content:.2f}x",
+        ),
+    ]
+    print(
+        f"{TURNS} turns, one {MESSAGE_BYTES}-byte message per turn: {content / kb:.0f} KB of new content"
+    )
+    print(table(rows))
+    print(
+        f"load latest (cold engine): median {statistics.median(loads):.2f} ms, "
+        f"max {max(loads):.2f} ms over {len(loads)} loads (target < 5 ms)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,444 @@
+"""Snapshots: versioned saves of a state object, stored content-addressed.
+
+A value is split into a *shape*: dicts by key, lists element by element, and every
+other value (a list element, a string, a dataclass) as a leaf. A leaf of more than a
+few bytes is a chunk, stored once under the hash of its encoding, so the same
+message saved in 200 snapshots (or in two forks of a thread) is stored once.
+
+A snapshot's manifest is either *full* (the whole shape, with long lists written
+as aligned segments of SEGMENT item references, each segment itself a chunk that
+later snapshots share) or a *delta* against its parent ("append these items to
+the list at this path", "set this path"). Every FULL_EVERY-th snapshot in a
+chain is full, so loading resolves at most that many deltas. An appending
+conversation therefore writes O(1) bytes per save beyond the new message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from resumable.errors import CorruptCheckpointError, ResumableError
+from resumable.serde import Serde
+from resumable.stores.protocol import SnapshotRecord, Store
+
+SEGMENT = 32
+FULL_EVERY = 64
+INLINE_MAX = 48
+CHUNK_COMPRESS_OVER = 256
+_STORED_MAX = (
+    100_000  # encoded leaves up to this many bytes live in the manifest itself
+)
+
+Shape = dict[
+    str, Any
+]  # {"v": value} | {"c": hash} | {"d": {key: Shape}} | {"l": [Shape]}
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """One saved version of a thread's state."""
+
+    thread_id: str
+    checkpoint_id: str
+    parent_id: str | None
+    label: str | None
+    metadata: Any
+    created_at: datetime
+    namespace: str = ""
+
+
+def new_checkpoint_id(after: str | None) -> str:
+    """A sortable id later than `after` (a thread's ids only grow)."""
+    candidate = f"{time.time_ns() // 1000:015x}{secrets.token_hex(3)}"
+    if after is not None and candidate <= after:
+        candidate = f"{int(after[:15], 16) + 1:015x}{secrets.token_hex(3)}"
+    return candidate
+
+
+class SnapshotCodec:
+    """Turns values into shapes, chunks and manifests, and back."""
+
+    def __init__(self, serde: Serde) -> None:
+        self.serde = serde
+        # conversation messages are small: compress them from CHUNK_COMPRESS_OVER
+        # bytes (a no-op unless the zstd extra is installed)
+        self.envelope = serde.envelope.with_compress_over(CHUNK_COMPRESS_OVER)
+
+    # --- value -> shape ---------------------------------------------------------
+    def shape(self, value: Any, chunks: dict[str, bytes]) -> Shape:
+        """The shape of `value`; new leaf chunks are added to `chunks` (hash -> bytes).
+
+        Dicts split by key and lists by element; an element is one leaf however
+        it is built (a chat message stays one chunk, referenced by one hash).
+        """
+        if type(value) is dict and all(type(k) is str for k in value):
+            return {"d": {k: self.shape(v, chunks) for k, v in value.items()}}
+        if type(value) is list:
+            return {"l": [self.leaf(v, chunks) for v in value]}
+        return self.leaf(value, chunks)
+
+    def leaf(self, value: Any, chunks: dict[str, bytes]) -> Shape:
+        """`value` as one leaf: inline when tiny, else a content-addressed chunk."""
+        body = self.serde.codec.encode(value, root="state")
+        if len(body) <= INLINE_MAX:
+            return {"v": value}
+        digest = hashlib.blake2b(body, digest_size=12).hexdigest()
+        if digest not in chunks:
+            chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
+        return {"c": digest}
+
+    # --- manifests --------------------------------------------------------------
+    def full_manifest(self, shape: Shape, chunks: dict[str, bytes]) -> dict[str, Any]:
+        """A manifest holding the whole shape, long lists folded into segment chunks."""
+        return {"full": self._fold(shape, chunks), "depth": 0}
+
+    def _fold(self, shape: Shape, chunks: dict[str, bytes]) -> Shape:
+        if "d" in shape:
+            return {"d": {k: self._fold(v, chunks) for k, v in shape["d"].items()}}
+        if "l" not in shape:
+            return shape
+        items = [self._fold(item, chunks) for item in shape["l"]]
+        whole = len(items) // SEGMENT * SEGMENT
+        segments = []
+        for start in range(0, whole, SEGMENT):
+            body = self.serde.codec.encode(
+                items[start : start + SEGMENT], root="segment"
+            )
+            digest = hashlib.blake2b(body, digest_size=12).hexdigest()
+            chunks.setdefault(
+                digest, self.serde.envelope.seal(body, place=chunk_place(digest))
+            )
+            segments.append(digest)
+        return {"l": items[whole:], "s": segments} if segments else {"l": items}
+
+    def delta_manifest(
+        self, parent_id: str, depth: int, old: Shape, new: Shape
+    ) -> dict[str, Any] | None:
+        """A manifest of the changes from `old` to `new`; None if a full one is smaller."""
+        ops: list[list[Any]] = []
+        _diff((), old, new, ops)
+        if len(ops) > 8:
+            return None
+        del parent_id  # a delta's base is always its snapshot's parent
+        return {"depth": depth + 1, "ops": ops}
+
+
+def chunk_place(digest: str) -> str:
+    """How messages (and encryption's associated data) name a chunk."""
+    return f"chunk {digest}"
+
+
+def _diff(path: Path, old: Shape, new: Shape, ops: list[list[Any]]) -> None:
+    if old == new:
+        return
+    if "d" in old and "d" in new:
+        for key in old["d"].keys() - new["d"].keys():
+            ops.append(["del", [*path, key]])
+        for key, value in new["d"].items():
+            if key in old["d"]:
+                _diff((*path, key), old["d"][key], value, ops)
+            else:
+                ops.append(["set", [*path, key], value])
+        return
+    if "l" in old and "l" in new:
+        before, after = old["l"], new["l"]
+        if len(after) >= len(before) and after[: len(before)] == before:
+            ops.append(["append", list(path), after[len(before) :]])
+            return
+    ops.append(["set", list(path), new])
+
+
+def _apply(shape: Shape, ops: Sequence[Sequence[Any]]) -> Shape:
+    result = _copy(shape)
+    for op in ops:
+        kind, path = op[0], tuple(op[1])
+        if kind == "append":
+            _at(result, path)["l"].extend(op[2])
+        elif kind == "set":
+            result = _set(result, path, op[2])
+        elif kind == "del":
+            del _at(result, path[:-1])["d"][path[-1]]
+        else:
+            raise ValueError(f"unknown snapshot op {kind!r}")
+    return result
+
+
+def _copy(shape: Shape) -> Shape:
+    if "d" in shape:
+        return {"d": {k: _copy(v) for k, v in shape["d"].items()}}
+    if "l" in shape:
+        return {"l": list(shape["l"])}
+    return shape
+
+
+def _at(shape: Shape, path: Path) -> Shape:
+    for key in path:
+        shape = shape["d"][key]
+    return shape
+
+
+def _set(shape: Shape, path: Path, value: Shape) -> Shape:
+    if not path:
+        return value
+    _at(shape, path[:-1])["d"][path[-1]] = value
+    return shape
+
+
+def _leaf_hashes(shape: Shape) -> Iterator[str]:
+    if "c" in shape:
+        yield shape["c"]
+    elif "d" in shape:
+        for value in shape["d"].values():
+            yield from _leaf_hashes(value)
+    elif "l" in shape:
+        for item in shape["l"]:
+            yield from _leaf_hashes(item)
+
+
+def _refs(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """The chunks a manifest names directly (what GC must keep while it exists)."""
+    found: list[str] = []
+
+    def walk(shape: Shape) -> None:
+        if "c" in shape:
+            found.append(shape["c"])
+        elif "d" in shape:
+            for value in shape["d"].values():
+                walk(value)
+        elif "l" in shape:
+            found.extend(shape.get("s", ()))
+            for item in shape["l"]:
+                walk(item)
+
+    if "full" in manifest:
+        walk(manifest["full"])
+    for op in manifest.get("ops", ()):
+        if op[0] == "append":
+            for item in op[2]:
+                walk(item)
+        elif op[0] == "set":
+            walk(op[2])
+    return tuple(dict.fromkeys(found))
+
+
+class Snapshots:
+    """save / load / history of snapshots on one store, for one Engine."""
+
+    def __init__(self, store: Store, serde: Serde) -> None:
+        self.store, self.codec = store, SnapshotCodec(serde)
+        self.serde = serde
+        # the last shape saved or loaded per (thread, namespace, checkpoint): saving
+        # the next snapshot of a conversation diffs against it without a read
+        self._shapes: dict[tuple[str, str], tuple[str, Shape, int]] = {}
+        # chunks this engine knows the store holds (chunks are never rewritten)
+        self._stored: set[str] = set()
+
+    async def save(
+        self,
+        thread_id: str,
+        value: Any,
+        *,
+        now_ms: int,
+        namespace: str = "",
+        parent_id: str | None,
+        label: str | None = None,
+        metadata: Any = None,
+    ) -> SnapshotRecord:
+        """Store `value` as a new snapshot whose parent is `parent_id`."""
+        chunks: dict[str, bytes] = {}
+        shape = self.codec.shape(value, chunks)
+        manifest: dict[str, Any] | None = None
+        if parent_id is not None:
+            old, depth = await self._shape(thread_id, namespace, parent_id)
+            if depth + 1 < FULL_EVERY:
+                manifest = self.codec.delta_manifest(parent_id, depth, old, shape)
+            known = set(_leaf_hashes(old))
+            chunks = {h: data for h, data in chunks.items() if h not in known}
+        if manifest is None:
+            manifest = self.codec.full_manifest(shape, chunks)
+        checkpoint_id = new_checkpoint_id(parent_id)
+        record = SnapshotRecord(
+            thread_id=thread_id,
+            namespace=namespace,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+            manifest=self.serde.dumps(manifest, place=_place(thread_id, checkpoint_id)),
+            chunk_refs=_refs(manifest),
+            label=label,
+            metadata=None
+            if metadata is None
+            else self.serde.dumps(
+                metadata, place=_place(thread_id, checkpoint_id, "metadata")
+            ),
+            created_at_ms=now_ms,
+        )
+        chunks = {h: data for h, data in chunks.items() if h not in self._stored}
+        if chunks:
+            await self.store.put_chunks(chunks)
+            if len(self._stored) > _STORED_MAX:
+                self._stored.clear()
+            self._stored.update(chunks)
+        await self.store.save_snapshot(record)
+        self._shapes[(thread_id, namespace)] = (
+            checkpoint_id,
+            shape,
+            int(manifest["depth"]),
+        )
+        return record
+
+    async def load(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> tuple[SnapshotRecord, Any] | None:
+        """The snapshot (latest, or the given one) and its value; None if none exists."""
+        record = await self.store.load_snapshot(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        if record is None:
+            return None
+        shape, _ = await self._resolve(record)
+        hashes = list(dict.fromkeys(_leaf_hashes(shape)))
+        found = await self.store.get_chunks(hashes)
+        missing = [h for h in hashes if h not in found]
+        if missing:
+            raise CorruptCheckpointError(
+                place=_place(thread_id, record.checkpoint_id),
+                detail=f"{len(missing)} content chunk(s) are missing, e.g. {missing[0]}",
+            )
+        leaves = {
+            h: self.serde.codec.decode(
+                self.serde.envelope.open(found[h], place=chunk_place(h))
+            )
+            for h in hashes
+        }
+        return record, _build(shape, leaves)
+
+    def metadata(self, record: SnapshotRecord) -> Any:
+        """The snapshot's decoded metadata (None if it has none)."""
+        if record.metadata is None:
+            return None
+        return self.serde.loads(
+            record.metadata,
+            place=_place(record.thread_id, record.checkpoint_id, "metadata"),
+        )
+
+    async def _shape(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> tuple[Shape, int]:
+        cached = self._shapes.get((thread_id, namespace))
+        if cached is not None and cached[0] == checkpoint_id:
+            return cached[1], cached[2]
+        record = await self.store.load_snapshot(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        if record is None:
+            raise ResumableError(
+                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}; "
+                f"list them with Engine.state_history({thread_id!r})"
+            )
+        return await self._resolve(record)
+
+    async def _resolve(self, record: SnapshotRecord) -> tuple[Shape, int]:
+        """The full shape a snapshot describes, and its depth in its delta chain."""
+        chain = [self._manifest(record)]
+        if "full" not in chain[0]:
+            # a linear thread's previous snapshots are the chain: one query fetches it
+            earlier = await self.store.list_snapshots(
+                record.thread_id,
+                namespace=record.namespace,
+                before=record.checkpoint_id,
+                limit=FULL_EVERY,
+            )
+            by_id = {snap.checkpoint_id: snap for snap in earlier}
+            parent_id = record.parent_id
+            while "full" not in chain[-1]:
+                if parent_id is None or len(chain) > FULL_EVERY:
+                    raise CorruptCheckpointError(
+                        place=_place(record.thread_id, record.checkpoint_id),
+                        detail="its chain of delta manifests does not end in a full one",
+                    )
+                parent = by_id.get(parent_id) or await self.store.load_snapshot(
+                    record.thread_id,
+                    namespace=record.namespace,
+                    checkpoint_id=parent_id,
+                )
+                if parent is None:
+                    raise CorruptCheckpointError(
+                        place=_place(record.thread_id, record.checkpoint_id),
+                        detail=f"the snapshot it is based on ({parent_id!r}) is gone",
+                    )
+                chain.append(self._manifest(parent))
+                parent_id = parent.parent_id
+        shape = await self._unfold(chain[-1]["full"])
+        for manifest in reversed(chain[:-1]):
+            shape = _apply(shape, manifest["ops"])
+        depth = int(chain[0]["depth"])
+        self._shapes[(record.thread_id, record.namespace)] = (
+            record.checkpoint_id,
+            shape,
+            depth,
+        )
+        return shape, depth
+
+    def _manifest(self, record: SnapshotRecord) -> dict[str, Any]:
+        manifest: dict[str, Any] = self.serde.loads(
+            record.manifest, place=_place(record.thread_id, record.checkpoint_id)
+        )
+        return manifest
+
+    async def _unfold(self, shape: Shape) -> Shape:
+        """Expand segment references back into item lists."""
+        segment_hashes = list(dict.fromkeys(_segments(shape)))
+        segments: dict[str, list[Shape]] = {}
+        if segment_hashes:
+            found = await self.store.get_chunks(segment_hashes)
+            for digest in segment_hashes:
+                if digest not in found:
+                    raise CorruptCheckpointError(
+                        place=chunk_place(digest),
+                        detail="a list segment chunk is missing",
+                    )
+                body = self.serde.envelope.open(
+                    found[digest], place=chunk_place(digest)
+                )
+                segments[digest] = self.serde.codec.decode(body)
+        return _expand(shape, segments)
+
+
+def _segments(shape: Shape) -> Iterator[str]:
+    if "d" in shape:
+        for value in shape["d"].values():
+            yield from _segments(value)
+    elif "l" in shape:
+        yield from shape.get("s", ())
+        for item in shape["l"]:
+            yield from _segments(item)
+
+
+def _expand(shape: Shape, segments: dict[str, list[Shape]]) -> Shape:
+    if "d" in shape:
+        return {"d": {k: _expand(v, segments) for k, v in shape["d"].items()}}
+    if "l" in shape:
+        items = [item for digest in shape.get("s", ()) for item in segments[digest]]
+        return {"l": [_expand(item, segments) for item in [*items, *shape["l"]]]}
+    return shape
+
+
+def _build(shape: Shape, leaves: dict[str, Any]) -> Any:
+    if "v" in shape:
+        return shape["v"]
+    if "c" in shape:
+        return leaves[shape["c"]]
+    if "d" in shape:
+        return {k: _build(v, leaves) for k, v in shape["d"].items()}
+    return [_build(item, leaves) for item in shape["l"]]
+
+
+def _place(thread_id: str, checkpoint_id: str, what: str = "manifest") -> str:
+    return f"thread {thread_id!r} checkpoint {checkpoint_id!r} {what}"

@@ -1,0 +1,986 @@
+"""RedisStore: the Store protocol on Redis, each fenced or multi-key write one Lua script.
+
+URL: `redis://[[user]:password@]host[:port][/db][?prefix=myapp:&<redis-py options>]`
+(or `rediss://`, `unix://`). `prefix` (default `resumable:`) namespaces the keys; it
+is removed before the URL reaches redis-py, which reads every other option.
+
+Every key starts with the hash tag `{prefix}`, so a store's keys share one cluster
+slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
+(with lone surrogates kept), so any string is stored and found literally:
+
+    run:<id>                  hash  the run's fields (a missing field is None)
+    steps:<id>                hash  seq -> packed StepRecord
+    inputs:<id>               hash  key -> packed (value, sent_at_ms)
+    runs, wf:<name>, parent:<id>, forks:<id>, queue:<name>, st:<status>
+                              zsets run ids by created_at_ms, for list_runs
+    rdy:<workflow>            zset  claimable now, by created_at_ms
+    timers                    zset  running runs by lease expiry, sleeping and
+                                    waiting ones by wake_at_ms; due ones become claimable
+    qactive:<queue>           zset  the queue's leased runs by lease expiry
+    qstarts:<queue>           zset  the queue's starts in the rate window, by time
+    chunks, chunkrefs         hashes  hash -> data, hash -> how many snapshots use it
+    orphans                   set   chunks that no snapshot referenced (GC worklist)
+    cps:<n>:<thread><ns>      zset  checkpoint ids (n = the thread id's byte length)
+    cp:<n>:<thread><ns>       hash  checkpoint id -> packed SnapshotRecord
+    nss:<thread>              set   the thread's namespaces
+    meta                      hash  schema_version
+
+Lua scripts (`resumable.stores.redis_scripts`) keep the indexes in step with the
+runs; the run hash is the truth and the scripts re-check it before acting. A claim
+promotes at most 1000 due timers and, like the SQL stores, looks at the oldest
+`limit * 4 + 16` claimable runs per workflow.
+
+A dropped connection (a killed client, a restarted server) is reopened and the
+command sent again by redis-py (3 retries, jittered backoff from 50 ms); past that
+the call fails with CheckpointWriteError or StoreError and the engine retries it.
+Resending is harmless for fenced writes, which are idempotent. If a reply is lost
+after the server ran the command, a resent `send_input` or `reopen_run` reports
+False although the first attempt took effect, and a resent `claim_runs` may lease
+runs nobody executes until their lease expires.
+
+The server must persist (`appendonly yes`): opening the store logs a warning on the
+"resumable" logger when it does not, since a restart would lose every run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import struct
+from collections.abc import AsyncGenerator, Collection, Iterator, Mapping, Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Final, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import RedisError
+
+from resumable.errors import (
+    CheckpointWriteError,
+    LeaseLost,
+    ResumableError,
+    RunNotFound,
+    SchemaVersionError,
+    StoreError,
+)
+from resumable.stores import _rules, redact
+from resumable.stores.protocol import (
+    DeleteResult,
+    InputRecord,
+    Lease,
+    QueuePolicy,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+    SnapshotRecord,
+    StepRecord,
+    StepStatus,
+)
+
+if TYPE_CHECKING:
+    from redis.asyncio.client import PubSub
+    from redis.commands.core import AsyncScript
+
+_log = logging.getLogger("resumable")
+
+DEFAULT_PREFIX: Final = "resumable:"
+SCHEMA_VERSION: Final = 1
+_LIB: Final = "lib.lua"
+_SCRIPTS_WITH_LIB: Final = (
+    "create_run",
+    "acquire_lease",
+    "renew_lease",
+    "update_run",
+    "cancel_run",
+    "reopen_run",
+    "claim_runs",
+    "delete_runs",
+    "send_input",
+    "save_snapshot",
+    "list_snapshots",
+    "delete_thread",
+)
+_PLAIN_SCRIPTS: Final = (
+    "commit_step",
+    "put_chunks",
+    "load_snapshot",
+    "delete_unreferenced_chunks",
+)
+_LEN: Final = struct.Struct(">I")
+_NONE_LEN: Final = 0xFFFFFFFF
+_PAGE_MAX: Final = 500
+_HMGET_SLICE: Final = 1000
+_PUT_BATCH_BYTES: Final = 4 << 20
+_GLOB_SPECIAL: Final = frozenset(b"*?[]\\")
+_RUN_BYTES_FIELDS: Final = ("input", "output")
+_RUN_TEXT_FIELDS: Final = ("parent_id", "forked_from", "queue", "lease_owner")
+_RUN_INT_FIELDS: Final = ("fork_seq", "wake_at_ms", "expires_at_ms")
+
+
+def _b(text: str) -> bytes:
+    # surrogatepass: ids are any Python str, lone surrogates included
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _s(data: bytes) -> str:
+    return data.decode("utf-8", "surrogatepass")
+
+
+def _num(value: int) -> bytes:
+    return str(int(value)).encode()
+
+
+def _pack(items: Sequence[bytes | None]) -> bytes:
+    """Length-prefixed items (None is length 0xFFFFFFFF); `lib.lua` reads the same."""
+    out = bytearray()
+    for item in items:
+        if item is None:
+            out += _LEN.pack(_NONE_LEN)
+        else:
+            out += _LEN.pack(len(item))
+            out += item
+    return bytes(out)
+
+
+def _unpack(data: bytes) -> list[bytes | None]:
+    items: list[bytes | None] = []
+    pos = 0
+    while pos < len(data):
+        (size,) = _LEN.unpack_from(data, pos)
+        pos += _LEN.size
+        if size == _NONE_LEN:
+            items.append(None)
+            continue
+        items.append(data[pos : pos + size])
+        pos += size
+    return items
+
+
+def _text(item: bytes | None) -> str | None:
+    return None if item is None else _s(item)
+
+
+def _int(item: bytes | None) -> int:
+    return int(item or b"0")
+
+
+def _pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def _escape_glob(pattern: bytes) -> bytes:
+    return b"".join(
+        b"\\" + bytes([c]) if c in _GLOB_SPECIAL else bytes([c]) for c in pattern
+    )
+
+
+@functools.cache
+def _script_sources() -> dict[str, str]:
+    folder = resources.files("resumable.stores.redis_scripts")
+    lib = (folder / _LIB).read_text("utf-8")
+    sources = {
+        name: lib + "\n" + (folder / f"{name}.lua").read_text("utf-8")
+        for name in _SCRIPTS_WITH_LIB
+    }
+    sources.update(
+        (name, (folder / f"{name}.lua").read_text("utf-8")) for name in _PLAIN_SCRIPTS
+    )
+    return sources
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """The URL redis-py should see (our options removed), and the key prefix."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise StoreError(store=redact(url), detail="not a redis:// URL")
+    ours = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    prefixes = [v for k, v in ours if k == "prefix"]
+    prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
+    if not prefix or "{" in prefix or "}" in prefix:
+        raise StoreError(
+            store=redact(url),
+            detail="prefix must be non-empty and free of '{' and '}' "
+            "(it becomes the keys' cluster hash tag)",
+        )
+    rest = urlencode([(k, v) for k, v in ours if k != "prefix"])
+    return parts._replace(query=rest).geturl(), prefix
+
+
+class _Keys:
+    """Key names; the same scheme `lib.lua` builds from the base it is given."""
+
+    def __init__(self, prefix: str) -> None:
+        self.base = b"{" + _b(prefix) + b"}"
+        self.runs = self.base + b"runs"
+        self.timers = self.base + b"timers"
+        self.chunks = self.base + b"chunks"
+        self.chunkrefs = self.base + b"chunkrefs"
+        self.orphans = self.base + b"orphans"
+        self.meta = self.base + b"meta"
+        self.channel = self.base + b"work"
+
+    def of(self, kind: bytes, name: str) -> bytes:
+        return self.base + kind + _b(name)
+
+    def run(self, run_id: str) -> bytes:
+        return self.of(b"run:", run_id)
+
+    def steps(self, run_id: str) -> bytes:
+        return self.of(b"steps:", run_id)
+
+    def inputs(self, run_id: str) -> bytes:
+        return self.of(b"inputs:", run_id)
+
+    def snapshots(self, thread_id: str, namespace: str) -> tuple[bytes, bytes]:
+        """The (checkpoint ids, records) keys of one thread's namespace."""
+        thread = _b(thread_id)
+        suffix = str(len(thread)).encode() + b":" + thread + _b(namespace)
+        return self.base + b"cps:" + suffix, self.base + b"cp:" + suffix
+
+
+class RedisStore:
+    """The Store protocol on one Redis server, or a cluster (a store's keys share a slot)."""
+
+    def __init__(
+        self, url: str = f"redis://127.0.0.1:6379/0?prefix={DEFAULT_PREFIX}"
+    ) -> None:
+        self.url = redact(url)
+        self._redis_url, self.prefix = parse_url(url)
+        self._keys = _Keys(self.prefix)
+        self._redis: Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
+        self._is_open = False
+        self._pubsub: PubSub | None = None
+        self._waiting = asyncio.Lock()
+        self._client()  # no I/O: surfaces a malformed URL here, not on first use
+
+    # --- lifecycle --------------------------------------------------------------
+    async def open(self) -> RedisStore:
+        """Connect, check the schema version and warn if the server does not persist.
+
+        Idempotent; every other method opens the store on first use.
+        """
+        await self._open()
+        return self
+
+    async def _open(self, *, run_id: str | None = None, seq: int | None = None) -> None:
+        if self._is_open:
+            return
+        client = self._client()
+        # opened by a run's write, a failure to connect is that write's failure
+        with self._boundary("open", run_id=run_id, seq=seq):
+            try:
+                await client.hsetnx(self._keys.meta, "schema_version", SCHEMA_VERSION)
+            except TypeError as exc:  # redis-py checks option names on first connect
+                raise StoreError(
+                    store=self.url, detail=f"bad URL option: {exc}"
+                ) from exc
+            found = int(await client.hget(self._keys.meta, "schema_version") or 0)
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                store=self.url, found=found, supported=SCHEMA_VERSION
+            )
+        await self._check_persistence(client)
+        self._is_open = True
+
+    def _client(self) -> Redis:
+        if self._redis is None:
+            try:
+                self._redis = Redis.from_url(
+                    self._redis_url,
+                    # a dropped connection is reopened and the command sent again, so
+                    # a server restart or a killed connection costs one call at most
+                    retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3),
+                    socket_connect_timeout=5.0,
+                    socket_timeout=30.0,
+                    socket_keepalive=True,
+                )
+            except ValueError as exc:
+                raise StoreError(store=self.url, detail=f"bad URL: {exc}") from exc
+            self._scripts = {
+                name: self._redis.register_script(source)
+                for name, source in _script_sources().items()
+            }
+        return self._redis
+
+    async def _check_persistence(self, client: Redis) -> None:
+        try:
+            appendonly = _config_value(await client.config_get("appendonly"))
+            save = _config_value(await client.config_get("save"))
+        except RedisError as exc:  # CONFIG is often disabled on managed Redis
+            _log.debug(
+                "%s: cannot read CONFIG (%s); persistence not checked", self.url, exc
+            )
+            return
+        if appendonly == "no" and save == "":
+            _log.warning(
+                "%s: this Redis server does not persist its data (appendonly no, no "
+                "save points): a Redis restart loses every run, journal and snapshot "
+                "stored there. Set `appendonly yes` in redis.conf (or CONFIG SET "
+                "appendonly yes) before relying on it for durable runs",
+                self.url,
+            )
+
+    async def close(self) -> None:
+        client, self._redis = self._redis, None
+        pubsub, self._pubsub = self._pubsub, None
+        self._is_open = False
+        self._scripts = {}
+        if pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
+        if client is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await client.aclose()
+
+    async def drop(self) -> None:
+        """Delete every key under this store's prefix (tests, and tearing down)."""
+        client = await self._ready()
+        pattern = _escape_glob(self._keys.base) + b"*"
+        with self._boundary("drop"):
+            batch: list[bytes] = []
+            async for key in client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    await client.unlink(*batch)
+                    batch = []
+            if batch:
+                await client.unlink(*batch)
+
+    async def wait_for_work(self, timeout_s: float) -> None:
+        """Return when a run may have become claimable, or after `timeout_s`.
+
+        Listens on the `{prefix}work` channel, which the scripts publish to when a
+        run is queued, woken, reopened or cancelled. Any failure just sleeps.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            async with asyncio.timeout(timeout_s + 0.5), self._waiting:
+                pubsub = await self._subscribed()
+                while (
+                    await pubsub.get_message(
+                        ignore_subscribe_messages=True,
+                        timeout=max(deadline - loop.time(), 0.0),
+                    )
+                    is None
+                ):
+                    if loop.time() >= deadline:
+                        return
+                # several notices may be queued; one wake-up covers them all
+                while await pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=0
+                ):
+                    pass
+        except TimeoutError:
+            return
+        except (RedisError, OSError, ResumableError):
+            await self._drop_pubsub()
+            await asyncio.sleep(max(deadline - loop.time(), 0.0))
+
+    async def _subscribed(self) -> PubSub:
+        if self._pubsub is None:
+            client = await self._ready()
+            pubsub = client.pubsub()
+            try:
+                await pubsub.subscribe(self._keys.channel)
+            except BaseException:
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
+                raise
+            self._pubsub = pubsub
+        return self._pubsub
+
+    async def _drop_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
+
+    async def _ready(self) -> Redis:
+        await self._open()
+        return self._client()
+
+    @contextlib.contextmanager
+    def _boundary(
+        self, what: str, *, run_id: str | None = None, seq: int | None = None
+    ) -> Iterator[None]:
+        """Turn driver errors into ours: a run's writes fail as CheckpointWriteError."""
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            detail = f"redis {what}: {type(exc).__name__}: {exc}"
+            if run_id is not None:
+                raise CheckpointWriteError(
+                    run_id=run_id, seq=seq, detail=detail
+                ) from exc
+            raise StoreError(store=self.url, detail=detail) from exc
+
+    async def _script(
+        self,
+        name: str,
+        keys: Sequence[bytes],
+        args: Sequence[bytes],
+        *,
+        run_id: str | None = None,
+        seq: int | None = None,
+    ) -> Any:
+        await self._open(run_id=run_id, seq=seq)
+        with self._boundary(name.replace("_", " "), run_id=run_id, seq=seq):
+            return await self._scripts[name](keys=list(keys), args=list(args))
+
+    # --- runs -------------------------------------------------------------------
+    async def create_run(self, run: RunRecord) -> RunRecord:
+        fields: list[bytes] = []
+        for name, value in _run_fields(run):
+            fields += [name.encode(), value]
+        result = await self._script(
+            "create_run",
+            [self._keys.run(run.run_id)],
+            [self._keys.base, _b(run.run_id), *fields],
+            run_id=run.run_id,
+        )
+        if isinstance(result, list):
+            return _run_from_hash(run.run_id, _pairs(result))
+        return run
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        client = await self._ready()
+        with self._boundary("get run"):
+            found = await client.hgetall(self._keys.run(run_id))
+        return _run_from_hash(run_id, _bytes_dict(found)) if found else None
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        if query.limit <= 0:
+            return []
+        client = await self._ready()
+        page = min(max(query.limit * 2, 32), _PAGE_MAX)
+        found: list[RunRecord] = []
+        seen: set[bytes] = set()
+        batch: list[bytes] = []
+        scan = self._newest_first(client, self._index_keys(query), page)
+        # the narrowest index drives the scan; the other filters apply in Python
+        with self._boundary("list runs"):
+            async with contextlib.aclosing(scan):
+                async for member in scan:
+                    if member in seen:  # a run whose status changed mid-scan
+                        continue
+                    seen.add(member)
+                    batch.append(member)
+                    if len(batch) >= page:
+                        found += await self._matching(client, batch, query)
+                        batch = []
+                        if len(found) >= query.limit:
+                            break
+            if batch and len(found) < query.limit:
+                found += await self._matching(client, batch, query)
+        found.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
+        return found[: query.limit]
+
+    def _index_keys(self, query: RunQuery) -> list[bytes]:
+        keys = self._keys
+        for kind, value in (
+            (b"parent:", query.parent_id),
+            (b"forks:", query.forked_from),
+            (b"queue:", query.queue),
+            (b"wf:", query.workflow),
+        ):
+            if value is not None:
+                return [keys.of(kind, value)]
+        if query.status:
+            return [keys.of(b"st:", status) for status in sorted(set(query.status))]
+        return [keys.runs]
+
+    async def _newest_first(
+        self, client: Redis, keys: list[bytes], page: int
+    ) -> AsyncGenerator[bytes, None]:
+        """Members of a few zsets merged by (score, member), highest first."""
+        cursors = [_Cursor(key) for key in keys]
+        for cursor in cursors:
+            await cursor.fill(client, page)
+        while True:
+            live = [cursor for cursor in cursors if cursor.rows]
+            if not live:
+                return
+            best = max(live, key=lambda cursor: cursor.rows[-1])
+            yield best.rows.pop()[1]
+            if not best.rows and not best.done:
+                await best.fill(client, page)
+
+    async def _matching(
+        self, client: Redis, members: list[bytes], query: RunQuery
+    ) -> list[RunRecord]:
+        async with client.pipeline(transaction=False) as pipe:
+            for member in members:
+                pipe.hgetall(self._keys.base + b"run:" + member)
+            hashes = await pipe.execute()
+        runs = (
+            _run_from_hash(_s(member), _bytes_dict(found))
+            for member, found in zip(members, hashes, strict=True)
+            if found
+        )
+        return [run for run in runs if _rules.matches(run, query)]
+
+    async def acquire_lease(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        take_over: str | None = None,
+    ) -> Lease | None:
+        expires = now_ms + ttl_ms
+        result = await self._script(
+            "acquire_lease",
+            [self._keys.run(run_id)],
+            [
+                self._keys.base,
+                _b(run_id),
+                _b(owner),
+                _num(now_ms),
+                _num(expires),
+                b"1" if take_over is not None else b"0",
+                _b(take_over or ""),
+            ],
+            run_id=run_id,
+        )
+        if result == -1:
+            raise RunNotFound(run_id=run_id)
+        if result == 0:
+            return None
+        return Lease(
+            run_id=run_id, owner=owner, fence=int(result), expires_at_ms=expires
+        )
+
+    async def renew_lease(
+        self, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
+    ) -> None:
+        renewed = await self._script(
+            "renew_lease",
+            [self._keys.run(run_id)],
+            [self._keys.base, _b(run_id), _num(fence), _num(now_ms + ttl_ms)],
+            run_id=run_id,
+        )
+        if not renewed:
+            raise LeaseLost(run_id=run_id, fence=fence)
+
+    async def update_run(self, run_id: str, *, fence: int, update: RunUpdate) -> None:
+        updated = await self._script(
+            "update_run",
+            [self._keys.run(run_id)],
+            [
+                self._keys.base,
+                _b(run_id),
+                _num(fence),
+                _b(update.status),
+                _num(update.now_ms),
+                b"0" if update.output is None else b"1",
+                update.output or b"",
+                b"" if update.wake_at_ms is None else _num(update.wake_at_ms),
+                b"" if update.expires_at_ms is None else _num(update.expires_at_ms),
+            ],
+            run_id=run_id,
+        )
+        if not updated:
+            raise LeaseLost(run_id=run_id, fence=fence)
+
+    async def cancel_run(self, run_id: str, *, now_ms: int) -> RunRecord:
+        flat = await self._script(
+            "cancel_run",
+            [self._keys.run(run_id)],
+            [self._keys.base, _b(run_id), _num(now_ms)],
+            run_id=run_id,
+        )
+        if not flat:
+            raise RunNotFound(run_id=run_id)
+        return _run_from_hash(run_id, _pairs(flat))
+
+    async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        result = await self._script(
+            "reopen_run",
+            [self._keys.run(run_id)],
+            [self._keys.base, _b(run_id), _num(now_ms)],
+            run_id=run_id,
+        )
+        if result == -1:
+            raise RunNotFound(run_id=run_id)
+        return bool(result)
+
+    async def claim_runs(
+        self,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        limit: int,
+        workflows: Collection[str],
+        queues: Mapping[str, QueuePolicy],
+    ) -> list[Lease]:
+        names = sorted(set(workflows))
+        if limit <= 0 or not names:
+            return []
+        expires = now_ms + ttl_ms
+        args = [
+            self._keys.base,
+            _b(owner),
+            _num(now_ms),
+            _num(expires),
+            _num(limit),
+            _num(len(names)),
+            *(_b(name) for name in names),
+            _num(len(queues)),
+        ]
+        for queue, policy in queues.items():
+            args += [
+                _b(queue),
+                b"" if policy.concurrency is None else _num(policy.concurrency),
+                b"" if policy.rate is None else _num(policy.rate),
+                _num(policy.period_ms),
+            ]
+        flat = await self._script("claim_runs", [self._keys.timers], args)
+        return [
+            Lease(
+                run_id=_s(flat[i]),
+                owner=owner,
+                fence=int(flat[i + 1]),
+                expires_at_ms=expires,
+            )
+            for i in range(0, len(flat), 2)
+        ]
+
+    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
+        ids = list(run_ids)
+        if not ids:
+            return DeleteResult()
+        result = await self._script(
+            "delete_runs",
+            [self._keys.runs],
+            [self._keys.base, *(_b(run_id) for run_id in ids)],
+        )
+        deleted = tuple(_s(run_id) for run_id in result[2:])
+        return DeleteResult(
+            runs=len(deleted),
+            steps=int(result[0]),
+            inputs=int(result[1]),
+            run_ids=deleted,
+        )
+
+    # --- journal ----------------------------------------------------------------
+    async def load_journal(
+        self, run_id: str, *, up_to_seq: int | None = None
+    ) -> list[StepRecord]:
+        client = await self._ready()
+        with self._boundary("load journal"):
+            found = _bytes_dict(await client.hgetall(self._keys.steps(run_id)))
+        steps = [
+            _step_from_packed(run_id, int(seq), data) for seq, data in found.items()
+        ]
+        steps.sort(key=lambda step: step.seq)
+        return [s for s in steps if up_to_seq is None or s.seq <= up_to_seq]
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        committed = await self._script(
+            "commit_step",
+            [self._keys.run(step.run_id), self._keys.steps(step.run_id)],
+            [_num(fence), _num(step.seq), _step_packed(step)],
+            run_id=step.run_id,
+            seq=step.seq,
+        )
+        if not committed:
+            raise LeaseLost(run_id=step.run_id, seq=step.seq, fence=fence)
+
+    # --- inputs -----------------------------------------------------------------
+    async def send_input(self, record: InputRecord) -> bool:
+        result = await self._script(
+            "send_input",
+            [self._keys.run(record.run_id), self._keys.inputs(record.run_id)],
+            [
+                self._keys.base,
+                _b(record.run_id),
+                _b(record.key),
+                _pack([record.value, _num(record.sent_at_ms)]),
+                _num(record.sent_at_ms),
+            ],
+            run_id=record.run_id,
+        )
+        if result == -1:
+            raise RunNotFound(run_id=record.run_id)
+        return bool(result)
+
+    async def get_inputs(self, run_id: str) -> dict[str, bytes]:
+        client = await self._ready()
+        with self._boundary("get inputs"):
+            found = _bytes_dict(await client.hgetall(self._keys.inputs(run_id)))
+        return {_s(key): _unpack(packed)[0] or b"" for key, packed in found.items()}
+
+    # --- snapshots --------------------------------------------------------------
+    async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
+        keys = [self._keys.chunks, self._keys.chunkrefs, self._keys.orphans]
+        args: list[bytes] = []
+        size = 0
+        for digest, data in chunks.items():
+            args += [_b(digest), data]
+            size += len(data)
+            if size >= _PUT_BATCH_BYTES:  # chunks are independent: batches may split
+                await self._script("put_chunks", keys, args)
+                args, size = [], 0
+        if args:
+            await self._script("put_chunks", keys, args)
+
+    async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted:
+            return {}
+        client = await self._ready()
+        found: dict[str, bytes] = {}
+        with self._boundary("get chunks"):
+            for start in range(0, len(wanted), _HMGET_SLICE):
+                part = wanted[start : start + _HMGET_SLICE]
+                values = await client.hmget(self._keys.chunks, [_b(h) for h in part])
+                found.update(
+                    (digest, _as_bytes(value))
+                    for digest, value in zip(part, values, strict=True)
+                    if value is not None
+                )
+        return found
+
+    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+        ids_key, records_key = self._keys.snapshots(
+            snapshot.thread_id, snapshot.namespace
+        )
+        await self._script(
+            "save_snapshot",
+            [ids_key, records_key, self._keys.of(b"nss:", snapshot.thread_id)],
+            [
+                self._keys.base,
+                _b(snapshot.checkpoint_id),
+                _snapshot_packed(snapshot),
+                _b(snapshot.namespace),
+                *(_b(ref) for ref in snapshot.chunk_refs),
+            ],
+        )
+
+    async def load_snapshot(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> SnapshotRecord | None:
+        result = await self._script(
+            "load_snapshot",
+            list(self._keys.snapshots(thread_id, namespace)),
+            [
+                b"0" if checkpoint_id is None else b"1",
+                _b(checkpoint_id or ""),
+            ],
+        )
+        if not result:
+            return None
+        return _snapshot_from_packed(thread_id, namespace, _s(result[0]), result[1])
+
+    async def list_snapshots(
+        self,
+        thread_id: str,
+        *,
+        namespace: str | None = "",
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[SnapshotRecord]:
+        flat = await self._script(
+            "list_snapshots",
+            [self._keys.of(b"nss:", thread_id)],
+            [
+                self._keys.base,
+                _b(thread_id),
+                b"1" if namespace is None else b"0",
+                _b(namespace or ""),
+                b"0" if before is None else b"1",
+                _b(before or ""),
+                _num(-1 if limit is None else limit),
+            ],
+        )
+        found = [
+            _snapshot_from_packed(thread_id, _s(flat[i]), _s(flat[i + 1]), flat[i + 2])
+            for i in range(0, len(flat), 3)
+        ]
+        found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
+        return found if limit is None else found[:limit]
+
+    async def delete_thread(self, thread_id: str) -> int:
+        deleted = await self._script(
+            "delete_thread",
+            [self._keys.of(b"nss:", thread_id)],
+            [self._keys.base, _b(thread_id)],
+        )
+        return int(deleted)
+
+    async def delete_unreferenced_chunks(self, limit: int) -> int:
+        if limit <= 0:
+            return 0
+        deleted = await self._script(
+            "delete_unreferenced_chunks",
+            [self._keys.chunks, self._keys.chunkrefs, self._keys.orphans],
+            [_num(limit)],
+        )
+        return int(deleted)
+
+
+class _Cursor:
+    """Pages through one zset from its highest (score, member) down."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.offset = 0
+        self.done = False
+        self.rows: list[tuple[float, bytes]] = []  # lowest first: pop() is the next
+
+    async def fill(self, client: Redis, page: int) -> None:
+        found = cast(
+            "list[tuple[bytes, float]]",
+            await client.zrevrange(
+                self.key, self.offset, self.offset + page - 1, withscores=True
+            ),
+        )
+        self.offset += len(found)
+        self.done = len(found) < page
+        self.rows = [(float(score), _as_bytes(member)) for member, score in found]
+        self.rows.reverse()
+
+
+# --- records <-> Redis values ------------------------------------------------------
+def _run_fields(run: RunRecord) -> list[tuple[str, bytes]]:
+    values: list[tuple[str, str | bytes | int | None]] = [
+        ("workflow", run.workflow),
+        ("status", run.status),
+        ("input", run.input),
+        ("output", run.output),
+        ("created_at_ms", run.created_at_ms),
+        ("updated_at_ms", run.updated_at_ms),
+        ("parent_id", run.parent_id),
+        ("forked_from", run.forked_from),
+        ("fork_seq", run.fork_seq),
+        ("queue", run.queue),
+        ("lease_owner", run.lease_owner),
+        ("lease_expires_at_ms", run.lease_expires_at_ms),
+        ("fence", run.fence),
+        ("wake_at_ms", run.wake_at_ms),
+        ("expires_at_ms", run.expires_at_ms),
+    ]
+    encoded: list[tuple[str, bytes]] = []
+    for name, value in values:
+        if value is None:
+            continue
+        if isinstance(value, bytes):
+            encoded.append((name, value))
+        elif isinstance(value, str):
+            encoded.append((name, _b(value)))
+        else:
+            encoded.append((name, _num(value)))
+    return encoded
+
+
+def _run_from_hash(run_id: str, found: Mapping[bytes, bytes]) -> RunRecord:
+    def text(name: str) -> str | None:
+        return _text(found.get(name.encode()))
+
+    def number(name: str) -> int | None:
+        value = found.get(name.encode())
+        return None if value is None else int(value)
+
+    return RunRecord(
+        run_id=run_id,
+        workflow=text("workflow") or "",
+        status=cast("RunStatus", text("status")),
+        input=found.get(b"input", b""),
+        output=found.get(b"output"),
+        created_at_ms=number("created_at_ms") or 0,
+        updated_at_ms=number("updated_at_ms") or 0,
+        parent_id=text("parent_id"),
+        forked_from=text("forked_from"),
+        fork_seq=number("fork_seq"),
+        queue=text("queue"),
+        lease_owner=text("lease_owner"),
+        lease_expires_at_ms=number("lease_expires_at_ms") or 0,
+        fence=number("fence") or 0,
+        wake_at_ms=number("wake_at_ms"),
+        expires_at_ms=number("expires_at_ms"),
+    )
+
+
+def _step_packed(step: StepRecord) -> bytes:
+    return _pack(
+        [
+            _b(step.name),
+            _b(step.fingerprint),
+            _b(step.status),
+            step.output,
+            _num(step.attempts),
+            _num(step.started_at_ms),
+            _num(step.finished_at_ms),
+            step.usage,
+        ]
+    )
+
+
+def _step_from_packed(run_id: str, seq: int, data: bytes) -> StepRecord:
+    name, fingerprint, status, output, attempts, started, finished, usage = _unpack(
+        data
+    )
+    return StepRecord(
+        run_id=run_id,
+        seq=seq,
+        name=_text(name) or "",
+        fingerprint=_text(fingerprint) or "",
+        status=cast("StepStatus", _text(status)),
+        output=output,
+        attempts=_int(attempts),
+        started_at_ms=_int(started),
+        finished_at_ms=_int(finished),
+        usage=usage,
+    )
+
+
+def _snapshot_packed(snapshot: SnapshotRecord) -> bytes:
+    # refs come last: lib.lua's snapshot_refs() skips the first five items
+    return _pack(
+        [
+            None if snapshot.parent_id is None else _b(snapshot.parent_id),
+            snapshot.manifest,
+            _num(snapshot.created_at_ms),
+            None if snapshot.label is None else _b(snapshot.label),
+            snapshot.metadata,
+            *(_b(ref) for ref in snapshot.chunk_refs),
+        ]
+    )
+
+
+def _snapshot_from_packed(
+    thread_id: str, namespace: str, checkpoint_id: str, data: bytes
+) -> SnapshotRecord:
+    parent, manifest, created, label, metadata, *refs = _unpack(data)
+    return SnapshotRecord(
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+        parent_id=_text(parent),
+        manifest=manifest or b"",
+        chunk_refs=tuple(_s(ref or b"") for ref in refs),
+        created_at_ms=_int(created),
+        namespace=namespace,
+        label=_text(label),
+        metadata=metadata,
+    )
+
+
+def _bytes_dict(found: Mapping[Any, Any]) -> dict[bytes, bytes]:
+    return {_as_bytes(key): _as_bytes(value) for key, value in found.items()}
+
+
+def _as_bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else _b(value)
+
+
+def _config_value(found: Mapping[Any, Any]) -> str | None:
+    value = next(iter(found.values()), None)
+    return None if value is None else _s(_as_bytes(value))

@@ -1,0 +1,32 @@
+-- delete_runs: delete terminal runs with their journals, inputs and index entries.
+-- KEYS[1] runs. ARGV: base, run_id... Returns {steps, inputs, deleted run_id...}.
+local result = {0, 0}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local run = load_run(id)
+  if run and TERMINAL[run.status] then
+    local key = run_key(id)
+    local links = redis.call('HMGET', key, 'parent_id', 'forked_from')
+    local steps, inputs = B .. 'steps:' .. id, B .. 'inputs:' .. id
+    result[1] = result[1] + redis.call('HLEN', steps)
+    result[2] = result[2] + redis.call('HLEN', inputs)
+    redis.call('DEL', key, steps, inputs)
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZREM', B .. 'st:' .. run.status, id)
+    redis.call('ZREM', B .. 'wf:' .. run.workflow, id)
+    redis.call('ZREM', B .. 'rdy:' .. run.workflow, id)
+    redis.call('ZREM', B .. 'timers', id)
+    if links[1] then
+      redis.call('ZREM', B .. 'parent:' .. links[1], id)
+    end
+    if links[2] then
+      redis.call('ZREM', B .. 'forks:' .. links[2], id)
+    end
+    if run.queue then
+      redis.call('ZREM', B .. 'queue:' .. run.queue, id)
+      redis.call('ZREM', B .. 'qactive:' .. run.queue, id)
+    end
+    result[#result + 1] = id
+  end
+end
+return result

@@ -1,0 +1,177 @@
+-- lib.lua: prepended to every script that touches runs (ARGV[1] is the key base).
+local B = ARGV[1]
+local TERMINAL = {succeeded = true, failed = true, cancelled = true}
+local RUN_FIELDS = {
+  'status', 'workflow', 'created_at_ms', 'queue', 'lease_owner',
+  'lease_expires_at_ms', 'fence', 'wake_at_ms',
+}
+
+-- numbers go back to Redis as exact decimals, never as "1.8e+12"
+local function int(x)
+  return string.format('%d', x)
+end
+
+local function run_key(id)
+  return B .. 'run:' .. id
+end
+
+-- the fields the state machine needs (not the payloads); nil if the run is missing
+local function load_run(id)
+  local values = redis.call('HMGET', run_key(id), unpack(RUN_FIELDS))
+  if not values[1] then
+    return nil
+  end
+  local run = {}
+  for i, name in ipairs(RUN_FIELDS) do
+    if values[i] then
+      run[name] = values[i]
+    end
+  end
+  return run
+end
+
+local function is_runnable(run, now)
+  local status = run.status
+  if status == 'queued' then
+    return true
+  end
+  if status == 'running' then
+    return tonumber(run.lease_expires_at_ms) <= now
+  end
+  if status == 'sleeping' or status == 'waiting' then
+    return run.wake_at_ms ~= nil and tonumber(run.wake_at_ms) <= now
+  end
+  return false
+end
+
+local function can_acquire(run, owner, now, take_over)
+  if TERMINAL[run.status] then
+    return false
+  end
+  if run.status ~= 'running' or run.lease_owner == nil then
+    return true
+  end
+  return tonumber(run.lease_expires_at_ms) <= now
+    or run.lease_owner == owner
+    or (take_over ~= nil and run.lease_owner == take_over)
+end
+
+-- Keep every index that depends on a mutable field in step with the run:
+--   st:<status>       list_runs by status
+--   rdy:<workflow>    claimable now (queued, or a due timer promoted by a claim)
+--   timers            running by lease expiry; sleeping/waiting by wake_at_ms
+--   qactive:<queue>   the queue's leased runs by lease expiry (concurrency)
+local function refile(id, run, old_status)
+  local status = run.status
+  if old_status ~= status then
+    if old_status then
+      redis.call('ZREM', B .. 'st:' .. old_status, id)
+    end
+    redis.call('ZADD', B .. 'st:' .. status, run.created_at_ms, id)
+  end
+  local ready = B .. 'rdy:' .. run.workflow
+  if status == 'queued' then
+    redis.call('ZREM', B .. 'timers', id)
+    redis.call('ZADD', ready, run.created_at_ms, id)
+  else
+    redis.call('ZREM', ready, id)
+    local due = nil
+    if status == 'running' then
+      due = run.lease_expires_at_ms
+    elseif status == 'sleeping' or status == 'waiting' then
+      due = run.wake_at_ms
+    end
+    if due then
+      redis.call('ZADD', B .. 'timers', due, id)
+    else
+      redis.call('ZREM', B .. 'timers', id)
+    end
+  end
+  if run.queue then
+    local active = B .. 'qactive:' .. run.queue
+    if status == 'running' then
+      redis.call('ZADD', active, run.lease_expires_at_ms, id)
+    else
+      redis.call('ZREM', active, id)
+    end
+  end
+end
+
+-- the run as it stands once `owner` holds a fresh lease; returns the new fence
+local function lease(id, run, owner, now, expires)
+  local old_status = run.status
+  run.status = 'running'
+  run.lease_owner = owner
+  run.lease_expires_at_ms = expires
+  run.fence = int(tonumber(run.fence) + 1)
+  redis.call('HSET', run_key(id), 'status', 'running', 'lease_owner', owner,
+    'lease_expires_at_ms', expires, 'fence', run.fence, 'updated_at_ms', now)
+  refile(id, run, old_status)
+  return run.fence
+end
+
+local function notify(id)
+  redis.call('PUBLISH', B .. 'work', id)
+end
+
+-- packed items: 4-byte big-endian length + bytes each; length 0xFFFFFFFF is nil
+local function unpack_items(data, skip)
+  local items, pos, size, index = {}, 1, #data, 0
+  while pos <= size do
+    local a, b, c, d = string.byte(data, pos, pos + 3)
+    local len = ((a * 256 + b) * 256 + c) * 256 + d
+    pos = pos + 4
+    index = index + 1
+    if len == 4294967295 then
+      len = 0
+    elseif index > skip then
+      items[#items + 1] = string.sub(data, pos, pos + len - 1)
+    end
+    pos = pos + len
+  end
+  return items
+end
+
+-- a snapshot record packs parent, manifest, created, label, metadata, then its refs
+local function snapshot_refs(record)
+  return unpack_items(record, 5)
+end
+
+local function thread_suffix(thread, namespace)
+  return #thread .. ':' .. thread .. namespace
+end
+
+local function incref(hash)
+  redis.call('HINCRBY', B .. 'chunkrefs', hash, 1)
+end
+
+local function decref(hash)
+  if redis.call('HINCRBY', B .. 'chunkrefs', hash, -1) <= 0 then
+    redis.call('HDEL', B .. 'chunkrefs', hash)
+    redis.call('SADD', B .. 'orphans', hash)
+  end
+end
+
+-- HMGET in slices: unpack() of a long list overflows the Lua C stack
+local function hmget_all(key, fields)
+  local values = {}
+  for start = 1, #fields, 1000 do
+    local part = redis.call('HMGET', key, unpack(fields, start, math.min(start + 999, #fields)))
+    for _, value in ipairs(part) do
+      values[#values + 1] = value
+    end
+  end
+  return values
+end
+
+-- byte order, for ties in claim order (Lua's `<` on strings follows the locale)
+local function bytes_lt(x, y)
+  local n = math.min(#x, #y)
+  for i = 1, n do
+    local p, q = string.byte(x, i), string.byte(y, i)
+    if p ~= q then
+      return p < q
+    end
+  end
+  return #x < #y
+end
