@@ -391,6 +391,7 @@ class Engine:
         metadata: Any = None,
         parent: str | None = None,
         namespace: str = "",
+        checkpoint_id: str | None = None,
     ) -> Checkpoint:
         """Save a version of a thread's state (the manual-checkpoint pattern).
 
@@ -405,6 +406,8 @@ class Engine:
             parent: The checkpoint this version follows (default: the thread's
                 latest); pass an older one to branch the thread from there.
             namespace: Separates independent states of one thread.
+            checkpoint_id: The new checkpoint's id (default: generated). Ids must
+                sort in the order versions are saved (e.g. uuid6/uuid7 strings).
         """
         if parent is None:
             latest = await self.store.load_snapshot(thread_id, namespace=namespace)
@@ -417,6 +420,7 @@ class Engine:
             parent_id=parent,
             label=label,
             metadata=metadata,
+            checkpoint_id=checkpoint_id,
         )
         return self._checkpoint(record)
 
@@ -446,15 +450,31 @@ class Engine:
             f"pass default="
         )
 
+    async def load_checkpoint(
+        self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
+    ) -> tuple[Checkpoint, Any] | None:
+        """A checkpoint (the latest, or the given one) with its state; None if absent."""
+        found = await self._snapshots.load(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        return None if found is None else (self._checkpoint(found[0]), found[1])
+
+    async def delete_thread(self, thread_id: str) -> int:
+        """Delete every checkpoint of a thread (in every namespace); returns how many.
+
+        The content chunks they used are removed by `gc` once nothing uses them.
+        """
+        return await self.store.delete_thread(thread_id)
+
     async def state_history(
         self,
         thread_id: str,
         *,
         limit: int | None = None,
         before: str | None = None,
-        namespace: str = "",
+        namespace: str | None = "",
     ) -> list[Checkpoint]:
-        """The thread's checkpoints, newest first."""
+        """The thread's checkpoints, newest first (every namespace if `namespace` is None)."""
         records = await self.store.list_snapshots(
             thread_id, namespace=namespace, before=before, limit=limit
         )

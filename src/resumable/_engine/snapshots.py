@@ -250,6 +250,7 @@ class Snapshots:
         parent_id: str | None,
         label: str | None = None,
         metadata: Any = None,
+        checkpoint_id: str | None = None,
     ) -> SnapshotRecord:
         """Store `value` as a new snapshot whose parent is `parent_id`."""
         chunks: dict[str, bytes] = {}
@@ -263,7 +264,7 @@ class Snapshots:
             chunks = {h: data for h, data in chunks.items() if h not in known}
         if manifest is None:
             manifest = self.codec.full_manifest(shape, chunks)
-        checkpoint_id = new_checkpoint_id(parent_id)
+        checkpoint_id = checkpoint_id or new_checkpoint_id(parent_id)
         record = SnapshotRecord(
             thread_id=thread_id,
             namespace=namespace,
