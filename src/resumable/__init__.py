@@ -12,6 +12,7 @@ from resumable._engine.engine import Engine, RunHandle, RunView, StepView
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.waits import sleep, wait_for
+from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
     BudgetExceeded,
     CheckpointWriteError,
@@ -41,6 +42,7 @@ __all__ = [
     "InputRejected",
     "LeaseLost",
     "NonDeterminismError",
+    "Queue",
     "ResumableError",
     "Retry",
     "RunCancelled",
@@ -54,6 +56,7 @@ __all__ = [
     "StepView",
     "StoreError",
     "WaitTimeout",
+    "Worker",
     "WorkflowFailed",
     "__version__",
     "current_run",

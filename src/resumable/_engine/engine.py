@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import TracebackType
@@ -22,6 +22,7 @@ from resumable._engine.runs import execute_run, is_retryable, load_journal, run_
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable._engine.steps import step_place
 from resumable._engine.waits import Suspend, input_place
+from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
     InputRejected,
     LeaseLost,
@@ -315,6 +316,59 @@ class Engine:
         task = asyncio.ensure_future(self._drive(spec, run, retry_failed=False))
         return RunHandle(self, run.run_id, task)
 
+    async def enqueue(
+        self,
+        wf: Callable[..., Any],
+        /,
+        *args: Any,
+        queue: str = "default",
+        run_id: str | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Record a run for a worker to execute; returns its run_id at once.
+
+        Enqueueing a run_id that exists already changes nothing (it is idempotent),
+        as long as the arguments are the same.
+        """
+        spec = workflow_spec(wf)
+        run = await self._create(spec, args, kwargs, run_id=run_id, queue=queue)
+        return run.run_id
+
+    def worker(
+        self,
+        *,
+        concurrency: int = 8,
+        queues: Mapping[str, Queue] | None = None,
+        workflows: list[str] | None = None,
+        poll_s: float = 0.5,
+    ) -> Worker:
+        """A worker that claims this store's runnable runs: `await engine.worker().run()`.
+
+        See `Worker` for the arguments.
+        """
+        return Worker(
+            self,
+            concurrency=concurrency,
+            queues=queues,
+            workflows=workflows,
+            poll_s=poll_s,
+        )
+
+    @property
+    def lease_ttl_s(self) -> float:
+        """How long a lease lasts without a heartbeat."""
+        return self._runtime.lease_ttl_s
+
+    async def resume_claimed(self, run_id: str) -> Any:
+        """Drive a run this engine's worker claimed (its workflow found by name)."""
+        run = await self._get(run_id)
+        spec = WORKFLOWS.get(run.workflow)
+        if spec is None:
+            raise ResumableError(
+                f"run {run_id!r}: workflow {run.workflow!r} is not registered in this worker"
+            )
+        return await self._drive(spec, run, retry_failed=False)
+
     async def resume(self, run_id: str) -> Any:
         """Resume a run by id, finding its workflow by the name it recorded.
 
@@ -599,6 +653,7 @@ class Engine:
         *,
         run_id: str | None,
         parent_id: str | None = None,
+        queue: str | None = None,
     ) -> RunRecord:
         spec.register_types()
         run_id = run_id if run_id is not None else new_run_id()
@@ -615,6 +670,7 @@ class Engine:
                 created_at_ms=now_ms,
                 updated_at_ms=now_ms,
                 parent_id=parent_id,
+                queue=queue,
             )
         )
         if run.workflow != spec.name:

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from resumable.cli import demo, runs, simulate
+from resumable.cli import demo, runs, simulate, worker
 from resumable.errors import ResumableError
 from resumable.stores import DEFAULT_URL
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.register(commands, store)
     demo.register(commands, store)
     simulate.register(commands)
+    worker.register(commands, store)
     return parser
 
 

@@ -1,0 +1,79 @@
+"""`resumable worker`: claim and execute runnable runs until stopped."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from resumable._engine.engine import Engine
+from resumable._engine.worker import Queue
+from resumable.errors import ResumableError
+
+_QUEUE = re.compile(
+    r"^(?P<name>[^=]+)=(?P<concurrency>\d*)(?::(?P<rate>\d+)/(?P<per>\d+(?:\.\d+)?)s?)?$"
+)
+
+
+def register(commands: Any, store: argparse.ArgumentParser) -> None:
+    """Add the subcommand."""
+    worker = commands.add_parser(
+        "worker",
+        parents=[store],
+        help="claim and run queued, crashed and woken runs (Ctrl-C or SIGTERM to stop)",
+    )
+    worker.add_argument(
+        "--app", required=True, action="append", help="module defining workflows"
+    )
+    worker.add_argument("--concurrency", type=int, default=8)
+    worker.add_argument(
+        "--queue",
+        action="append",
+        default=[],
+        metavar="NAME=CONCURRENCY[:RATE/SECONDS]",
+        help="limits for a queue, e.g. docs=4:60/60 (4 at once, 60 starts a minute)",
+    )
+    worker.add_argument("--lease-ttl", type=float, default=5.0, help="seconds")
+    worker.set_defaults(handler=run_worker)
+
+
+def parse_queue(text: str) -> tuple[str, Queue]:
+    """`docs=4:60/60` -> ("docs", Queue(concurrency=4, rate=60, per=60))."""
+    match = _QUEUE.match(text)
+    if match is None:
+        raise ResumableError(
+            f"--queue {text!r}: expected NAME=CONCURRENCY[:RATE/SECONDS]"
+        )
+    concurrency = int(match["concurrency"]) if match["concurrency"] else None
+    rate = int(match["rate"]) if match["rate"] else None
+    per = float(match["per"]) if match["per"] else 60.0
+    return match["name"], Queue(concurrency=concurrency, rate=rate, per=per)
+
+
+async def run_worker(args: argparse.Namespace) -> int:
+    """Import the apps, then work until a signal asks to stop."""
+    sys.path.insert(0, str(Path.cwd()))
+    for app in args.app:
+        try:
+            importlib.import_module(app)
+        except ImportError as exc:
+            raise ResumableError(f"cannot import --app {app!r}: {exc}") from None
+    queues = dict(parse_queue(text) for text in args.queue)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with Engine(args.store, lease_ttl_s=args.lease_ttl) as engine:
+        worker = engine.worker(concurrency=args.concurrency, queues=queues)
+        print(
+            f"worker {engine.owner} on {engine!r}: concurrency {args.concurrency}",
+            flush=True,
+        )
+        await worker.run(stop=stop)
+    print(f"worker stopped after {worker.completed} runs", flush=True)
+    return 0
