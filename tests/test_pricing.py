@@ -5,7 +5,7 @@ from datetime import date
 
 import pytest
 
-from resumable.integrations.usage import Usage
+from resumable._engine.usage import Usage
 from resumable.pricing import (
     DEFAULT_PRICES,
     PRICES_AS_OF,

@@ -9,8 +9,10 @@ from __future__ import annotations
 from resumable._engine.context import RunInfo, current_run
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunView, StepView
+from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
+from resumable._engine.usage import Usage
 from resumable._engine.waits import sleep, wait_for
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
@@ -39,8 +41,10 @@ __all__ = [
     "CheckpointWriteError",
     "CorruptCheckpointError",
     "Engine",
+    "ExecutionSpend",
     "InputRejected",
     "LeaseLost",
+    "Ledger",
     "NonDeterminismError",
     "Queue",
     "ResumableError",
@@ -52,9 +56,11 @@ __all__ = [
     "RunView",
     "SchemaVersionError",
     "SerializationError",
+    "Spend",
     "StepFailed",
     "StepView",
     "StoreError",
+    "Usage",
     "WaitTimeout",
     "Worker",
     "WorkflowFailed",

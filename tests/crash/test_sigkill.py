@@ -67,9 +67,8 @@ def committed_seqs(db: Path) -> set[int]:
     async def load() -> set[int]:
         store = await SQLiteStore(f"sqlite:///{db}").open()
         try:
-            return {
-                s.seq for s in await store.load_journal("crash-run") if s.status == "ok"
-            }
+            journal = await store.load_journal("crash-run")
+            return {s.seq for s in journal if s.status == "ok" and s.seq > 0}
         finally:
             await store.close()
 

@@ -136,7 +136,7 @@ async def test_exhausted_step_fails_the_run_and_running_it_again_retries(
     healthy[0] = True  # the cause is fixed: running the same run_id retries that step
     assert await engine.run(wf, run_id="outage") == "prepared answer"
     assert calls == ["prepare", "provider", "provider", "provider"]
-    journal = await store.load_journal("outage")
+    journal = [r for r in await store.load_journal("outage") if r.seq > 0]
     assert [(r.status, r.attempts) for r in journal] == [("ok", 1), ("ok", 3)]
     assert await engine.run(wf, run_id="outage") == "prepared answer"
     assert len(calls) == 4

@@ -8,10 +8,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from resumable._engine.usage import Usage
 from resumable.errors import ResumableError
 
 if TYPE_CHECKING:
     from resumable._engine.clock import Clock
+    from resumable._engine.ledger import Spend
+    from resumable.pricing import PriceTable
     from resumable.serde import Serde
     from resumable.stores.protocol import StepRecord, Store
 
@@ -27,9 +30,25 @@ class Runtime:
     lease_ttl_s: float
     store_retry_s: float
     """How long a failed store write is retried (with backoff) before the run stops."""
+    prices: PriceTable
+    """Prices for the ledger and for dollar budgets."""
     run_child: Callable[..., Awaitable[Any]]
     """Start or resume a child run to its end: `(spec, args, kwargs, *, run_id,
     parent_id, retry_failed)`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """A run's spending limits (from `@workflow(budget_usd=, budget_tokens=)`)."""
+
+    usd: float | None = None
+    tokens: int | None = None
+
+
+def _no_spend() -> Spend:
+    from resumable._engine.ledger import Spend
+
+    return Spend()
 
 
 @dataclass(slots=True, eq=False, kw_only=True)
@@ -52,6 +71,13 @@ class RunContext:
     """Every wait_for/sleep that unwound the workflow in this execution."""
     replayed: int = 0
     executed: int = 0
+    replayed_usage: list[Usage] = field(default_factory=list)
+    """Usage of the recorded calls this execution replayed instead of re-calling."""
+    replays_noted: int = 0
+    """How many replays the execution's ledger entry already counts."""
+    spent: Spend = field(default_factory=_no_spend)
+    """What the run has incurred so far, in every execution (for budgets)."""
+    budget: Budget | None = None
 
     def take_seq(self) -> int:
         """The next step number; taken when a step is called, not when it is awaited."""
@@ -71,6 +97,40 @@ class RunInfo:
     step: str | None = None
     attempt: int | None = None
     """1 for the first attempt of a step, 2 for its first retry, and so on."""
+    calls: list[Usage] | None = field(default=None, repr=False, compare=False)
+
+    def record_usage(
+        self,
+        *,
+        model: str | None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cached_input_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cost_usd: float | None = None,
+        provider: str | None = None,
+    ) -> None:
+        """Add an LLM call's usage to this step.
+
+        OpenAI and Anthropic responses a step returns are counted already; use this
+        for other providers, or for calls whose response the step does not return.
+
+        Raises:
+            ResumableError: called outside a step.
+        """
+        if self.calls is None:
+            raise ResumableError("record_usage() must be called inside a @step")
+        self.calls.append(
+            Usage(
+                model=model,
+                provider=provider,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cached_input_tokens=cached_input_tokens,
+                cache_write_tokens=cache_write_tokens,
+                cost_usd=cost_usd,
+            )
+        )
 
     @property
     def idempotency_key(self) -> str:

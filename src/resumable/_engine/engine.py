@@ -17,6 +17,8 @@ from resumable._engine.bridge import Bridge
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Runtime
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
+from resumable._engine.ledger import Ledger
+from resumable._engine.ledger import build as build_ledger
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
 from resumable._engine.snapshots import Checkpoint, Snapshots
@@ -30,6 +32,7 @@ from resumable.errors import (
     RunCancelled,
     RunNotFound,
 )
+from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores.protocol import (
@@ -138,6 +141,8 @@ class Engine:
         store_retry_s: How long a failed store write is retried before the run
             stops with CheckpointWriteError.
         clock: Where time comes from (tests pass `resumable.testing.FakeClock`).
+        prices: Model prices for the ledger and dollar budgets (default: the
+            built-in table, `resumable.pricing`).
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class Engine:
         lease_ttl_s: float = 5.0,
         store_retry_s: float = 30.0,
         clock: Clock | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         self.store: Store = create_store(store) if isinstance(store, str) else store
         keys = (
@@ -166,6 +172,7 @@ class Engine:
             lease_ttl_s=lease_ttl_s,
             store_retry_s=store_retry_s,
             run_child=self._run_child,
+            prices=prices or PriceTable(),
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
@@ -607,8 +614,25 @@ class Engine:
         journal = await load_journal(self.store, run)
         return [
             _step_view(record, run_id, self.serde)
-            for _, record in sorted(journal.items())
+            for seq, record in sorted(journal.items())
+            if seq > 0
         ]
+
+    async def ledger(self, run_id: str) -> Ledger:
+        """What the run spent: incurred by calls made, reused by replays (see Ledger)."""
+        await self._get(run_id)
+        records = []
+        for record in await self.store.load_journal(run_id):
+            place = step_place(run_id, record.seq, record.name)
+            if record.seq < 0:
+                records.append(
+                    (record, self.serde.loads(record.output or b"", place=place))
+                )
+            elif record.usage is not None:
+                records.append(
+                    (record, self.serde.loads(record.usage, place=place + " usage"))
+                )
+        return build_ledger(run_id, records, self._runtime.prices)
 
     async def close(self) -> None:
         """Release the store's connections and threads."""

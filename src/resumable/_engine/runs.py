@@ -7,8 +7,11 @@ import contextlib
 from typing import Any
 
 from resumable._engine import outcome
-from resumable._engine.context import RunContext, Runtime, _run
+from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.decorators import WorkflowSpec
+from resumable._engine.ledger import Spend, spend_of, usage_entries
+from resumable._engine.steps import note_replays, step_place
+from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (
     BudgetExceeded,
@@ -54,10 +57,25 @@ async def load_journal(
                 detail=f"it was forked from run {run.forked_from!r}, which no longer exists",
             )
         limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
-        journal.update(await load_journal(store, parent, limit))
+        inherited = await load_journal(store, parent, limit)
+        journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
     for record in await store.load_journal(run.run_id, up_to_seq=up_to):
         journal[record.seq] = record
     return journal
+
+
+def _spent_so_far(ctx: RunContext) -> Spend:
+    """What this run's own recorded calls cost.
+
+    A fork's inherited steps were its parent's spend, not this run's.
+    """
+    calls: list[Usage] = []
+    for record in ctx.journal.values():
+        if record.run_id == ctx.run_id and record.seq > 0 and record.usage is not None:
+            place = step_place(record.run_id, record.seq, record.name) + " usage"
+            raw = ctx.runtime.serde.loads(record.usage, place=place)
+            calls.extend(usage for _, usage in usage_entries(raw))
+    return spend_of(calls, ctx.runtime.prices)
 
 
 def is_retryable(info: dict[str, Any]) -> bool:
@@ -79,30 +97,22 @@ async def execute_run(
     failure is recorded; LeaseLost or CheckpointWriteError when the run could not be
     recorded (it is then left for a later execution to resume).
     """
-    journal = await load_journal(runtime.store, run)
     ctx = RunContext(
         runtime=runtime,
         run_id=run.run_id,
         workflow=spec.name,
         fence=lease.fence,
-        journal=journal,
+        journal=await load_journal(runtime.store, run),
         retry_failed=retry_failed,
         loop=asyncio.get_running_loop(),
     )
+    if spec.budget_usd is not None or spec.budget_tokens is not None:
+        ctx.budget = Budget(usd=spec.budget_usd, tokens=spec.budget_tokens)
+        ctx.spent = _spent_so_far(ctx)
     args, kwargs = runtime.serde.loads(run.input, place=run_place(run.run_id, "input"))
     main = asyncio.current_task()
-    heartbeat = asyncio.create_task(_heartbeat(ctx, lease, main))
-    token = _run.set(ctx)
     try:
-        try:
-            if spec.is_async:
-                result = await spec.fn(*args, **kwargs)
-            else:
-                result = await asyncio.to_thread(spec.fn, *args, **kwargs)
-        finally:
-            _run.reset(token)
-            heartbeat.cancel()
-            await _settle(ctx)
+        result = await _call_workflow(ctx, spec, args, kwargs, lease)
     except asyncio.CancelledError:
         if ctx.failure is not None and main is not None and main.uncancel() == 0:
             raise ctx.failure from None  # the heartbeat found the lease gone
@@ -116,15 +126,7 @@ async def execute_run(
     except Exception as exc:
         if ctx.failure is not None:
             raise ctx.failure from exc
-        info = outcome.error_info(exc, step=getattr(exc, "step", None))
-        info["retryable"] = isinstance(exc, RETRYABLE) or (
-            isinstance(exc, SerializationError) and exc.step is not None
-        )
-        await _finish(
-            ctx,
-            "failed",
-            runtime.serde.dumps(info, place=run_place(run.run_id, "output")),
-        )
+        info = await _record_failure(ctx, exc)
         if isinstance(exc, ResumableError) and not isinstance(exc, StepFailed):
             raise  # the engine's own verdict (non-determinism, corrupt data...) as itself
         raise outcome.workflow_failed(run.run_id, info) from exc
@@ -138,15 +140,43 @@ async def execute_run(
             path=exc.path.replace("value", "result", 1),
             detail=exc.detail,
         )
-        info = outcome.error_info(error) | {"retryable": False}
-        await _finish(
-            ctx,
-            "failed",
-            runtime.serde.dumps(info, place=run_place(run.run_id, "output")),
-        )
+        await _record_failure(ctx, error)
         raise error from None
     await _finish(ctx, "succeeded", output)
     return result
+
+
+async def _call_workflow(
+    ctx: RunContext,
+    spec: WorkflowSpec,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    lease: Lease,
+) -> Any:
+    """Run the workflow body under the lease's heartbeat; tidy up however it ends."""
+    heartbeat = asyncio.create_task(_heartbeat(ctx, lease, asyncio.current_task()))
+    token = _run.set(ctx)
+    try:
+        if spec.is_async:
+            return await spec.fn(*args, **kwargs)
+        return await asyncio.to_thread(spec.fn, *args, **kwargs)
+    finally:
+        _run.reset(token)
+        heartbeat.cancel()
+        await _settle(ctx)
+        if ctx.replayed > ctx.replays_noted and ctx.failure is None:
+            await note_replays(ctx)
+
+
+async def _record_failure(ctx: RunContext, error: Exception) -> dict[str, Any]:
+    """Record the run as failed with `error`; returns the recorded description."""
+    info = outcome.error_info(error, step=getattr(error, "step", None))
+    info["retryable"] = isinstance(error, RETRYABLE) or (
+        isinstance(error, SerializationError) and error.step is not None
+    )
+    output = ctx.runtime.serde.dumps(info, place=run_place(ctx.run_id, "output"))
+    await _finish(ctx, "failed", output)
+    return info
 
 
 def _suspension(suspensions: list[Suspend]) -> Suspend:

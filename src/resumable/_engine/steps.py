@@ -10,10 +10,12 @@ import asyncio
 import random
 from typing import Any
 
-from resumable._engine import outcome, replay, retry
+from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.context import RunContext, RunInfo, _step
 from resumable._engine.decorators import StepSpec
+from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
+    BudgetExceeded,
     CheckpointWriteError,
     LeaseLost,
     ResumableError,
@@ -70,6 +72,9 @@ async def execute_step(
 def _replayed(ctx: RunContext, record: StepRecord) -> Any:
     # a forked run replays its parent's records, sealed under the parent's run id
     place = step_place(record.run_id, record.seq, record.name)
+    if record.usage is not None:
+        raw = ctx.runtime.serde.loads(record.usage, place=place + " usage")
+        ctx.replayed_usage.extend(usage for _, usage in ledger.usage_entries(raw))
     value = ctx.runtime.serde.loads(record.output or b"", place=place)
     if record.status == "ok":
         return value
@@ -87,16 +92,24 @@ async def _run_attempts(
     plan: replay.Execute,
 ) -> Any:
     runtime = ctx.runtime
+    place = step_place(ctx.run_id, seq, spec.name)
+    previous = ctx.journal.get(seq)
+    calls = _recorded_calls(ctx, previous) if previous is not None else []
+    if ctx.replayed > ctx.replays_noted:
+        await note_replays(ctx)  # before spending anything, so a crash cannot lose it
+    check_budget(ctx, spec.name)
     attempt = plan.first_attempt
     while True:
         started_at_ms = runtime.clock.now_ms()
-        token = _step.set(
+        attempt_calls: list[Usage] = []
+        step_token = _step.set(
             RunInfo(
                 run_id=ctx.run_id,
                 workflow=ctx.workflow,
                 seq=seq,
                 step=spec.name,
                 attempt=attempt,
+                calls=attempt_calls,
             )
         )
         try:
@@ -108,10 +121,9 @@ async def _run_attempts(
             error = exc
         else:
             ctx.executed += 1
+            attempt_calls.extend(usage_from(result))
             try:
-                output = runtime.serde.dumps(
-                    result, place=step_place(ctx.run_id, seq, spec.name)
-                )
+                output = runtime.serde.dumps(result, place=place)
             except SerializationError as exc:
                 raise SerializationError(
                     run_id=ctx.run_id,
@@ -119,6 +131,7 @@ async def _run_attempts(
                     path=exc.path.replace("value", "result", 1),
                     detail=exc.detail,
                 ) from None
+            calls.extend((ctx.fence, usage) for usage in attempt_calls)
             await commit(
                 ctx,
                 StepRecord(
@@ -131,14 +144,19 @@ async def _run_attempts(
                     attempts=attempt,
                     started_at_ms=started_at_ms,
                     finished_at_ms=runtime.clock.now_ms(),
+                    usage=_encoded_calls(ctx, place, calls),
                 ),
             )
+            ctx.spent = ctx.spent + ledger.spend_of(attempt_calls, runtime.prices)
             return result
         finally:
-            _step.reset(token)
+            _step.reset(step_token)
 
         if isinstance(error, ResumableError) and not isinstance(error, StepFailed):
             raise error  # our own signals (lease lost, nested write errors) are not step errors
+        # a failed attempt's calls were billed too: they stay in the record
+        calls.extend((ctx.fence, usage) for usage in attempt_calls)
+        ctx.spent = ctx.spent + ledger.spend_of(attempt_calls, runtime.prices)
         delay = retry.next_delay(spec.retry, attempt - plan.base, error, random.random)
         status: StepStatus = "failed" if delay is None else "retrying"
         info = outcome.error_info(error, step=spec.name, seq=seq, attempts=attempt)
@@ -150,18 +168,82 @@ async def _run_attempts(
                 name=spec.name,
                 fingerprint=fingerprint,
                 status=status,
-                output=runtime.serde.dumps(
-                    info, place=step_place(ctx.run_id, seq, spec.name)
-                ),
+                output=runtime.serde.dumps(info, place=place),
                 attempts=attempt,
                 started_at_ms=started_at_ms,
                 finished_at_ms=runtime.clock.now_ms(),
+                usage=_encoded_calls(ctx, place, calls),
             ),
         )
         if delay is None:
             raise outcome.step_failed(ctx.run_id, info) from error
         await runtime.clock.sleep(delay)
+        check_budget(ctx, spec.name)
         attempt += 1
+
+
+def _recorded_calls(ctx: RunContext, record: StepRecord) -> list[tuple[int, Usage]]:
+    if record.usage is None:
+        return []
+    place = step_place(record.run_id, record.seq, record.name)
+    return ledger.usage_entries(
+        ctx.runtime.serde.loads(record.usage, place=place + " usage")
+    )
+
+
+def _encoded_calls(
+    ctx: RunContext, place: str, calls: list[tuple[int, Usage]]
+) -> bytes | None:
+    if not calls:
+        return None
+    return ctx.runtime.serde.dumps(ledger.encode_entries(calls), place=place + " usage")
+
+
+def check_budget(ctx: RunContext, step: str) -> None:
+    """Refuse to start a step once the run's incurred spend passed its budget."""
+    spent, budget = ctx.spent, ctx.budget
+    if budget is None:
+        return
+    if budget.usd is not None and spent.cost_usd > budget.usd:
+        raise BudgetExceeded(
+            run_id=ctx.run_id,
+            step=step,
+            spent=f"${spent.cost_usd:.4f}",
+            budget=f"${budget.usd:.4f}",
+        )
+    if budget.tokens is not None and spent.total_tokens > budget.tokens:
+        raise BudgetExceeded(
+            run_id=ctx.run_id,
+            step=step,
+            spent=f"{spent.total_tokens} tokens",
+            budget=f"{budget.tokens} tokens",
+        )
+
+
+async def note_replays(ctx: RunContext) -> None:
+    """Record what this execution has replayed so far (its ledger entry, at -fence)."""
+    runtime = ctx.runtime
+    entry = {
+        "replayed_steps": ctx.replayed,
+        "usage": ledger.encode_entries((ctx.fence, u) for u in ctx.replayed_usage),
+    }
+    now_ms = runtime.clock.now_ms()
+    place = step_place(ctx.run_id, -ctx.fence, LEDGER_STEP)
+    await commit(
+        ctx,
+        StepRecord(
+            run_id=ctx.run_id,
+            seq=-ctx.fence,
+            name=LEDGER_STEP,
+            fingerprint="-",
+            status="ok",
+            output=runtime.serde.dumps(entry, place=place),
+            attempts=1,
+            started_at_ms=now_ms,
+            finished_at_ms=now_ms,
+        ),
+    )
+    ctx.replays_noted = ctx.replayed
 
 
 async def commit(ctx: RunContext, record: StepRecord) -> None:
@@ -198,6 +280,10 @@ async def commit(ctx: RunContext, record: StepRecord) -> None:
         else:
             ctx.journal[record.seq] = record
             return
+
+
+LEDGER_STEP = "resumable.ledger"
+"""The name of the per-execution ledger entries (at negative seqs)."""
 
 
 def step_place(run_id: str, seq: int, name: str) -> str:

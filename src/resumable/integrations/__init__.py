@@ -2,6 +2,6 @@
 
 Nothing here imports `openai`, `anthropic` or `langgraph` at module level:
 users bring their own SDK, and resumable reads the objects it returns by duck
-typing (`resumable.integrations.usage`), or imports a framework lazily, where
+typing, or imports a framework lazily, where
 first needed, with an error naming the extra to install.
 """

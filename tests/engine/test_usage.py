@@ -13,7 +13,7 @@ from anthropic.types import Message
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from resumable.integrations.usage import Usage, usage_from
+from resumable._engine.usage import Usage, usage_from
 from resumable.simulator import SimulatedProvider
 
 OPENAI_MODEL = "gpt-4o-mini"
@@ -521,7 +521,7 @@ def test_usage_rejects_negative_counts_and_costs() -> None:
 def test_reading_usage_and_prices_never_imports_an_sdk() -> None:
     # A fresh interpreter: this test session has imported both SDKs already.
     code = (
-        "import sys, resumable.integrations.usage, resumable.pricing; "
+        "import sys, resumable._engine.usage, resumable.pricing; "
         "print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
     )
     result = subprocess.run(

@@ -1,0 +1,159 @@
+"""The cost ledger: what every run spent on LLM calls, and what replay saved.
+
+Each step record carries the usage of every attempt it made (read from the OpenAI
+or Anthropic response it returned, plus `current_run().record_usage(...)`), each
+tagged with the execution (fence) that made the call. Each execution that
+replayed steps writes one ledger entry, at the reserved seq `-fence`, summing the
+usage it reused instead of re-calling. Everything here is derived from those
+stored records, so any process computes the same ledger; dollars are priced
+when read, from the engine's PriceTable, and a model without a price is counted
+in tokens and reported as unpriced, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from resumable._engine.usage import Usage
+from resumable.pricing import PRICES_AS_OF, PriceTable
+from resumable.stores.protocol import StepRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Spend:
+    """Tokens and dollars of some LLM calls."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    """Dollars of the calls whose price is known."""
+    unpriced_calls: int = 0
+    """Calls to models with no known price: in the token counts, not in cost_usd."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Every input and output token."""
+        return (
+            self.input_tokens
+            + self.cached_input_tokens
+            + self.cache_write_tokens
+            + self.output_tokens
+        )
+
+    def __add__(self, other: Spend) -> Spend:
+        return Spend(
+            calls=self.calls + other.calls,
+            input_tokens=self.input_tokens + other.input_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionSpend:
+    """One execution of a run (one lease): what it called and what it replayed."""
+
+    fence: int
+    incurred: Spend
+    reused: Spend
+    replayed_steps: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ledger:
+    """A run's spend: incurred by calls actually made, reused by replays."""
+
+    run_id: str
+    incurred: Spend
+    """Every call the run made, in every execution, failed attempts included."""
+    reused: Spend
+    """Every recorded call replayed instead of re-called, summed over executions."""
+    executions: tuple[ExecutionSpend, ...]
+    unpriced_models: tuple[str, ...]
+    """Models seen with no price in the table: their dollars are not counted."""
+    prices_as_of: date = field(default=PRICES_AS_OF)
+
+
+def spend_of(
+    usages: Iterable[Usage], prices: PriceTable, unpriced: set[str] | None = None
+) -> Spend:
+    """The Spend of some calls; models with no price are added to `unpriced`."""
+    total = Spend()
+    for usage in usages:
+        cost = prices.cost(usage)
+        if cost is None and unpriced is not None:
+            unpriced.add(usage.model or "(unknown model)")
+        total = total + Spend(
+            calls=1,
+            input_tokens=usage.input_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=cost or 0.0,
+            unpriced_calls=1 if cost is None else 0,
+        )
+    return total
+
+
+def usage_entries(raw: Any) -> list[tuple[int, Usage]]:
+    """Decoded `[{"fence": n, ...Usage fields}]` as (fence, Usage) pairs."""
+    entries = []
+    for item in raw or ():
+        data = dict(item)
+        fence = int(data.pop("fence", 0))
+        entries.append((fence, Usage.from_dict(data)))
+    return entries
+
+
+def encode_entries(entries: Iterable[tuple[int, Usage]]) -> list[dict[str, object]]:
+    """(fence, Usage) pairs as plain data for a step record."""
+    return [{"fence": fence, **usage.to_dict()} for fence, usage in entries]
+
+
+def build(
+    run_id: str,
+    records: Iterable[tuple[StepRecord, Any]],
+    prices: PriceTable,
+) -> Ledger:
+    """The ledger of a run from its own journal records and their decoded usage.
+
+    `records` pairs each record with its decoded usage (steps) or its decoded
+    entry (the ledger entries at negative seqs).
+    """
+    unpriced: set[str] = set()
+    incurred: dict[int, list[Usage]] = {}
+    reused: dict[int, tuple[int, list[Usage]]] = {}
+    for record, decoded in records:
+        if record.seq < 0:
+            reused[-record.seq] = (
+                int(decoded.get("replayed_steps", 0)),
+                [usage for _, usage in usage_entries(decoded.get("usage"))],
+            )
+        else:
+            for fence, usage in usage_entries(decoded):
+                incurred.setdefault(fence, []).append(usage)
+    executions = tuple(
+        ExecutionSpend(
+            fence=fence,
+            incurred=spend_of(incurred.get(fence, ()), prices, unpriced),
+            reused=spend_of(reused.get(fence, (0, []))[1], prices, unpriced),
+            replayed_steps=reused.get(fence, (0, []))[0],
+        )
+        for fence in sorted(incurred.keys() | reused.keys())
+    )
+    return Ledger(
+        run_id=run_id,
+        incurred=sum((e.incurred for e in executions), Spend()),
+        reused=sum((e.reused for e in executions), Spend()),
+        executions=executions,
+        unpriced_models=tuple(sorted(unpriced)),
+    )
