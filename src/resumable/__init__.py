@@ -6,6 +6,7 @@ that dies at step 8 resumes there and replays steps 1-7 from the store for free.
 
 from __future__ import annotations
 
+from resumable._engine.batch import RateLimit, map_steps
 from resumable._engine.context import RunInfo, current_run
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunView, StepView
@@ -47,6 +48,7 @@ __all__ = [
     "Ledger",
     "NonDeterminismError",
     "Queue",
+    "RateLimit",
     "ResumableError",
     "Retry",
     "RunCancelled",
@@ -66,6 +68,7 @@ __all__ = [
     "WorkflowFailed",
     "__version__",
     "current_run",
+    "map_steps",
     "register",
     "sleep",
     "step",

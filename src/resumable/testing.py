@@ -398,6 +398,17 @@ class StoreContract:
         assert [s.seq for s in await store.load_journal("r", up_to_seq=2)] == [1, 2]
         assert await store.load_journal("nobody") == []
 
+    async def test_journal_holds_negative_and_64_bit_seqs(self, store: Store) -> None:
+        """Ledger entries live at negative seqs, map_steps items at seqs >= 2**62."""
+        await store.create_run(_run("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        seqs = [-3, 1, 2, (1 << 62) + 12345, (1 << 63) - 1]
+        for seq in reversed(seqs):
+            await store.commit_step(_step("r", seq), fence=lease.fence)
+        assert [s.seq for s in await store.load_journal("r")] == seqs
+        assert [s.seq for s in await store.load_journal("r", up_to_seq=2)] == [-3, 1, 2]
+
     async def test_step_payloads_are_stored_byte_exact(self, store: Store) -> None:
         await store.create_run(_run("r"))
         lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)

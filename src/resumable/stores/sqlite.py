@@ -642,10 +642,16 @@ class SQLiteStore:
         self, run_id: str, *, up_to_seq: int | None = None
     ) -> list[StepRecord]:
         def load(conn: Conn) -> list[StepRecord]:
-            rows = conn.execute(
-                "SELECT * FROM resumable_steps WHERE run_id = ? AND seq <= ? ORDER BY seq",
-                (run_id, up_to_seq if up_to_seq is not None else 2**62),
-            )
+            if up_to_seq is None:
+                rows = conn.execute(
+                    "SELECT * FROM resumable_steps WHERE run_id = ? ORDER BY seq",
+                    (run_id,),
+                )
+            else:
+                rows = conn.execute(
+                    "SELECT * FROM resumable_steps WHERE run_id = ? AND seq <= ? ORDER BY seq",
+                    (run_id, up_to_seq),
+                )
             return [_sql.step_from_row(row) for row in rows]
 
         return await self._call(load, write=False)

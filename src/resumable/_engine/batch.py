@@ -1,0 +1,204 @@
+"""`map_steps`: one journaled step per item of a batch, identified by the item's key.
+
+The map call takes one seq in the workflow like any step. Each item's step is
+journaled at a seq derived from that seq and the item's key (in a range far above
+ordinary seqs), not from its position, so a resumed batch skips the items that
+finished even if the list was reordered or grew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeVar
+
+from resumable._engine.context import RunContext, active_run
+from resumable._engine.decorators import StepSpec
+from resumable._engine.ledger import spend_of
+from resumable._engine.steps import execute_step
+from resumable._engine.usage import usage_from
+from resumable.errors import ResumableError, StepFailed
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+KEYED_SEQ_BASE = 1 << 62
+"""Item steps of map_steps live at seqs from here on (ordinary seqs never get there)."""
+_WINDOW_S = 60.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RateLimit:
+    """Limits on the calls a batch starts, over any sliding minute."""
+
+    requests_per_minute: float | None = None
+    tokens_per_minute: float | None = None
+    """Counted from the usage of finished calls (known only once they return)."""
+
+
+def keyed_seq(map_seq: int, key: str) -> int:
+    """The journal seq of the item with `key` in the map call at `map_seq`."""
+    digest = hashlib.blake2b(f"{map_seq}\x00{key}".encode(), digest_size=8).digest()
+    return KEYED_SEQ_BASE + (int.from_bytes(digest, "big") >> 3)
+
+
+async def map_steps(
+    step_fn: Callable[[T], Any],
+    items: Sequence[T],
+    *,
+    key: Callable[[T], str] | None = None,
+    concurrency: int = 8,
+    rate_limit: RateLimit | None = None,
+    progress: TextIO | bool | None = None,
+) -> list[Any]:
+    """Run `step_fn` on every item as its own journaled step; results in item order.
+
+    Args:
+        step_fn: An async `@step` taking one item.
+        items: The batch.
+        key: The item's identity (default: the item itself, which must then be a
+            str or int). Keys must be unique within the batch.
+        concurrency: Items in flight at once.
+        rate_limit: Requests and tokens per minute across the batch.
+        progress: Where to draw a progress line (default: stderr when it is a
+            terminal; nothing in logs). False turns it off.
+
+    Raises:
+        StepFailed: an item's step failed (raised once every other item is done).
+    """
+    ctx = active_run()
+    spec = getattr(step_fn, "__resumable_step__", None)
+    if ctx is None or not isinstance(spec, StepSpec) or not spec.is_async:
+        raise ResumableError(
+            "map_steps() takes an async @step and must be awaited in a @workflow run by an Engine"
+        )
+    if concurrency < 1:
+        raise ValueError("concurrency must be at least 1")
+    keys = [_key_of(item, key) for item in items]
+    duplicates = (
+        sorted({k for k in keys if keys.count(k) > 1})
+        if len(set(keys)) < len(keys)
+        else []
+    )
+    if duplicates:
+        raise ValueError(f"map_steps keys must be unique; repeated: {duplicates[:5]}")
+    map_seq = ctx.take_seq()
+    batch = _Batch(ctx, spec, len(items), concurrency, rate_limit, _sink(progress))
+    outcomes = await asyncio.gather(
+        *(
+            batch.one(keyed_seq(map_seq, k), item)
+            for k, item in zip(keys, items, strict=True)
+        ),
+        return_exceptions=True,
+    )
+    batch.report(final=True)
+    for result in outcomes:
+        if isinstance(result, BaseException):
+            raise result
+    return list(outcomes)
+
+
+def _key_of(item: Any, key: Callable[[Any], str] | None) -> str:
+    if key is not None:
+        return str(key(item))
+    if isinstance(item, str | int) and not isinstance(item, bool):
+        return str(item)
+    raise TypeError(f"map_steps needs key= for items of type {type(item).__name__}")
+
+
+def _sink(progress: TextIO | bool | None) -> TextIO | None:
+    if progress is False:
+        return None
+    if progress is None or progress is True:
+        return sys.stderr if progress is True or sys.stderr.isatty() else None
+    return progress
+
+
+class _Batch:
+    def __init__(
+        self,
+        ctx: RunContext,
+        spec: StepSpec,
+        total: int,
+        concurrency: int,
+        rate_limit: RateLimit | None,
+        sink: TextIO | None,
+    ) -> None:
+        self.ctx, self.spec, self.total, self.sink = ctx, spec, total, sink
+        self.slots = asyncio.Semaphore(concurrency)
+        self.limit = rate_limit or RateLimit()
+        self.starts: deque[float] = deque()
+        self.tokens: deque[tuple[float, int]] = deque()
+        self.done = self.replayed = self.failed = 0
+        self.cost_usd = 0.0
+        self._drawn_at = 0.0
+
+    async def one(self, seq: int, item: Any) -> Any:
+        recorded = self.ctx.journal.get(seq)
+        if recorded is not None and recorded.status == "ok":
+            result = await execute_step(self.ctx, seq, self.spec, (item,), {})
+            self.replayed += 1
+            return self._count(result, replayed=True)
+        async with self.slots:
+            await self._admit()
+            try:
+                result = await execute_step(self.ctx, seq, self.spec, (item,), {})
+            except StepFailed:
+                self.failed += 1
+                self.report()
+                raise
+            return self._count(result, replayed=False)
+
+    def _count(self, result: Any, *, replayed: bool) -> Any:
+        calls = usage_from(result)
+        if not replayed:
+            now = self.ctx.runtime.clock.now_ms() / 1000
+            self.tokens.append((now, sum(c.total_tokens for c in calls)))
+            self.cost_usd += spend_of(calls, self.ctx.runtime.prices).cost_usd
+        self.done += 1
+        self.report()
+        return result
+
+    async def _admit(self) -> None:
+        """Wait until starting one more call keeps the batch within its rate limit."""
+        clock, limit = self.ctx.runtime.clock, self.limit
+        while True:
+            now = clock.now_ms() / 1000
+            while self.starts and self.starts[0] <= now - _WINDOW_S:
+                self.starts.popleft()
+            while self.tokens and self.tokens[0][0] <= now - _WINDOW_S:
+                self.tokens.popleft()
+            waits = [0.0]
+            if (
+                limit.requests_per_minute is not None
+                and len(self.starts) >= limit.requests_per_minute
+            ):
+                waits.append(self.starts[0] + _WINDOW_S - now)
+            used = sum(tokens for _, tokens in self.tokens)
+            if limit.tokens_per_minute is not None and used >= limit.tokens_per_minute:
+                waits.append(self.tokens[0][0] + _WINDOW_S - now)
+            wait = max(waits)
+            if wait <= 0:
+                self.starts.append(now)
+                return
+            await clock.sleep(wait)
+
+    def report(self, *, final: bool = False) -> None:
+        """Redraw the progress line (at most ten times a second)."""
+        if self.sink is None:
+            return
+        now = time.monotonic()
+        if not final and now - self._drawn_at < 0.1:
+            return
+        self._drawn_at = now
+        self.sink.write(
+            f"\r{self.spec.name}: {self.done}/{self.total} done "
+            f"({self.replayed} replayed, {self.failed} failed) ${self.cost_usd:.4f}"
+            + ("\n" if final else "")
+        )
+        self.sink.flush()
