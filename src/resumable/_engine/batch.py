@@ -88,7 +88,14 @@ async def map_steps(
     if duplicates:
         raise ValueError(f"map_steps keys must be unique; repeated: {duplicates[:5]}")
     map_seq = ctx.take_seq()
-    batch = _Batch(ctx, spec, len(items), concurrency, rate_limit, _sink(progress))
+    batch = _Batch(
+        ctx,
+        spec,
+        total=len(items),
+        concurrency=concurrency,
+        rate_limit=rate_limit,
+        sink=_sink(progress),
+    )
     outcomes = await asyncio.gather(
         *(
             batch.one(keyed_seq(map_seq, k), item)
@@ -124,6 +131,7 @@ class _Batch:
         self,
         ctx: RunContext,
         spec: StepSpec,
+        *,
         total: int,
         concurrency: int,
         rate_limit: RateLimit | None,
