@@ -1,13 +1,16 @@
-"""`resumable demo`: a run killed mid-way in a child process, then resumed.
+"""`resumable demo`: an LLM workflow killed mid-run, resumed, and what that saved.
 
-The child runs a 12-step workflow on the embedded SQLite store; the parent
-SIGKILLs it about 60% of the way through, resumes the same run_id in a fresh
-process, and reports which steps were replayed from the store and which ran.
+The parent serves the simulated provider (with injected 429s and 500s), runs the
+workflow of `_demo_flow` in a child process on the embedded SQLite store, SIGKILLs
+the child about 60% of the way through, resumes the same run in a fresh process,
+and reports from the run's ledger and the provider's own request log.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -16,10 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from resumable.cli._table import table
+from resumable._engine.engine import Engine
+from resumable._engine.ledger import Ledger
+from resumable.errors import ResumableError
+from resumable.pricing import PRICES_AS_OF
 
-STEPS = 12
-KILL_AFTER = 7  # steps done before the kill: about 60% of the way
+TOTAL_CALLS = 101  # 50 summaries, 50 entity lists, 1 report
+KILL_AT_CALLS = 60  # about 60% of the way
 
 
 def register(commands: Any, store: argparse.ArgumentParser) -> None:
@@ -27,7 +33,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     demo = commands.add_parser(
         "demo",
         parents=[store],
-        help="kill a run mid-way, resume it, show what replayed",
+        help="analyse 50 documents with an LLM, kill the run mid-way, resume, report savings",
     )
     demo.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     demo.add_argument("--run-id", default=None, help=argparse.SUPPRESS)
@@ -35,58 +41,68 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    """Parent: start the child, kill it, resume it, report."""
-    if args.child:
-        return _child(args.store, args.run_id)
+    """Parent: serve the provider, run, kill, resume, report."""
+    try:
+        if args.child:
+            from resumable.cli import _demo_flow
+
+            return _demo_flow.run_child(args.store, args.run_id)
+        import openai  # noqa: F401 - the child needs it; say so before starting
+    except ImportError:
+        raise ResumableError(
+            "the demo calls its simulated provider through the openai SDK: pip install openai"
+        ) from None
+    from resumable.simulator import FaultPlan, SimulatedProvider
+
     run_id = f"demo-{int(time.time())}"
-    log = Path(".resumable") / f"{run_id}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    print(f"demo: run {run_id} ({STEPS} steps) on {args.store}")
-
-    first = _spawn(args.store, run_id, log)
-    deadline = time.monotonic() + 60
-    while _done_steps(log) < KILL_AFTER and time.monotonic() < deadline:
-        time.sleep(0.01)
-    first.send_signal(signal.SIGKILL)
-    first.communicate()
-    print(
-        f"demo: killed the process (SIGKILL) after {_done_steps(log)} of {STEPS} steps"
+    log_path = Path(".resumable") / f"{run_id}-llm.jsonl"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    faults = FaultPlan(
+        rate_limit_p=0.06, server_error_p=0.03, retry_after_ms=150, seed=7
     )
-
-    started = time.perf_counter()
-    second = _spawn(args.store, run_id, log)
-    out, err = second.communicate(timeout=120)
-    elapsed = time.perf_counter() - started
-    if second.returncode != 0:
-        print(err.decode(), file=sys.stderr)
-        return 1
-    events = _events(log)
-    executed_before = {
-        i for pid, kind, i in events if kind == "end" and pid == first.pid
-    }
-    executed_after = {
-        i for pid, kind, i in events if kind == "end" and pid == second.pid
-    }
-    rows = [
-        [
-            str(i + 1),
-            "replayed from the store"
-            if i not in executed_after
-            else "executed after resume",
-        ]
-        for i in range(STEPS)
-    ]
-    print(table(["STEP", "ON RESUME"], rows, right=[0]))
+    print(f"demo: run {run_id}: 50 documents -> summaries -> entities -> report")
     print(
-        f"demo: resumed in {elapsed:.2f} s (process start included): "
-        f"{len(executed_before - executed_after)} steps replayed, "
-        f"{len(executed_after)} executed; result: {out.decode().strip()}"
+        f"demo: store {args.store}; simulated LLM with injected 429s (retry-after) and 500s"
     )
-    print(f"demo: inspect it with `resumable show {run_id}`")
+    with SimulatedProvider(
+        latency_s=0.05, jitter_s=0.05, faults=faults, log_path=log_path
+    ) as llm:
+        first = _spawn(args.store, run_id, llm.openai_base_url)
+        deadline = time.monotonic() + 120
+        while llm.count(status=200) < KILL_AT_CALLS and time.monotonic() < deadline:
+            if first.poll() is not None:
+                raise ResumableError(
+                    f"the demo's first process ended early: {first.communicate()[1].decode()}"
+                )
+            time.sleep(0.005)
+        first.send_signal(signal.SIGKILL)
+        first.communicate()
+        done_before = llm.count(status=200)
+        print(
+            f"demo: killed the process with SIGKILL after {done_before} of {TOTAL_CALLS} LLM calls"
+        )
+
+        resumed_at = time.monotonic()
+        second = _spawn(args.store, run_id, llm.openai_base_url)
+        out, err = second.communicate(timeout=300)
+        elapsed = time.monotonic() - resumed_at
+        if second.returncode != 0:
+            raise ResumableError(
+                f"the resumed process failed: {err.decode().strip()[-2000:]}"
+            )
+        stats = json.loads(out.decode().strip().splitlines()[-1])
+        requests = llm.requests()
+    ledger = asyncio.run(_ledger(args.store, run_id))
+    _report(ledger, requests, stats, elapsed, run_id)
     return 0
 
 
-def _spawn(store: str, run_id: str, log: Path) -> subprocess.Popen[bytes]:
+async def _ledger(store: str, run_id: str) -> Ledger:
+    async with Engine(store) as engine:
+        return await engine.ledger(run_id)
+
+
+def _spawn(store: str, run_id: str, base_url: str) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -98,49 +114,50 @@ def _spawn(store: str, run_id: str, log: Path) -> subprocess.Popen[bytes]:
     ]
     return subprocess.Popen(  # noqa: S603 - our own interpreter and module
         [*command, "--run-id", run_id],
-        env={**os.environ, "RESUMABLE_DEMO_LOG": str(log)},
+        env={**os.environ, "RESUMABLE_DEMO_OPENAI_BASE_URL": base_url},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
 
 
-def _events(log: Path) -> list[tuple[int, str, int]]:
-    if not log.exists():
-        return []
-    events = []
-    for line in log.read_text().splitlines():
-        pid, kind, index = line.split()
-        events.append((int(pid), kind, int(index)))
-    return events
-
-
-def _done_steps(log: Path) -> int:
-    return sum(1 for _, kind, _ in _events(log) if kind == "end")
-
-
-def _child(store: str, run_id: str) -> int:
-    from resumable import Engine, step, workflow
-
-    log = os.environ["RESUMABLE_DEMO_LOG"]
-
-    def note(kind: str, index: int) -> None:
-        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            os.write(fd, f"{os.getpid()} {kind} {index}\n".encode())
-        finally:
-            os.close(fd)
-
-    @step(name="analyse")
-    def analyse(index: int) -> str:
-        note("start", index)
-        time.sleep(0.15)  # stands in for an LLM call
-        note("end", index)
-        return f"summary of document {index + 1}"
-
-    @workflow(name="resumable.demo")
-    def pipeline(n: int) -> int:
-        return len([analyse(i) for i in range(n)])
-
-    result = Engine(store).run_sync(pipeline, STEPS, run_id=run_id)
-    print(f"{result} summaries")
-    return 0
+def _report(
+    ledger: Ledger,
+    requests: list[Any],
+    stats: dict[str, Any],
+    elapsed: float,
+    run_id: str,
+) -> None:
+    resumed = ledger.executions[-1]
+    faults = sum(1 for r in requests if r.status in (429, 500))
+    to_first = stats.get("to_first_call_s")
+    print(f"demo: resumed in a new process and finished in {elapsed:.1f} s")
+    print()
+    print(f"  steps replayed from the store   {resumed.replayed_steps}")
+    print(f"  steps executed after resume     {resumed.incurred.calls}")
+    print(f"  LLM calls avoided               {resumed.reused.calls}")
+    print(f"  tokens reused                   {resumed.reused.total_tokens:,}")
+    print(
+        f"  dollars reused                  ${resumed.reused.cost_usd:.4f} "
+        f"(gpt-5-mini prices as of {PRICES_AS_OF})"
+    )
+    if to_first is not None:
+        print(
+            f"  recovery: first new LLM call    {to_first * 1000:.0f} ms after the resumed run started"
+        )
+    billed = sum(1 for r in requests if r.status == 200)
+    print(f"  provider errors retried         {faults} (429 with retry-after, 500)")
+    print(
+        f"  provider answered               {billed} calls; {billed - ledger.incurred.calls} "
+        f"were in flight when the process died (answered, never committed) and ran again"
+    )
+    print(
+        f"  run total incurred              {ledger.incurred.calls} calls, "
+        f"{ledger.incurred.total_tokens:,} tokens, ${ledger.incurred.cost_usd:.4f}"
+    )
+    print()
+    print(
+        f"demo: a restart without checkpointing would have paid again for "
+        f"{resumed.reused.calls} calls ({resumed.reused.total_tokens:,} tokens, "
+        f"${resumed.reused.cost_usd:.4f}) and waited for them"
+    )
+    print(f"demo: inspect the run with `resumable show {run_id}`")
