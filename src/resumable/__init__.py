@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from resumable._engine.batch import RateLimit, map_steps
 from resumable._engine.context import RunInfo, current_run
+from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunView, StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
@@ -40,6 +41,7 @@ __all__ = [
     "BudgetExceeded",
     "Checkpoint",
     "CheckpointWriteError",
+    "Conversation",
     "CorruptCheckpointError",
     "Engine",
     "ExecutionSpend",

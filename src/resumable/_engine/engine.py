@@ -16,6 +16,7 @@ from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Runtime
+from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
@@ -510,6 +511,10 @@ class Engine:
             f"thread {thread_id!r} has no {what}; save one with Engine.save_state, or "
             f"pass default="
         )
+
+    async def conversation(self, thread_id: str) -> Conversation:
+        """A chat thread, as last saved; append messages and `save()` complete turns."""
+        return await Conversation.open(self, thread_id)
 
     async def load_checkpoint(
         self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
