@@ -12,6 +12,7 @@ from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunView, StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
+from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.usage import Usage
@@ -45,6 +46,7 @@ __all__ = [
     "CorruptCheckpointError",
     "Engine",
     "ExecutionSpend",
+    "GcReport",
     "InputRejected",
     "LeaseLost",
     "Ledger",

@@ -259,6 +259,15 @@ class StoreContract:
             _T0 + 7,
         )
 
+    async def test_finishing_a_run_keeps_its_ttl(self, store: Store) -> None:
+        await store.create_run(_run("r", expires_at_ms=_T0 + 60_000))
+        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        assert lease is not None
+        await store.update_run(
+            "r", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=_T0 + 1)
+        )
+        assert (await store.get_run("r")).expires_at_ms == _T0 + 60_000  # type: ignore[union-attr]
+
     async def test_cancel_fences_out_the_executor(self, store: Store) -> None:
         await store.create_run(_run("r"))
         lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)

@@ -181,3 +181,19 @@ def test_send_fork_and_show_lineage(
     assert "fork      w-2 (at step 0)" in capsys.readouterr().out
     assert main(["show", "w-2", "--store", url]) == 0
     assert "forked    from w-1 at step 0" in capsys.readouterr().out
+
+
+def test_gc_dry_run_and_delete(url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    async def make() -> None:
+        async with Engine(url) as engine:
+            await engine.run(greet, "a", run_id="gc-1")
+
+    asyncio.run(make())
+    assert main(["gc", "--older-than", "0s", "--dry-run", "--store", url]) == 0
+    assert "would delete 1 runs" in capsys.readouterr().out
+    assert main(["gc", "--older-than", "0s", "--store", url]) == 0
+    assert "deleted 1 runs, 1 steps" in capsys.readouterr().out
+    assert main(["gc", "--older-than", "soon", "--store", url]) == 1
+    assert "use a number and a unit" in capsys.readouterr().err

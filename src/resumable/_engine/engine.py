@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 
@@ -21,6 +22,7 @@ from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflo
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.outcome import workflow_failed
+from resumable._engine.retention import GcReport, collect
 from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable._engine.steps import step_place
@@ -135,8 +137,9 @@ class Engine:
     Args:
         store: A store URL (`sqlite:///path.db`, `memory://`, `postgresql://...`,
             `redis://...`) or a Store object. Default: `./.resumable/state.db`.
-        encryption_key: Encrypt every payload with AES-256-GCM (a KeyRing, or the
-            RESUMABLE_ENCRYPTION_KEY format: `id:base64key,...`).
+        encryption_key: Encrypt every payload with AES-256-GCM: a KeyRing, or the
+            RESUMABLE_ENCRYPTION_KEY format `id:base64key,...` (first is current).
+            Default: $RESUMABLE_ENCRYPTION_KEY if set.
         lease_ttl_s: How long a run's lease lasts without a heartbeat; a crashed
             worker's runs are taken over after at most this long.
         store_retry_s: How long a failed store write is retried before the run
@@ -144,6 +147,8 @@ class Engine:
         clock: Where time comes from (tests pass `resumable.testing.FakeClock`).
         prices: Model prices for the ledger and dollar budgets (default: the
             built-in table, `resumable.pricing`).
+        max_payload_bytes: A step result, input or state larger than this (encoded)
+            is refused with SerializationError naming the run, step and size.
     """
 
     def __init__(
@@ -155,14 +160,17 @@ class Engine:
         store_retry_s: float = 30.0,
         clock: Clock | None = None,
         prices: PriceTable | None = None,
+        max_payload_bytes: int | None = 64 * 1024 * 1024,
     ) -> None:
         self.store: Store = create_store(store) if isinstance(store, str) else store
+        if encryption_key is None:
+            encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
         keys = (
             KeyRing.from_env(encryption_key)
             if isinstance(encryption_key, str)
             else encryption_key
         )
-        self.serde = Serde(TYPES, keys=keys)
+        self.serde = Serde(TYPES, keys=keys, max_bytes=max_payload_bytes)
         self.clock: Clock = clock or SystemClock()
         self.owner = leases.new_owner()
         self._runtime = Runtime(
@@ -191,6 +199,7 @@ class Engine:
         /,
         *args: Any,
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> R: ...
     @overload
@@ -200,6 +209,7 @@ class Engine:
         /,
         *args: Any,
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> R: ...
     async def run(
@@ -208,6 +218,7 @@ class Engine:
         /,
         *args: Any,
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> Any:
         """Start the run, or resume it if `run_id` exists, and return its result.
@@ -220,10 +231,14 @@ class Engine:
             WorkflowFailed: the run ended with an error.
             RunCancelled: the run was cancelled.
             NonDeterminismError: the code calls different steps than the run recorded.
+
+        `run_id` and `ttl` (how long after it starts the run may be deleted by
+        `gc` once finished) are the engine's; other keyword arguments go to the
+        workflow.
             CheckpointWriteError: the store stopped taking writes; resume later.
         """
         spec = workflow_spec(wf)
-        run = await self._create(spec, args, kwargs, run_id=run_id)
+        run = await self._create(spec, args, kwargs, run_id=run_id, ttl=ttl)
         return await self._drive(spec, run, retry_failed=False)
 
     @overload
@@ -233,6 +248,7 @@ class Engine:
         /,
         *args: Any,
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> R: ...
     @overload
@@ -242,6 +258,7 @@ class Engine:
         /,
         *args: Any,
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> R: ...
     def run_sync(
@@ -250,10 +267,11 @@ class Engine:
         /,
         *args: Any,
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> Any:
         """`run` for synchronous code: blocks until the run ends."""
-        return self._bridge.run(self.run(wf, *args, run_id=run_id, **kwargs))
+        return self._bridge.run(self.run(wf, *args, run_id=run_id, ttl=ttl, **kwargs))
 
     async def fork(
         self,
@@ -316,11 +334,12 @@ class Engine:
         /,
         *args: Any,
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> RunHandle:
         """Record the run and execute it in the background; returns at once."""
         spec = workflow_spec(wf)
-        run = await self._create(spec, args, kwargs, run_id=run_id)
+        run = await self._create(spec, args, kwargs, run_id=run_id, ttl=ttl)
         task = asyncio.ensure_future(self._drive(spec, run, retry_failed=False))
         return RunHandle(self, run.run_id, task)
 
@@ -331,6 +350,7 @@ class Engine:
         *args: Any,
         queue: str = "default",
         run_id: str | None = None,
+        ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> str:
         """Record a run for a worker to execute; returns its run_id at once.
@@ -339,7 +359,9 @@ class Engine:
         as long as the arguments are the same.
         """
         spec = workflow_spec(wf)
-        run = await self._create(spec, args, kwargs, run_id=run_id, queue=queue)
+        run = await self._create(
+            spec, args, kwargs, run_id=run_id, queue=queue, ttl=ttl
+        )
         return run.run_id
 
     def worker(
@@ -623,6 +645,43 @@ class Engine:
             if seq > 0
         ]
 
+    async def gc(
+        self,
+        *,
+        older_than: timedelta | None = None,
+        status: RunStatus | tuple[RunStatus, ...] = (
+            "succeeded",
+            "failed",
+            "cancelled",
+        ),
+        keep_last: int | None = None,
+        dry_run: bool = False,
+        batch: int = 500,
+    ) -> GcReport:
+        """Delete finished runs (with their journals and inputs) and unused chunks.
+
+        A run is due when it finished more than `older_than` ago, or its `ttl`
+        (given when it started) has passed. Runs that have not finished, runs a
+        fork shares steps with, and children of unfinished parents are kept.
+
+        Args:
+            older_than: Age (since the run last changed) beyond which it is due.
+            status: Which finished statuses may be deleted.
+            keep_last: Keep this many of the newest finished runs of each workflow.
+            dry_run: Report what would be deleted; delete nothing.
+            batch: Runs per delete transaction.
+        """
+        statuses = (status,) if isinstance(status, str) else tuple(status)
+        return await collect(
+            self.store,
+            now_ms=self.clock.now_ms(),
+            older_than=older_than,
+            status=statuses,
+            keep_last=keep_last,
+            dry_run=dry_run,
+            batch=batch,
+        )
+
     async def ledger(self, run_id: str) -> Ledger:
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""
         await self._get(run_id)
@@ -683,6 +742,7 @@ class Engine:
         run_id: str | None,
         parent_id: str | None = None,
         queue: str | None = None,
+        ttl: timedelta | None = None,
     ) -> RunRecord:
         spec.register_types()
         run_id = run_id if run_id is not None else new_run_id()
@@ -700,6 +760,9 @@ class Engine:
                 updated_at_ms=now_ms,
                 parent_id=parent_id,
                 queue=queue,
+                expires_at_ms=None
+                if ttl is None
+                else now_ms + int(ttl.total_seconds() * 1000),
             )
         )
         if run.workflow != spec.name:

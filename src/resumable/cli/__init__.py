@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from resumable.cli import demo, runs, simulate, worker
+from resumable.cli import demo, gc, runs, simulate, worker
 from resumable.errors import ResumableError
 from resumable.stores import DEFAULT_URL
 
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(commands, store)
     simulate.register(commands)
     worker.register(commands, store)
+    gc.register(commands, store)
     return parser
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resumable.errors import CorruptCheckpointError
+from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
 
@@ -35,10 +35,12 @@ class Serde:
         *,
         keys: KeyRing | None = None,
         compress_over: int | None = 4096,
+        max_bytes: int | None = None,
     ) -> None:
         self.registry: TypeRegistry = TypeRegistry() if registry is None else registry
         self.codec: Codec = Codec(self.registry)
         self.envelope: Envelope = Envelope(keys=keys, compress_over=compress_over)
+        self.max_bytes = max_bytes
 
     def __repr__(self) -> str:
         return f"Serde({self.registry!r}, {self.envelope!r})"
@@ -50,7 +52,15 @@ class Serde:
             SerializationError: The value cannot be encoded; the caller adds the run
                 and step it belongs to.
         """
-        return self.envelope.seal(self.codec.encode(value, root=root), place=place)
+        body = self.codec.encode(value, root=root)
+        if self.max_bytes is not None and len(body) > self.max_bytes:
+            raise SerializationError(
+                path=root,
+                detail=f"is {len(body):,} bytes encoded, over the {self.max_bytes:,}-byte "
+                f"limit (Engine(max_payload_bytes=...)); keep large data outside the store "
+                f"and return a reference to it (a path, a URL, an object key)",
+            )
+        return self.envelope.seal(body, place=place)
 
     def loads(self, data: bytes, *, place: str) -> Any:
         """Open and decode bytes written by `dumps` for the same place.

@@ -59,7 +59,9 @@ def apply_update(run: RunRecord, update: RunUpdate) -> RunRecord:
         status=update.status,
         output=update.output if update.output is not None else run.output,
         wake_at_ms=update.wake_at_ms,
-        expires_at_ms=update.expires_at_ms,
+        expires_at_ms=update.expires_at_ms
+        if update.expires_at_ms is not None
+        else run.expires_at_ms,
         updated_at_ms=update.now_ms,
         lease_owner=run.lease_owner if holds_lease else None,
         lease_expires_at_ms=run.lease_expires_at_ms if holds_lease else 0,

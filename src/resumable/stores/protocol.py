@@ -124,6 +124,7 @@ class RunUpdate:
     output: bytes | None = None
     wake_at_ms: int | None = None
     expires_at_ms: int | None = None
+    """A new expiry; None keeps the run's (the TTL it was given at start)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -84,7 +84,7 @@ UPDATE resumable_runs SET lease_expires_at_ms = ?
 _UPDATE_RUN: Final = """
 UPDATE resumable_runs
    SET status = :status, output = COALESCE(:output, output), wake_at_ms = :wake_at_ms,
-       expires_at_ms = :expires_at_ms, updated_at_ms = :now_ms,
+       expires_at_ms = COALESCE(:expires_at_ms, expires_at_ms), updated_at_ms = :now_ms,
        lease_owner = CASE WHEN :status = 'running' THEN lease_owner END,
        lease_expires_at_ms = CASE WHEN :status = 'running' THEN lease_expires_at_ms ELSE 0 END
  WHERE run_id = :run_id AND fence = :fence

@@ -1,6 +1,6 @@
 -- update_run: a status change by the lease holder; any status but running frees the lease.
 -- KEYS[1] run key. ARGV: base, run_id, fence, status, now_ms, has_output, output,
--- wake_at_ms ('' = None), expires_at_ms ('' = None). Returns 1, or 0 if fenced out.
+-- wake_at_ms ('' = None), expires_at_ms ('' = keep). Returns 1, or 0 if fenced out.
 local id, status = ARGV[2], ARGV[4]
 local run = load_run(id)
 if not run or run.fence ~= ARGV[3] then
@@ -19,10 +19,8 @@ else
   redis.call('HDEL', KEYS[1], 'wake_at_ms')
   run.wake_at_ms = nil
 end
-if ARGV[9] ~= '' then
+if ARGV[9] ~= '' then  -- '' keeps the TTL the run was given at start
   redis.call('HSET', KEYS[1], 'expires_at_ms', ARGV[9])
-else
-  redis.call('HDEL', KEYS[1], 'expires_at_ms')
 end
 if status ~= 'running' then
   redis.call('HDEL', KEYS[1], 'lease_owner')

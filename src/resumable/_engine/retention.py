@@ -1,0 +1,121 @@
+"""Retention: delete finished runs, their journals and inputs, and unused chunks.
+
+A run is deleted with its journal and inputs in one store transaction, so a crash
+mid-GC never leaves steps behind that a new run reusing the id could replay
+(DBOS #769). GC never touches a run that has not finished, a run a fork still
+shares steps with, or a child whose parent is still going.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from resumable.stores.protocol import TERMINAL_STATUSES, RunQuery, RunRecord, Store
+
+_ALL = 1 << 40  # a limit no store reaches: GC considers every finished run
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GcReport:
+    """What a retention pass deleted (or, with dry_run, would delete)."""
+
+    runs: int = 0
+    steps: int = 0
+    inputs: int = 0
+    chunks: int = 0
+    run_ids: tuple[str, ...] = field(default=())
+    kept_for_forks: int = 0
+    dry_run: bool = False
+
+
+async def collect(
+    store: Store,
+    *,
+    now_ms: int,
+    older_than: timedelta | None,
+    status: tuple[str, ...],
+    keep_last: int | None,
+    dry_run: bool,
+    batch: int,
+) -> GcReport:
+    """Find the runs due for deletion and (unless dry_run) delete them in batches."""
+    statuses = [s for s in status if s in TERMINAL_STATUSES]
+    cutoff_ms = (
+        None if older_than is None else now_ms - int(older_than.total_seconds() * 1000)
+    )
+    finished = await _all(store, RunQuery(status=statuses))
+    keep = _newest_per_workflow(finished, keep_last) if keep_last else set()
+    due = [
+        run
+        for run in finished
+        if run.run_id not in keep
+        and (
+            (cutoff_ms is not None and run.updated_at_ms < cutoff_ms)
+            or (run.expires_at_ms is not None and run.expires_at_ms <= now_ms)
+        )
+    ]
+    deletable, kept_for_forks = [], 0
+    for run in due:
+        if await _still_needed(store, run):
+            kept_for_forks += 1
+        else:
+            deletable.append(run.run_id)
+    if dry_run:
+        return GcReport(
+            runs=len(deletable),
+            run_ids=tuple(deletable),
+            kept_for_forks=kept_for_forks,
+            dry_run=True,
+        )
+    runs = steps = inputs = 0
+    deleted: list[str] = []
+    for start in range(0, len(deletable), batch):
+        result = await store.delete_runs(deletable[start : start + batch])
+        runs, steps, inputs = (
+            runs + result.runs,
+            steps + result.steps,
+            inputs + result.inputs,
+        )
+        deleted.extend(result.run_ids)
+    chunks = 0
+    while True:
+        removed = await store.delete_unreferenced_chunks(batch)
+        chunks += removed
+        if removed < batch:
+            break
+    return GcReport(
+        runs=runs,
+        steps=steps,
+        inputs=inputs,
+        chunks=chunks,
+        run_ids=tuple(deleted),
+        kept_for_forks=kept_for_forks,
+    )
+
+
+async def _all(store: Store, query: RunQuery) -> list[RunRecord]:
+    """Every run matching `query` (metadata only: payloads stay in the store)."""
+    return await store.list_runs(RunQuery(status=query.status, limit=_ALL))
+
+
+def _newest_per_workflow(runs: list[RunRecord], keep_last: int) -> set[str]:
+    by_workflow: dict[str, list[RunRecord]] = {}
+    for run in runs:
+        by_workflow.setdefault(run.workflow, []).append(run)
+    keep: set[str] = set()
+    for group in by_workflow.values():
+        group.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
+        keep.update(run.run_id for run in group[:keep_last])
+    return keep
+
+
+async def _still_needed(store: Store, run: RunRecord) -> bool:
+    """A fork replays this run's steps, or its parent may still ask for its result."""
+    if await store.list_runs(RunQuery(forked_from=run.run_id, limit=1)):
+        return True
+    if run.parent_id is not None:
+        parent = await store.get_run(run.parent_id)
+        if parent is not None and not parent.is_terminal:
+            return True
+    return False
