@@ -112,6 +112,23 @@ def _snapshot(
     return dataclasses.replace(base, **fields)
 
 
+WEIRD_IDS = (
+    "plain",
+    'it\'s "quoted"',
+    "'; DROP TABLE resumable_runs; --",
+    "]]..redis.call('FLUSHALL')..[[",
+    "@tag:{x} | -y *",  # RediSearch syntax
+    "glob*?[x]",
+    "100% done %25 %u00e9",
+    "nul\x00byte",
+    "lone \ud800 surrogate \udfff",
+    "üñíçødé 🚀",
+    "",
+)
+"""Identifiers every store must keep literally: quotes, SQL, Lua, RediSearch, glob
+characters, percent signs, NUL bytes, lone surrogates, non-ASCII, empty."""
+
+
 class StoreContract:
     """Behaviour every Store must show. Subclass it and provide a `store` fixture."""
 
@@ -472,6 +489,52 @@ class StoreContract:
             await store.send_input(
                 InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=_T0)
             )
+
+    # --- hostile identifiers -------------------------------------------------------
+    async def test_identifiers_are_stored_and_found_literally(
+        self, store: Store
+    ) -> None:
+        for n, odd in enumerate(WEIRD_IDS):
+            run_id = f"{odd}#{n}"
+            await store.create_run(
+                _run(
+                    run_id,
+                    workflow=odd,
+                    queue=odd,
+                    parent_id=odd,
+                    created_at_ms=_T0 + n,
+                )
+            )
+            lease = await store.acquire_lease(
+                run_id, owner=odd, now_ms=_T0, ttl_ms=1000
+            )
+            assert lease is not None
+            assert lease.run_id == run_id
+            step = dataclasses.replace(_step(run_id, 1), name=odd)
+            await store.commit_step(step, fence=lease.fence)
+            assert await store.load_journal(run_id) == [step]
+            assert await store.send_input(
+                InputRecord(run_id=run_id, key=odd, value=b"v", sent_at_ms=_T0)
+            )
+            assert await store.get_inputs(run_id) == {odd: b"v"}
+            found = await store.get_run(run_id)
+            assert found is not None
+            assert (found.run_id, found.workflow, found.queue, found.lease_owner) == (
+                run_id,
+                odd,
+                odd,
+                odd,
+            )
+            assert [
+                r.run_id for r in await store.list_runs(RunQuery(workflow=odd))
+            ] == [run_id]
+            assert [r.run_id for r in await store.list_runs(RunQuery(queue=odd))] == [
+                run_id
+            ]
+            snapshot = _snapshot(odd, f"{n:04d}", (), namespace=odd, label=odd)
+            await store.save_snapshot(snapshot)
+            assert await store.load_snapshot(odd, namespace=odd) == snapshot
+        assert len(await store.list_runs(RunQuery(limit=1000))) == len(WEIRD_IDS)
 
     # --- snapshots ----------------------------------------------------------------
     async def test_chunks_are_content_addressed_and_idempotent(

@@ -21,6 +21,57 @@ class Row(Protocol):
     def __getitem__(self, key: str, /) -> Any: ...
 
 
+_NEEDS_ESCAPE = re.compile("[%\x00\ud800-\udfff]")
+_ESCAPED = re.compile("%(25|00|u[0-9a-f]{4})")
+
+
+def to_text(value: str) -> str:
+    """An identifier as SQL text: `%`, NUL and lone surrogates escaped, reversibly.
+
+    SQLite and PostgreSQL store strict UTF-8 (PostgreSQL refuses NUL), but run ids,
+    step names and thread ids are any Python str. The escape is injective, so two
+    different ids never meet in the database.
+    """
+    if value.isascii() and "%" not in value and "\x00" not in value:
+        return value
+    return _NEEDS_ESCAPE.sub(_escape_char, value)
+
+
+def from_text(value: str) -> str:
+    """The identifier `to_text` escaped."""
+    if "%" not in value:
+        return value
+    return _ESCAPED.sub(_unescape, value)
+
+
+def maybe_text(value: str | None) -> str | None:
+    """`to_text` for optional identifiers."""
+    return None if value is None else to_text(value)
+
+
+def maybe_from_text(value: str | None) -> str | None:
+    """`from_text` for optional identifiers."""
+    return None if value is None else from_text(value)
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "%":
+        return "%25"
+    if char == "\x00":
+        return "%00"
+    return f"%u{ord(char):04x}"
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code == "25":
+        return "%"
+    if code == "00":
+        return "\x00"
+    return chr(int(code[1:], 16))
+
+
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 RUN_COLUMNS = (
@@ -89,17 +140,27 @@ def split_statements(sql: str) -> list[str]:
     return [stmt.strip() for stmt in "\n".join(lines).split(";") if stmt.strip()]
 
 
+_RUN_TEXT = frozenset(
+    {"run_id", "workflow", "parent_id", "forked_from", "queue", "lease_owner"}
+)
+
+
 def run_values(run: RunRecord) -> tuple[object, ...]:
-    """A run's values in RUN_COLUMNS order, for an INSERT."""
-    return tuple(getattr(run, column) for column in RUN_COLUMNS)
+    """A run's values in RUN_COLUMNS order, for an INSERT (identifiers escaped)."""
+    return tuple(
+        maybe_text(getattr(run, column))
+        if column in _RUN_TEXT
+        else getattr(run, column)
+        for column in RUN_COLUMNS
+    )
 
 
 def step_values(step: StepRecord) -> tuple[object, ...]:
     """A step's values in STEP_COLUMNS order, for an INSERT."""
     return (
-        step.run_id,
+        to_text(step.run_id),
         step.seq,
-        step.name,
+        to_text(step.name),
         step.fingerprint,
         step.status,
         step.output,
@@ -118,18 +179,18 @@ def _blob(value: Any) -> bytes | None:
 def run_from_row(row: Row) -> RunRecord:
     """A RunRecord from a row keyed by column name."""
     return RunRecord(
-        run_id=row["run_id"],
-        workflow=row["workflow"],
+        run_id=from_text(row["run_id"]),
+        workflow=from_text(row["workflow"]),
         status=row["status"],
         input=bytes(row["input"]),
         output=_blob(row["output"]),
         created_at_ms=row["created_at_ms"],
         updated_at_ms=row["updated_at_ms"],
-        parent_id=row["parent_id"],
-        forked_from=row["forked_from"],
+        parent_id=maybe_from_text(row["parent_id"]),
+        forked_from=maybe_from_text(row["forked_from"]),
         fork_seq=row["fork_seq"],
-        queue=row["queue"],
-        lease_owner=row["lease_owner"],
+        queue=maybe_from_text(row["queue"]),
+        lease_owner=maybe_from_text(row["lease_owner"]),
         lease_expires_at_ms=row["lease_expires_at_ms"],
         fence=row["fence"],
         wake_at_ms=row["wake_at_ms"],
@@ -140,9 +201,9 @@ def run_from_row(row: Row) -> RunRecord:
 def step_from_row(row: Row) -> StepRecord:
     """A StepRecord from a row keyed by column name."""
     return StepRecord(
-        run_id=row["run_id"],
+        run_id=from_text(row["run_id"]),
         seq=row["seq"],
-        name=row["name"],
+        name=from_text(row["name"]),
         fingerprint=row["fingerprint"],
         status=row["status"],
         output=_blob(row["output"]),
@@ -156,8 +217,8 @@ def step_from_row(row: Row) -> StepRecord:
 def input_from_row(row: Row) -> InputRecord:
     """An InputRecord from a row keyed by column name."""
     return InputRecord(
-        run_id=row["run_id"],
-        key=row["key"],
+        run_id=from_text(row["run_id"]),
+        key=from_text(row["key"]),
         value=bytes(row["value"]),
         sent_at_ms=row["sent_at_ms"],
     )
@@ -166,13 +227,13 @@ def input_from_row(row: Row) -> InputRecord:
 def snapshot_from_row(row: Row, chunk_refs: tuple[str, ...]) -> SnapshotRecord:
     """A SnapshotRecord from a row keyed by column name, plus its chunk references."""
     return SnapshotRecord(
-        thread_id=row["thread_id"],
-        namespace=row["namespace"],
-        checkpoint_id=row["checkpoint_id"],
-        parent_id=row["parent_id"],
+        thread_id=from_text(row["thread_id"]),
+        namespace=from_text(row["namespace"]),
+        checkpoint_id=from_text(row["checkpoint_id"]),
+        parent_id=maybe_from_text(row["parent_id"]),
         manifest=bytes(row["manifest"]),
         chunk_refs=chunk_refs,
-        label=row["label"],
+        label=maybe_from_text(row["label"]),
         metadata=_blob(row["metadata"]),
         created_at_ms=row["created_at_ms"],
     )

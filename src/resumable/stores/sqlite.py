@@ -51,6 +51,7 @@ from resumable.stores.protocol import (
 )
 
 T = TypeVar("T")
+_t = _sql.to_text
 Conn = sqlite3.Connection
 DEFAULT_PATH: Final = Path(".resumable") / "state.db"
 _BATCH_MAX: Final = 512
@@ -449,14 +450,14 @@ class SQLiteStore:
         def create(conn: Conn) -> RunRecord:
             conn.execute(_INSERT_RUN, _sql.run_values(run))
             return _sql.run_from_row(
-                conn.execute(_SELECT_RUN, (run.run_id,)).fetchone()
+                conn.execute(_SELECT_RUN, (_t(run.run_id),)).fetchone()
             )
 
         return await self._call(create, write=True, run_id=run.run_id)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def get(conn: Conn) -> RunRecord | None:
-            row = conn.execute(_SELECT_RUN, (run_id,)).fetchone()
+            row = conn.execute(_SELECT_RUN, (_t(run_id),)).fetchone()
             return None if row is None else _sql.run_from_row(row)
 
         return await self._call(get, write=False)
@@ -475,7 +476,7 @@ class SQLiteStore:
         ):
             if value is not None:
                 clauses.append(f"{column} = ?")  # column names are our constants
-                params.append(value)
+                params.append(_t(value))
         if query.updated_before_ms is not None:
             clauses.append("updated_at_ms < ?")
             params.append(query.updated_before_ms)
@@ -513,7 +514,7 @@ class SQLiteStore:
         self, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
     ) -> None:
         def renew(conn: Conn) -> None:
-            if conn.execute(_RENEW, (now_ms + ttl_ms, run_id, fence)).rowcount == 0:
+            if conn.execute(_RENEW, (now_ms + ttl_ms, _t(run_id), fence)).rowcount == 0:
                 raise LeaseLost(run_id=run_id, fence=fence)
 
         await self._call(renew, write=True, run_id=run_id)
@@ -525,7 +526,7 @@ class SQLiteStore:
             "wake_at_ms": update.wake_at_ms,
             "expires_at_ms": update.expires_at_ms,
             "now_ms": update.now_ms,
-            "run_id": run_id,
+            "run_id": _t(run_id),
             "fence": fence,
         }
 
@@ -537,8 +538,8 @@ class SQLiteStore:
 
     async def cancel_run(self, run_id: str, *, now_ms: int) -> RunRecord:
         def cancel(conn: Conn) -> RunRecord:
-            conn.execute(_CANCEL, (now_ms, run_id))
-            row = conn.execute(_SELECT_RUN, (run_id,)).fetchone()
+            conn.execute(_CANCEL, (now_ms, _t(run_id)))
+            row = conn.execute(_SELECT_RUN, (_t(run_id),)).fetchone()
             if row is None:
                 raise RunNotFound(run_id=run_id)
             return _sql.run_from_row(row)
@@ -552,7 +553,10 @@ class SQLiteStore:
                 "WHERE run_id = ? AND status = 'failed'",
                 (now_ms, run_id),
             ).rowcount
-            if not changed and conn.execute(_SELECT_RUN, (run_id,)).fetchone() is None:
+            if (
+                not changed
+                and conn.execute(_SELECT_RUN, (_t(run_id),)).fetchone() is None
+            ):
                 raise RunNotFound(run_id=run_id)
             return bool(changed)
 
@@ -568,7 +572,7 @@ class SQLiteStore:
         workflows: Collection[str],
         queues: Mapping[str, QueuePolicy],
     ) -> list[Lease]:
-        names = json.dumps(sorted(workflows))
+        names = json.dumps(sorted(_t(name) for name in workflows))
 
         def claim(conn: Conn) -> list[Lease]:
             claimed: list[Lease] = []
@@ -578,7 +582,7 @@ class SQLiteStore:
             for row in rows:
                 if len(claimed) >= limit:
                     break
-                queue_name: str | None = row["queue"]
+                queue_name = _sql.maybe_from_text(row["queue"])
                 is_start = row["status"] == "queued"
                 if queue_name is not None:
                     policy = queues.get(queue_name)
@@ -588,7 +592,7 @@ class SQLiteStore:
                         continue
                 lease = _acquire_txn(
                     conn,
-                    run_id=row["run_id"],
+                    run_id=_sql.from_text(row["run_id"]),
                     owner=owner,
                     now_ms=now_ms,
                     ttl_ms=ttl_ms,
@@ -599,7 +603,7 @@ class SQLiteStore:
                 if queue_name is not None and is_start:
                     conn.execute(
                         "INSERT INTO resumable_queue_starts (queue, started_at_ms) VALUES (?, ?)",
-                        (queue_name, now_ms),
+                        (_t(queue_name), now_ms),
                     )
                 claimed.append(lease)
             return claimed
@@ -607,7 +611,7 @@ class SQLiteStore:
         return await self._call(claim, write=True)
 
     async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
-        ids = list(run_ids)
+        ids = [_t(run_id) for run_id in run_ids]
 
         def delete(conn: Conn) -> DeleteResult:
             marks = ", ".join("?" * len(ids))
@@ -631,8 +635,9 @@ class SQLiteStore:
                 found,
             ).rowcount
             conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
+            deleted = tuple(_sql.from_text(run_id) for run_id in found)
             return DeleteResult(
-                runs=len(found), steps=steps, inputs=inputs, run_ids=tuple(found)
+                runs=len(found), steps=steps, inputs=inputs, run_ids=deleted
             )
 
         return await self._call(delete, write=True) if ids else DeleteResult()
@@ -645,19 +650,19 @@ class SQLiteStore:
             if up_to_seq is None:
                 rows = conn.execute(
                     "SELECT * FROM resumable_steps WHERE run_id = ? ORDER BY seq",
-                    (run_id,),
+                    (_t(run_id),),
                 )
             else:
                 rows = conn.execute(
                     "SELECT * FROM resumable_steps WHERE run_id = ? AND seq <= ? ORDER BY seq",
-                    (run_id, up_to_seq),
+                    (_t(run_id), up_to_seq),
                 )
             return [_sql.step_from_row(row) for row in rows]
 
         return await self._call(load, write=False)
 
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
-        params = (*_sql.step_values(step), step.run_id, fence)
+        params = (*_sql.step_values(step), _t(step.run_id), fence)
 
         def commit(conn: Conn) -> None:
             if conn.execute(_COMMIT_STEP, params).rowcount == 0:
@@ -668,15 +673,15 @@ class SQLiteStore:
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:
         def send(conn: Conn) -> bool:
-            if conn.execute(_SELECT_RUN, (record.run_id,)).fetchone() is None:
+            if conn.execute(_SELECT_RUN, (_t(record.run_id),)).fetchone() is None:
                 raise RunNotFound(run_id=record.run_id)
             inserted = conn.execute(
                 "INSERT INTO resumable_inputs (run_id, key, value, sent_at_ms) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT (run_id, key) DO NOTHING",
-                (record.run_id, record.key, record.value, record.sent_at_ms),
+                (_t(record.run_id), _t(record.key), record.value, record.sent_at_ms),
             ).rowcount
             if inserted:
-                conn.execute(_WAKE, (record.sent_at_ms, record.run_id))
+                conn.execute(_WAKE, (record.sent_at_ms, _t(record.run_id)))
             return bool(inserted)
 
         return await self._call(send, write=True, run_id=record.run_id)
@@ -684,9 +689,10 @@ class SQLiteStore:
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         def get(conn: Conn) -> dict[str, bytes]:
             rows = conn.execute(
-                "SELECT key, value FROM resumable_inputs WHERE run_id = ?", (run_id,)
+                "SELECT key, value FROM resumable_inputs WHERE run_id = ?",
+                (_t(run_id),),
             )
-            return {row["key"]: bytes(row["value"]) for row in rows}
+            return {_sql.from_text(row["key"]): bytes(row["value"]) for row in rows}
 
         return await self._call(get, write=False)
 
@@ -724,13 +730,13 @@ class SQLiteStore:
 
     async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
         row = (
-            snapshot.thread_id,
-            snapshot.namespace,
-            snapshot.checkpoint_id,
-            snapshot.parent_id,
+            _t(snapshot.thread_id),
+            _t(snapshot.namespace),
+            _t(snapshot.checkpoint_id),
+            _sql.maybe_text(snapshot.parent_id),
             snapshot.manifest,
             json.dumps(list(snapshot.chunk_refs)),
-            snapshot.label,
+            _sql.maybe_text(snapshot.label),
             snapshot.metadata,
             snapshot.created_at_ms,
         )
@@ -752,13 +758,13 @@ class SQLiteStore:
                 row = conn.execute(
                     "SELECT * FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
                     "ORDER BY checkpoint_id DESC LIMIT 1",
-                    (thread_id, namespace),
+                    (_t(thread_id), _t(namespace)),
                 ).fetchone()
             else:
                 row = conn.execute(
                     "SELECT * FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
                     "AND checkpoint_id = ?",
-                    (thread_id, namespace, checkpoint_id),
+                    (_t(thread_id), _t(namespace), _t(checkpoint_id)),
                 ).fetchone()
             return None if row is None else _snapshot(row)
 
@@ -778,11 +784,11 @@ class SQLiteStore:
                 "AND (? IS NULL OR namespace = ?) AND (? IS NULL OR checkpoint_id < ?) "
                 "ORDER BY checkpoint_id DESC, namespace DESC LIMIT ?",
                 (
-                    thread_id,
-                    namespace,
-                    namespace,
-                    before,
-                    before,
+                    _t(thread_id),
+                    _sql.maybe_text(namespace),
+                    _sql.maybe_text(namespace),
+                    _sql.maybe_text(before),
+                    _sql.maybe_text(before),
                     -1 if limit is None else limit,
                 ),
             )
@@ -793,7 +799,7 @@ class SQLiteStore:
     async def delete_thread(self, thread_id: str) -> int:
         def delete(conn: Conn) -> int:
             return conn.execute(
-                "DELETE FROM resumable_snapshots WHERE thread_id = ?", (thread_id,)
+                "DELETE FROM resumable_snapshots WHERE thread_id = ?", (_t(thread_id),)
             ).rowcount
 
         return await self._call(delete, write=True)
@@ -843,12 +849,12 @@ def _acquire_txn(
     ttl_ms: int,
     take_over: str | None,
 ) -> Lease | None:
-    expires = now_ms + ttl_ms
+    expires, key, who = now_ms + ttl_ms, _t(run_id), _t(owner)
     changed = conn.execute(
-        _ACQUIRE, (owner, expires, now_ms, run_id, now_ms, owner, take_over)
+        _ACQUIRE, (who, expires, now_ms, key, now_ms, who, _sql.maybe_text(take_over))
     ).rowcount
     row = conn.execute(
-        "SELECT fence FROM resumable_runs WHERE run_id = ?", (run_id,)
+        "SELECT fence FROM resumable_runs WHERE run_id = ?", (key,)
     ).fetchone()
     if row is None:
         raise RunNotFound(run_id=run_id)
@@ -860,6 +866,7 @@ def _acquire_txn(
 def _queue_admits_txn(
     conn: Conn, queue_name: str, policy: QueuePolicy, now_ms: int, *, is_start: bool
 ) -> bool:
+    queue_name = _t(queue_name)
     if policy.concurrency is not None:
         (active,) = conn.execute(_QUEUE_ACTIVE, (queue_name, now_ms)).fetchone()
         if active >= policy.concurrency:
