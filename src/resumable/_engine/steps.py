@@ -147,7 +147,7 @@ async def _run_attempts(
                     usage=_encoded_calls(ctx, place, calls),
                 ),
             )
-            ctx.spent = ctx.spent + ledger.spend_of(attempt_calls, runtime.prices)
+            _spend(ctx, attempt_calls)
             return result
         finally:
             _step.reset(step_token)
@@ -156,7 +156,7 @@ async def _run_attempts(
             raise error  # our own signals (lease lost, nested write errors) are not step errors
         # a failed attempt's calls were billed too: they stay in the record
         calls.extend((ctx.fence, usage) for usage in attempt_calls)
-        ctx.spent = ctx.spent + ledger.spend_of(attempt_calls, runtime.prices)
+        _spend(ctx, attempt_calls)
         delay = retry.next_delay(spec.retry, attempt - plan.base, error, random.random)
         status: StepStatus = "failed" if delay is None else "retrying"
         info = outcome.error_info(error, step=spec.name, seq=seq, attempts=attempt)
@@ -180,6 +180,12 @@ async def _run_attempts(
         await runtime.clock.sleep(delay)
         check_budget(ctx, spec.name)
         attempt += 1
+
+
+def _spend(ctx: RunContext, calls: list[Usage]) -> None:
+    """Add calls to the run's incurred spend (tracked only where a budget needs it)."""
+    if calls and ctx.budget is not None:
+        ctx.spent = ctx.spent + ledger.spend_of(calls, ctx.runtime.prices)
 
 
 def _recorded_calls(ctx: RunContext, record: StepRecord) -> list[tuple[int, Usage]]:

@@ -144,9 +144,16 @@ def usage_from(value: object) -> list[Usage]:
     Never raises: a response without usage, with null counts or with an
     unexpected shape is skipped, so reading usage can never fail a step.
     """
+    if (
+        value is None or type(value) in _SCALARS
+    ):  # the hot path: most steps return these
+        return []
     found: list[Usage] = []
     _Walk(found).visit(value, depth=0)
     return found
+
+
+_SCALARS = frozenset({str, bytes, int, float, bool})
 
 
 class _Walk:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from resumable.stores.protocol import (
     InputRecord,
@@ -173,7 +173,9 @@ def step_values(step: StepRecord) -> tuple[object, ...]:
 
 def _blob(value: Any) -> bytes | None:
     # drivers hand back bytes, memoryview or bytearray depending on type and version
-    return None if value is None else bytes(value)
+    if value is None or type(value) is bytes:
+        return cast("bytes | None", value)
+    return bytes(value)
 
 
 def run_from_row(row: Row) -> RunRecord:
@@ -212,6 +214,38 @@ def step_from_row(row: Row) -> StepRecord:
         finished_at_ms=row["finished_at_ms"],
         usage=_blob(row["usage"]),
     )
+
+
+def steps_from_cursor(cursor: Any) -> list[StepRecord]:
+    """Every row of a step query, mapped by column name resolved once per cursor.
+
+    The cursor must return plain tuples: a journal of thousands of steps is read
+    on every resume, and per-row name lookups would dominate it.
+    """
+    at = {description[0]: index for index, description in enumerate(cursor.description)}
+    run_id, seq, name, fingerprint = (
+        at["run_id"],
+        at["seq"],
+        at["name"],
+        at["fingerprint"],
+    )
+    status, output, attempts = at["status"], at["output"], at["attempts"]
+    started, finished, usage = at["started_at_ms"], at["finished_at_ms"], at["usage"]
+    return [
+        StepRecord(
+            run_id=from_text(row[run_id]),
+            seq=row[seq],
+            name=from_text(row[name]),
+            fingerprint=row[fingerprint],
+            status=row[status],
+            output=_blob(row[output]),
+            attempts=row[attempts],
+            started_at_ms=row[started],
+            finished_at_ms=row[finished],
+            usage=_blob(row[usage]),
+        )
+        for row in cursor
+    ]
 
 
 def input_from_row(row: Row) -> InputRecord:

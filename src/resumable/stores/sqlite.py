@@ -647,17 +647,19 @@ class SQLiteStore:
         self, run_id: str, *, up_to_seq: int | None = None
     ) -> list[StepRecord]:
         def load(conn: Conn) -> list[StepRecord]:
+            cursor = conn.cursor()
+            cursor.row_factory = None  # plain tuples: see _sql.steps_from_cursor
             if up_to_seq is None:
-                rows = conn.execute(
+                cursor.execute(
                     "SELECT * FROM resumable_steps WHERE run_id = ? ORDER BY seq",
                     (_t(run_id),),
                 )
             else:
-                rows = conn.execute(
+                cursor.execute(
                     "SELECT * FROM resumable_steps WHERE run_id = ? AND seq <= ? ORDER BY seq",
                     (_t(run_id), up_to_seq),
                 )
-            return [_sql.step_from_row(row) for row in rows]
+            return _sql.steps_from_cursor(cursor)
 
         return await self._call(load, write=False)
 
