@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from resumable.stores.protocol import (
     InputRecord,
@@ -174,7 +174,7 @@ def step_values(step: StepRecord) -> tuple[object, ...]:
 def _blob(value: Any) -> bytes | None:
     # drivers hand back bytes, memoryview or bytearray depending on type and version
     if value is None or type(value) is bytes:
-        return cast("bytes | None", value)
+        return value
     return bytes(value)
 
 
