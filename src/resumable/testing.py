@@ -490,6 +490,35 @@ class StoreContract:
                 InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=_T0)
             )
 
+    # --- maintenance ----------------------------------------------------------------
+    async def test_payloads_are_scanned_in_pages_and_swapped_only_if_unchanged(
+        self, store: Store
+    ) -> None:
+        for n in range(5):
+            await store.create_run(_run(f"r{n}", input=f"in-{n}".encode()))
+            lease = await store.acquire_lease(
+                f"r{n}", owner="a", now_ms=_T0, ttl_ms=1000
+            )
+            assert lease is not None
+            await store.commit_step(
+                _step(f"r{n}", 1, output=f"out-{n}".encode()), fence=lease.fence
+            )
+        first = await store.scan_payloads("run.input", after=None, limit=3)
+        rest = await store.scan_payloads("run.input", after=first[-1].key, limit=3)
+        assert [p.data for p in first + rest] == [f"in-{n}".encode() for n in range(5)]
+        steps = await store.scan_payloads("step.output", after=None, limit=10)
+        assert steps[0].key == ("r0", 1, "step1")
+        assert await store.replace_payload(steps[0], data=b"new") is True
+        assert (
+            await store.replace_payload(steps[0], data=b"newer") is False
+        )  # it changed
+        assert (await store.load_journal("r0"))[0].output == b"new"
+        assert await store.scan_payloads("run.output", after=None, limit=10) == []
+        await store.put_chunks({"h": b"chunk"})
+        (chunk,) = await store.scan_payloads("chunk.data", after=None, limit=10)
+        assert await store.replace_payload(chunk, data=b"resealed")
+        assert await store.get_chunks(["h"]) == {"h": b"resealed"}
+
     # --- hostile identifiers -------------------------------------------------------
     async def test_identifiers_are_stored_and_found_literally(
         self, store: Store

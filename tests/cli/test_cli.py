@@ -197,3 +197,29 @@ def test_gc_dry_run_and_delete(url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert "deleted 1 runs, 1 steps" in capsys.readouterr().out
     assert main(["gc", "--older-than", "soon", "--store", url]) == 1
     assert "use a number and a unit" in capsys.readouterr().err
+
+
+def test_rekey_command(
+    url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+    import base64
+
+    async def make() -> None:
+        async with Engine(url) as engine:
+            await engine.run(greet, "x", run_id="k-1")
+
+    asyncio.run(make())
+    assert main(["rekey", "--store", url]) == 1
+    assert "needs encryption keys" in capsys.readouterr().err
+    monkeypatch.setenv(
+        "RESUMABLE_ENCRYPTION_KEY", "k2:" + base64.b64encode(bytes(32)).decode()
+    )
+    assert main(["rekey", "--dry-run", "--store", url]) == 0
+    assert "would re-encrypt" in capsys.readouterr().out
+    assert main(["rekey", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert "re-encrypted" in out
+    assert "step.output" in out
+    assert main(["show", "k-1", "--store", url]) == 0  # readable under the new key
+    assert "'X'" in capsys.readouterr().out

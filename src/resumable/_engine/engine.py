@@ -22,6 +22,7 @@ from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflo
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.outcome import workflow_failed
+from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
 from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
 from resumable._engine.snapshots import Checkpoint, Snapshots
@@ -171,6 +172,7 @@ class Engine:
             else encryption_key
         )
         self.serde = Serde(TYPES, keys=keys, max_bytes=max_payload_bytes)
+        self._encrypted = keys is not None
         self.clock: Clock = clock or SystemClock()
         self.owner = leases.new_owner()
         self._runtime = Runtime(
@@ -681,6 +683,21 @@ class Engine:
             dry_run=dry_run,
             batch=batch,
         )
+
+    async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
+        """Re-encrypt every payload not sealed with the current key (key rotation).
+
+        Give the engine a key ring whose first key is the new one and that still
+        holds the old ones; after rekey, the old keys can be dropped. A store
+        written without encryption is encrypted in place the same way. Crash-safe:
+        every payload stays readable throughout, and running it again finishes.
+        """
+        if not self._encrypted:
+            raise ResumableError(
+                "rekey needs encryption keys: pass encryption_key= or set "
+                "RESUMABLE_ENCRYPTION_KEY (new key first, then the old ones)"
+            )
+        return await rekey(self.store, self.serde, batch=batch, dry_run=dry_run)
 
     async def ledger(self, run_id: str) -> Ledger:
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""

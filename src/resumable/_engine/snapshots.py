@@ -270,13 +270,15 @@ class Snapshots:
             namespace=namespace,
             checkpoint_id=checkpoint_id,
             parent_id=parent_id,
-            manifest=self.serde.dumps(manifest, place=_place(thread_id, checkpoint_id)),
+            manifest=self.serde.dumps(
+                manifest, place=snapshot_place(thread_id, checkpoint_id)
+            ),
             chunk_refs=_refs(manifest),
             label=label,
             metadata=None
             if metadata is None
             else self.serde.dumps(
-                metadata, place=_place(thread_id, checkpoint_id, "metadata")
+                metadata, place=snapshot_place(thread_id, checkpoint_id, "metadata")
             ),
             created_at_ms=now_ms,
         )
@@ -309,7 +311,7 @@ class Snapshots:
         missing = [h for h in hashes if h not in found]
         if missing:
             raise CorruptCheckpointError(
-                place=_place(thread_id, record.checkpoint_id),
+                place=snapshot_place(thread_id, record.checkpoint_id),
                 detail=f"{len(missing)} content chunk(s) are missing, e.g. {missing[0]}",
             )
         leaves = {
@@ -326,7 +328,7 @@ class Snapshots:
             return None
         return self.serde.loads(
             record.metadata,
-            place=_place(record.thread_id, record.checkpoint_id, "metadata"),
+            place=snapshot_place(record.thread_id, record.checkpoint_id, "metadata"),
         )
 
     async def _shape(
@@ -361,7 +363,7 @@ class Snapshots:
             while "full" not in chain[-1]:
                 if parent_id is None or len(chain) > FULL_EVERY:
                     raise CorruptCheckpointError(
-                        place=_place(record.thread_id, record.checkpoint_id),
+                        place=snapshot_place(record.thread_id, record.checkpoint_id),
                         detail="its chain of delta manifests does not end in a full one",
                     )
                 parent = by_id.get(parent_id) or await self.store.load_snapshot(
@@ -371,7 +373,7 @@ class Snapshots:
                 )
                 if parent is None:
                     raise CorruptCheckpointError(
-                        place=_place(record.thread_id, record.checkpoint_id),
+                        place=snapshot_place(record.thread_id, record.checkpoint_id),
                         detail=f"the snapshot it is based on ({parent_id!r}) is gone",
                     )
                 chain.append(self._manifest(parent))
@@ -389,7 +391,8 @@ class Snapshots:
 
     def _manifest(self, record: SnapshotRecord) -> dict[str, Any]:
         manifest: dict[str, Any] = self.serde.loads(
-            record.manifest, place=_place(record.thread_id, record.checkpoint_id)
+            record.manifest,
+            place=snapshot_place(record.thread_id, record.checkpoint_id),
         )
         return manifest
 
@@ -441,5 +444,6 @@ def _build(shape: Shape, leaves: dict[str, Any]) -> Any:
     return [_build(item, leaves) for item in shape["l"]]
 
 
-def _place(thread_id: str, checkpoint_id: str, what: str = "manifest") -> str:
+def snapshot_place(thread_id: str, checkpoint_id: str, what: str = "manifest") -> str:
+    """How messages (and encryption's associated data) name a snapshot's payloads."""
     return f"thread {thread_id!r} checkpoint {checkpoint_id!r} {what}"

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from resumable.cli import demo, gc, runs, simulate, worker
+from resumable.cli import demo, gc, keys, runs, simulate, worker
 from resumable.errors import ResumableError
 from resumable.stores import DEFAULT_URL
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.register(commands)
     worker.register(commands, store)
     gc.register(commands, store)
+    keys.register(commands, store)
     return parser
 
 

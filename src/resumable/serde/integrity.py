@@ -314,6 +314,34 @@ class Envelope:
             body = _decompress(body, place)
         return body
 
+    def key_id_of(self, data: bytes) -> str | None:
+        """The id of the key a frame was sealed with; None for a plaintext frame."""
+        if len(data) < 3 or not data[1] & _ENCRYPTED:
+            return None
+        length = data[2]
+        return bytes(data[3 : 3 + length]).decode("utf-8", "replace")
+
+    def needs_reseal(self, data: bytes) -> bool:
+        """Whether `rekey` should rewrite this frame under the current key."""
+        if self._keys is None:
+            return False
+        return self.key_id_of(data) != self._keys.current
+
+    def reseal(self, data: bytes, *, place: str) -> bytes:
+        """The frame's body sealed again with the current key (for `rekey`).
+
+        Unlike `open`, this accepts a plaintext frame (still checksum-verified), so
+        a store written without encryption can be encrypted in place.
+        """
+        if self._keys is None:
+            raise ValueError("reseal needs encryption keys")
+        if len(data) >= 2 and not data[1] & _ENCRYPTED:
+            plain = Envelope(compress_over=self._compress_over)
+            body = plain.open(data, place=place)
+        else:
+            body = self.open(data, place=place)
+        return self.seal(body, place=place)
+
     def _check(self, data: bytes, place: str) -> bytes:
         if self._keys is not None:
             raise CorruptCheckpointError(

@@ -15,6 +15,8 @@ from resumable.stores.protocol import (
     DeleteResult,
     InputRecord,
     Lease,
+    Payload,
+    PayloadKind,
     QueuePolicy,
     RunQuery,
     RunRecord,
@@ -221,6 +223,88 @@ class MemoryStore:
         for digest in orphans:
             del self._chunks[digest]
         return len(orphans)
+
+    async def scan_payloads(
+        self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
+    ) -> list[Payload]:
+        found = sorted(
+            (key, data)
+            for key, data in self._payloads(kind)
+            if after is None or key > after
+        )
+        return [Payload(kind=kind, key=key, data=data) for key, data in found[:limit]]
+
+    async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
+        current = dict(self._payloads(payload.kind)).get(payload.key)
+        if current != payload.data:
+            return False
+        key, kind = payload.key, payload.kind
+        if kind == "run.input":
+            self._runs[str(key[0])] = dataclasses.replace(
+                self._runs[str(key[0])], input=data
+            )
+        elif kind == "run.output":
+            self._runs[str(key[0])] = dataclasses.replace(
+                self._runs[str(key[0])], output=data
+            )
+        elif kind in ("step.output", "step.usage"):
+            steps, seq = self._steps[str(key[0])], int(key[1])
+            steps[seq] = (
+                dataclasses.replace(steps[seq], output=data)
+                if kind == "step.output"
+                else dataclasses.replace(steps[seq], usage=data)
+            )
+        elif kind == "input.value":
+            inputs = self._inputs[str(key[0])]
+            inputs[str(key[1])] = dataclasses.replace(inputs[str(key[1])], value=data)
+        elif kind in ("snapshot.manifest", "snapshot.metadata"):
+            thread, checkpoint = (
+                self._snapshots[(str(key[0]), str(key[1]))],
+                str(key[2]),
+            )
+            thread[checkpoint] = (
+                dataclasses.replace(thread[checkpoint], manifest=data)
+                if kind == "snapshot.manifest"
+                else dataclasses.replace(thread[checkpoint], metadata=data)
+            )
+        else:
+            self._chunks[str(key[0])] = data
+        return True
+
+    def _payloads(self, kind: PayloadKind) -> list[tuple[tuple[str | int, ...], bytes]]:
+        found: list[tuple[tuple[str | int, ...], bytes | None]]
+        if kind in ("run.input", "run.output"):
+            found = [
+                ((run.run_id,), run.input if kind == "run.input" else run.output)
+                for run in self._runs.values()
+            ]
+        elif kind in ("step.output", "step.usage"):
+            found = [
+                (
+                    (step.run_id, step.seq, step.name),
+                    step.output if kind == "step.output" else step.usage,
+                )
+                for steps in self._steps.values()
+                for step in steps.values()
+            ]
+        elif kind == "input.value":
+            found = [
+                ((record.run_id, record.key), record.value)
+                for inputs in self._inputs.values()
+                for record in inputs.values()
+            ]
+        elif kind in ("snapshot.manifest", "snapshot.metadata"):
+            found = [
+                (
+                    (snap.thread_id, snap.namespace, snap.checkpoint_id),
+                    snap.manifest if kind == "snapshot.manifest" else snap.metadata,
+                )
+                for thread in self._snapshots.values()
+                for snap in thread.values()
+            ]
+        else:
+            found = [((digest,), data) for digest, data in self._chunks.items()]
+        return [(key, data) for key, data in found if data is not None]
 
     async def close(self) -> None:
         return None

@@ -180,6 +180,38 @@ class SnapshotRecord:
     metadata: bytes | None = None
 
 
+PayloadKind = Literal[
+    "run.input",  # key (run_id,)
+    "run.output",  # key (run_id,)
+    "step.output",  # key (run_id, seq, name)
+    "step.usage",  # key (run_id, seq, name)
+    "input.value",  # key (run_id, input key)
+    "snapshot.manifest",  # key (thread_id, namespace, checkpoint_id)
+    "snapshot.metadata",  # key (thread_id, namespace, checkpoint_id)
+    "chunk.data",  # key (hash,)
+]
+PAYLOAD_KINDS: tuple[PayloadKind, ...] = (
+    "run.input",
+    "run.output",
+    "step.output",
+    "step.usage",
+    "input.value",
+    "snapshot.manifest",
+    "snapshot.metadata",
+    "chunk.data",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Payload:
+    """One stored, sealed value, as `rekey` reads and rewrites it."""
+
+    kind: PayloadKind
+    key: tuple[str | int, ...]
+    """Where it lives; the layout per kind is listed at PayloadKind."""
+    data: bytes
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteResult:
     """What a retention pass removed."""
@@ -331,6 +363,20 @@ class Store(Protocol):
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         """Delete up to `limit` chunks no snapshot references; returns how many."""
+        ...
+
+    # --- maintenance ------------------------------------------------------------
+    async def scan_payloads(
+        self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
+    ) -> list[Payload]:
+        """Up to `limit` non-null payloads of a kind, in key order, after `after`."""
+        ...
+
+    async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
+        """Replace a payload only if it still holds `payload.data` (compare and swap).
+
+        Returns False, changing nothing, if it changed or went away meanwhile.
+        """
         ...
 
     async def close(self) -> None:

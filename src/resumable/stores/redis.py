@@ -67,11 +67,13 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _rules, redact
+from resumable.stores import _redis_payloads, _rules, redact
 from resumable.stores.protocol import (
     DeleteResult,
     InputRecord,
     Lease,
+    Payload,
+    PayloadKind,
     QueuePolicy,
     RunQuery,
     RunRecord,
@@ -325,6 +327,15 @@ class RedisStore:
                 "appendonly yes) before relying on it for durable runs",
                 self.url,
             )
+
+    # --- maintenance ------------------------------------------------------------
+    async def scan_payloads(
+        self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
+    ) -> list[Payload]:
+        return await _redis_payloads.scan_payloads(self, kind, after=after, limit=limit)
+
+    async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
+        return await _redis_payloads.replace_payload(self, payload, data=data)
 
     async def close(self) -> None:
         client, self._redis = self._redis, None
