@@ -30,6 +30,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/step_overhead.py
 	$(BIN)/python benchmarks/resume_latency.py
+	$(BIN)/python benchmarks/snapshot_storage.py
+	$(BIN)/python benchmarks/compression.py
 
 clean:
 	rm -rf $(VENV) .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*

@@ -34,7 +34,7 @@ class Serde:
         registry: TypeRegistry | None = None,
         *,
         keys: KeyRing | None = None,
-        compress_over: int | None = 4096,
+        compress_over: int | None = 1024,
         max_bytes: int | None = None,
     ) -> None:
         self.registry: TypeRegistry = TypeRegistry() if registry is None else registry
