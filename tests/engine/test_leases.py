@@ -30,7 +30,7 @@ async def test_two_engines_racing_on_one_run_execute_each_step_once(
     results = await asyncio.gather(
         first.run(race, 8, run_id="contended"), second.run(race, 8, run_id="contended")
     )
-    assert results == [28, 28]
+    assert list(results) == [28, 28]
     assert calls_by_step == collections.Counter(range(8))  # every step exactly once
     run = await store.get_run("contended")
     assert run is not None
