@@ -83,11 +83,16 @@ async def test_a_fleet_finishes_every_run_after_losing_a_worker(
     for n, proc in enumerate(fleet):
         if proc is not victim:
             assert proc.returncode == 0, (tmp_path / f"worker-{n}.out").read_text()
-    assert len(await engine.runs(status="succeeded", limit=runs + 1)) == runs
-    for run in range(runs):
-        expected = sum(run * 100 + i for i in range(STEPS))
-        assert await engine.run(fleet_job, run, run_id=f"fleet-{run}") == expected
-    await engine.close()
+    try:
+        assert len(await engine.runs(status="succeeded", limit=runs + 1)) == runs
+        for run in range(runs):
+            expected = sum(run * 100 + i for i in range(STEPS))
+            assert await engine.run(fleet_job, run, run_id=f"fleet-{run}") == expected
+    finally:
+        drop = getattr(engine.store, "drop", None)
+        if drop is not None:  # a PostgreSQL schema made for this test
+            await drop()
+        await engine.close()
 
     events = [line.split() for line in _lines(log)]
     kill_at = int((tmp_path / "kill.marker").read_text())

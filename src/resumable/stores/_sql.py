@@ -140,6 +140,39 @@ def split_statements(sql: str) -> list[str]:
     return [stmt.strip() for stmt in "\n".join(lines).split(";") if stmt.strip()]
 
 
+PAYLOAD_COLUMNS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...], str]] = {
+    "run.input": ("resumable_runs", ("run_id",), (), "input"),
+    "run.output": ("resumable_runs", ("run_id",), (), "output"),
+    "step.output": ("resumable_steps", ("run_id", "seq"), ("name",), "output"),
+    "step.usage": ("resumable_steps", ("run_id", "seq"), ("name",), "usage"),
+    "input.value": ("resumable_inputs", ("run_id", "key"), (), "value"),
+    "snapshot.manifest": (
+        "resumable_snapshots",
+        ("thread_id", "namespace", "checkpoint_id"),
+        (),
+        "manifest",
+    ),
+    "snapshot.metadata": (
+        "resumable_snapshots",
+        ("thread_id", "namespace", "checkpoint_id"),
+        (),
+        "metadata",
+    ),
+    "chunk.data": ("resumable_chunks", ("hash",), (), "data"),
+}
+"""Payload kind -> (table, identity columns, extra key columns, payload column)."""
+
+
+def key_to_sql(part: str | int) -> str | int:
+    """One part of a payload key as a SQL parameter."""
+    return part if isinstance(part, int) else to_text(part)
+
+
+def key_from_sql(part: Any) -> str | int:
+    """One payload key part read back from SQL."""
+    return part if isinstance(part, int) else from_text(part)
+
+
 _RUN_TEXT = frozenset(
     {"run_id", "workflow", "parent_id", "forked_from", "queue", "lease_owner"}
 )

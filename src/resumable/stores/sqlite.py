@@ -811,14 +811,14 @@ class SQLiteStore:
     async def scan_payloads(
         self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
     ) -> list[Payload]:
-        table, ids, extra, column = _PAYLOADS[kind]
+        table, ids, extra, column = _sql.PAYLOAD_COLUMNS[kind]
         names = ", ".join((*ids, *extra))
         order = ", ".join(ids)
         where = f"{column} IS NOT NULL"
         params: list[object] = []
         if after is not None:
             where += f" AND ({order}) > ({', '.join('?' * len(ids))})"
-            params.extend(_sql_key(part) for part in after[: len(ids)])
+            params.extend(_sql.key_to_sql(part) for part in after[: len(ids)])
         sql = f"SELECT {names}, {column} FROM {table} WHERE {where} ORDER BY {order} LIMIT ?"  # noqa: S608 - table and columns are constants
         params.append(limit)
 
@@ -828,7 +828,7 @@ class SQLiteStore:
             return [
                 Payload(
                     kind=kind,
-                    key=tuple(_py_key(part) for part in row[:-1]),
+                    key=tuple(_sql.key_from_sql(part) for part in row[:-1]),
                     data=bytes(row[-1]),
                 )
                 for row in cursor.execute(sql, params)
@@ -837,12 +837,12 @@ class SQLiteStore:
         return await self._call(scan, write=False)
 
     async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
-        table, ids, _, column = _PAYLOADS[payload.kind]
+        table, ids, _, column = _sql.PAYLOAD_COLUMNS[payload.kind]
         match = " AND ".join(f"{name} = ?" for name in ids)
         sql = f"UPDATE {table} SET {column} = ? WHERE {match} AND {column} = ?"  # noqa: S608 - table and columns are constants
         params = (
             data,
-            *(_sql_key(part) for part in payload.key[: len(ids)]),
+            *(_sql.key_to_sql(part) for part in payload.key[: len(ids)]),
             payload.data,
         )
 
@@ -862,37 +862,6 @@ class SQLiteStore:
             ).rowcount
 
         return await self._call(delete, write=True)
-
-
-# kind -> (table, identity columns, extra columns in the key, payload column)
-_PAYLOADS: Final[dict[str, tuple[str, tuple[str, ...], tuple[str, ...], str]]] = {
-    "run.input": ("resumable_runs", ("run_id",), (), "input"),
-    "run.output": ("resumable_runs", ("run_id",), (), "output"),
-    "step.output": ("resumable_steps", ("run_id", "seq"), ("name",), "output"),
-    "step.usage": ("resumable_steps", ("run_id", "seq"), ("name",), "usage"),
-    "input.value": ("resumable_inputs", ("run_id", "key"), (), "value"),
-    "snapshot.manifest": (
-        "resumable_snapshots",
-        ("thread_id", "namespace", "checkpoint_id"),
-        (),
-        "manifest",
-    ),
-    "snapshot.metadata": (
-        "resumable_snapshots",
-        ("thread_id", "namespace", "checkpoint_id"),
-        (),
-        "metadata",
-    ),
-    "chunk.data": ("resumable_chunks", ("hash",), (), "data"),
-}
-
-
-def _sql_key(value: str | int) -> str | int:
-    return value if isinstance(value, int) else _t(value)
-
-
-def _py_key(value: Any) -> str | int:
-    return value if isinstance(value, int) else _sql.from_text(value)
 
 
 def _deliver(outcomes: list[tuple[_Job, bool, Any]]) -> None:

@@ -1,0 +1,1302 @@
+"""PostgresStore: many workers on many machines sharing one PostgreSQL database.
+
+URL: `postgresql://user:password@host:5432/dbname?schema=resumable&pool_max=10`. Our own
+options are stripped before the rest reaches libpq (so `sslmode=`, `connect_timeout=`,
+`application_name=`... work as usual):
+
+- `schema` (default `resumable`): every table lives in it, created on first use.
+- `pool_max` (default 10): the most connections the store's pool opens.
+- `pool_timeout_s` (default 10): how long a call waits for a connection before it fails
+  (the engine then retries it with backoff, for `store_retry_s`).
+
+Every method is one short transaction on a connection borrowed from the pool, and no
+connection is held while user code runs. Nothing depends on session state: statements
+name the schema explicitly (no `SET search_path`), locks are transaction-scoped
+(`pg_advisory_xact_lock`) and nothing is prepared server-side, so the store works
+behind a transaction-mode pooler such as PgBouncer. `wait_for_work` is the exception:
+LISTEN needs a session, so it uses one dedicated connection outside the pool. LISTEN
+does not work through a transaction-mode pooler (the session it registers is handed to
+other clients): notifications then do not arrive, `wait_for_work` sleeps its whole
+timeout, and workers are left polling at that interval.
+
+Concurrent `commit_step` calls share transactions (group commit). A commit that finds
+no write in flight is written at once by its caller, with no timer and no hand-off; the
+commits that queue meanwhile are written together by a flusher task, as one statement,
+and each caller is resolved only once that statement's COMMIT returned. The fence check
+and the write happen in one transaction that takes a FOR SHARE lock on the run row, so
+a concurrent lease takeover either waits for the write to commit or makes the write see
+the new fence and refuse it (LeaseLost). The lone commit calls a PL/pgSQL function
+(`resumable_commit_step`, created by the migration) because PL/pgSQL keeps its plans per
+connection, where a plain statement would be parsed and planned on every step.
+
+The pool hands out the connection returned last, so a run's sequential steps reuse one
+warm backend instead of cycling through idle ones.
+
+After a server restart the pooled connections are dead: the first failure purges every
+idle connection from the pool (`pool.check()`) and the pool reconnects in the
+background; reads are retried once on a fresh connection, writes fail with
+CheckpointWriteError and the engine retries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, LiteralString
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from resumable.errors import (
+    CheckpointWriteError,
+    LeaseLost,
+    RunNotFound,
+    SchemaVersionError,
+    StoreError,
+)
+from resumable.stores import _sql, redact
+from resumable.stores.protocol import (
+    DeleteResult,
+    InputRecord,
+    Lease,
+    Payload,
+    PayloadKind,
+    QueuePolicy,
+    RunQuery,
+    RunRecord,
+    RunUpdate,
+    SnapshotRecord,
+    StepRecord,
+)
+
+Conn = AsyncConnection[DictRow]
+# identifiers are stored escaped (%, NUL, lone surrogates), as in every SQL store
+_t = _sql.to_text
+Pool = AsyncConnectionPool[Conn]
+Params = Sequence[object] | Mapping[str, object]
+
+DEFAULT_SCHEMA: Final = "resumable"
+CHANNEL: Final = "resumable_work"
+"""The NOTIFY channel; the payload is the schema that has work."""
+_MIGRATION_LOCK: Final = 0x7265_7375_6D61_626C  # "resumabl": one migrator at a time
+_BATCH_MAX: Final = 1000
+_CLAIM_ROUNDS: Final = 4  # rounds of candidates after a queue policy refused some
+_LISTEN: Final = b"LISTEN resumable_work"
+_OWN_OPTIONS: Final = ("schema", "pool_max", "pool_timeout_s")
+_DRIVER_ERRORS: Final = (psycopg.Error, UnicodeError)  # UnicodeError: lone surrogates
+
+_MIGRATION_STATE: Final = """
+SELECT to_regnamespace(quote_ident(%(schema)s)) IS NOT NULL AS has_schema,
+       to_regclass(quote_ident(%(schema)s) || '.resumable_meta') IS NOT NULL AS has_meta
+"""
+
+# --- statements: constants with {schema} and placeholders, composed once per store ---
+_SELECT_RUN: Final = "SELECT * FROM {schema}.resumable_runs WHERE run_id = %s"
+_CREATE_RUN: Final = """
+WITH inserted AS (
+    INSERT INTO {schema}.resumable_runs (run_id, workflow, status, input, output,
+        created_at_ms, updated_at_ms, parent_id, forked_from, fork_seq, queue,
+        lease_owner, lease_expires_at_ms, fence, wake_at_ms, expires_at_ms)
+    VALUES (%(run_id)s, %(workflow)s, %(status)s, %(input)s, %(output)s::bytea,
+        %(created_at_ms)s, %(updated_at_ms)s, %(parent_id)s, %(forked_from)s,
+        %(fork_seq)s::bigint, %(queue)s, %(lease_owner)s, %(lease_expires_at_ms)s,
+        %(fence)s, %(wake_at_ms)s::bigint, %(expires_at_ms)s::bigint)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING *
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM inserted WHERE status = 'queued'
+)
+SELECT inserted.*, (SELECT count(*) FROM announced) AS announced FROM inserted
+"""
+_LIST_RUNS: Final = """
+SELECT * FROM {schema}.resumable_runs
+ WHERE (cardinality(%(status)s::text[]) = 0 OR status = ANY(%(status)s::text[]))
+   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
+   AND (%(parent_id)s::text IS NULL OR parent_id = %(parent_id)s::text)
+   AND (%(forked_from)s::text IS NULL OR forked_from = %(forked_from)s::text)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+   AND (%(updated_before_ms)s::bigint IS NULL OR updated_at_ms < %(updated_before_ms)s::bigint)
+ ORDER BY created_at_ms DESC, run_id DESC
+ LIMIT %(limit)s
+"""
+# one statement: the UPDATE waits for a concurrent lease change and re-checks the row
+_ACQUIRE: Final = """
+WITH leased AS (
+    UPDATE {schema}.resumable_runs
+       SET status = 'running', lease_owner = %(owner)s,
+           lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
+           updated_at_ms = %(now_ms)s
+     WHERE run_id = %(run_id)s AND status NOT IN ('succeeded', 'failed', 'cancelled')
+       AND (status <> 'running' OR lease_owner IS NULL
+            OR lease_expires_at_ms <= %(now_ms)s
+            OR lease_owner = %(owner)s OR lease_owner = %(take_over)s::text)
+    RETURNING fence
+)
+SELECT (SELECT fence FROM leased) AS fence,
+       EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
+"""
+_RENEW: Final = """
+UPDATE {schema}.resumable_runs SET lease_expires_at_ms = %s
+ WHERE run_id = %s AND fence = %s AND status = 'running'
+"""
+_UPDATE_RUN: Final = """
+UPDATE {schema}.resumable_runs
+   SET status = %(status)s, output = COALESCE(%(output)s::bytea, output),
+       wake_at_ms = %(wake_at_ms)s::bigint,
+       expires_at_ms = COALESCE(%(expires_at_ms)s::bigint, expires_at_ms),
+       updated_at_ms = %(now_ms)s,
+       lease_owner = CASE WHEN %(status)s = 'running' THEN lease_owner END,
+       lease_expires_at_ms = CASE WHEN %(status)s = 'running' THEN lease_expires_at_ms ELSE 0 END
+ WHERE run_id = %(run_id)s AND fence = %(fence)s
+"""
+_CANCEL: Final = """
+WITH cancelled AS (
+    UPDATE {schema}.resumable_runs
+       SET status = 'cancelled', lease_owner = NULL, lease_expires_at_ms = 0,
+           fence = fence + 1, wake_at_ms = NULL, updated_at_ms = %(now_ms)s
+     WHERE run_id = %(run_id)s AND status NOT IN ('succeeded', 'failed', 'cancelled')
+    RETURNING *
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM cancelled
+)
+SELECT cancelled.*, (SELECT count(*) FROM announced) AS announced FROM cancelled
+"""
+_REOPEN: Final = """
+WITH reopened AS (
+    UPDATE {schema}.resumable_runs SET status = 'queued', updated_at_ms = %(now_ms)s
+     WHERE run_id = %(run_id)s AND status = 'failed'
+    RETURNING run_id
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM reopened
+)
+SELECT (SELECT count(*) FROM reopened) AS reopened,
+       (SELECT count(*) FROM announced) AS announced,
+       EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
+"""
+# SKIP LOCKED: a run another worker is claiming right now is simply not a candidate.
+# Only as many rows as still wanted are locked, so claimers never starve each other;
+# later rounds skip what was seen and the queues found full.
+_RUNNABLE: Final = """
+SELECT run_id, status, queue FROM {schema}.resumable_runs
+ WHERE workflow = ANY(%(workflows)s::text[])
+   AND status IN ('queued', 'running', 'sleeping', 'waiting')
+   AND (status = 'queued'
+        OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
+        OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
+   AND run_id <> ALL(%(seen)s::text[])
+   AND (queue IS NULL OR queue <> ALL(%(closed)s::text[]))
+   AND (status <> 'queued' OR queue IS NULL OR queue <> ALL(%(unstartable)s::text[]))
+ ORDER BY created_at_ms, run_id
+ LIMIT %(want)s
+ FOR UPDATE SKIP LOCKED
+"""
+# admission to each queue is serialized across workers. The first round waits for the
+# queues' locks in one global order (sorted keys), so two claimers cannot deadlock;
+# later rounds already hold locks, so they only try, and treat a busy queue as full.
+_LOCK_QUEUES: Final = """
+SELECT count(pg_advisory_xact_lock(hashtext(%(schema)s), key)) AS locked
+  FROM (SELECT DISTINCT hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
+         ORDER BY key) AS keys
+"""
+_TRY_LOCK_QUEUES: Final = """
+SELECT q AS queue
+  FROM (SELECT q, hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
+         ORDER BY key) AS keys
+ WHERE pg_try_advisory_xact_lock(hashtext(%(schema)s), key)
+"""
+_QUEUE_LOAD: Final = """
+WITH policy AS (
+    SELECT * FROM unnest(%(queues)s::text[], %(since_ms)s::bigint[]) AS p(queue, since_ms)
+), expired AS (
+    DELETE FROM {schema}.resumable_queue_starts s USING policy p
+     WHERE s.queue = p.queue AND s.started_at_ms <= p.since_ms
+)
+SELECT p.queue,
+       (SELECT count(*) FROM {schema}.resumable_runs r
+         WHERE r.queue = p.queue AND r.status = 'running'
+           AND r.lease_expires_at_ms > %(now_ms)s) AS active,
+       (SELECT count(*) FROM {schema}.resumable_queue_starts s
+         WHERE s.queue = p.queue AND s.started_at_ms > p.since_ms) AS started
+  FROM policy p
+"""
+_CLAIM: Final = """
+WITH starts AS (
+    INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
+    SELECT q, %(now_ms)s FROM unnest(%(starts)s::text[]) AS q
+)
+UPDATE {schema}.resumable_runs
+   SET status = 'running', lease_owner = %(owner)s,
+       lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
+       updated_at_ms = %(now_ms)s
+ WHERE run_id = ANY(%(run_ids)s::text[])
+RETURNING run_id, fence
+"""
+_DELETE_RUNS: Final = """
+WITH runs AS (
+    DELETE FROM {schema}.resumable_runs
+     WHERE run_id = ANY(%s::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
+    RETURNING run_id
+), steps AS (
+    DELETE FROM {schema}.resumable_steps WHERE run_id IN (SELECT run_id FROM runs)
+    RETURNING 1
+), inputs AS (
+    DELETE FROM {schema}.resumable_inputs WHERE run_id IN (SELECT run_id FROM runs)
+    RETURNING 1
+)
+SELECT ARRAY(SELECT run_id FROM runs ORDER BY run_id) AS run_ids,
+       (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs
+"""
+_LOAD_JOURNAL: Final = """
+SELECT * FROM {schema}.resumable_steps WHERE run_id = %s AND seq <= %s ORDER BY seq
+"""
+# the fence check and the write, in one function (see the migration for why)
+_COMMIT_STEP: Final = """
+SELECT {schema}.resumable_commit_step(%s::text, %s::bigint, %s::text, %s::text,
+    %s::text, %s::bytea, %s::integer, %s::bigint, %s::bigint, %s::bytea, %s::bigint)
+    AS written
+"""
+# the group commit: the same check for many records in one statement, locking the
+# run rows in one order. FOR SHARE: a lease change (fence + 1) waits until this write
+# commits, or, if it committed first, this statement re-reads the row, sees the new
+# fence and leaves that record out
+_COMMIT_STEPS: Final = """
+INSERT INTO {schema}.resumable_steps AS s (run_id, seq, name, fingerprint, status,
+    output, attempts, started_at_ms, finished_at_ms, usage)
+SELECT b.run_id, b.seq, b.name, b.fingerprint, b.status, b.output, b.attempts,
+       b.started_at_ms, b.finished_at_ms, b.usage
+  FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],
+              %s::bytea[], %s::integer[], %s::bigint[], %s::bigint[], %s::bytea[],
+              %s::bigint[])
+       AS b(run_id, seq, name, fingerprint, status, output, attempts, started_at_ms,
+            finished_at_ms, usage, fence)
+  JOIN {schema}.resumable_runs r ON r.run_id = b.run_id AND r.fence = b.fence
+ ORDER BY b.run_id, b.seq
+   FOR SHARE OF r
+ON CONFLICT (run_id, seq) DO UPDATE
+   SET name = EXCLUDED.name, fingerprint = EXCLUDED.fingerprint,
+       status = EXCLUDED.status, output = EXCLUDED.output, attempts = EXCLUDED.attempts,
+       started_at_ms = EXCLUDED.started_at_ms, finished_at_ms = EXCLUDED.finished_at_ms,
+       usage = EXCLUDED.usage
+RETURNING s.run_id, s.seq
+"""
+_SEND_INPUT: Final = """
+WITH run AS (
+    SELECT run_id FROM {schema}.resumable_runs WHERE run_id = %(run_id)s
+), sent AS (
+    INSERT INTO {schema}.resumable_inputs (run_id, key, value, sent_at_ms)
+    SELECT run_id, %(key)s::text, %(value)s::bytea, %(sent_at_ms)s::bigint FROM run
+    ON CONFLICT (run_id, key) DO NOTHING
+    RETURNING run_id
+), woken AS (
+    UPDATE {schema}.resumable_runs
+       SET status = 'queued', wake_at_ms = NULL, updated_at_ms = %(sent_at_ms)s
+     WHERE run_id IN (SELECT run_id FROM sent) AND status = 'waiting'
+    RETURNING run_id
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM woken
+)
+SELECT EXISTS (SELECT 1 FROM run) AS found, EXISTS (SELECT 1 FROM sent) AS sent,
+       (SELECT count(*) FROM announced) AS announced
+"""
+_GET_INPUTS: Final = (
+    "SELECT key, value FROM {schema}.resumable_inputs WHERE run_id = %s"
+)
+_PUT_CHUNKS: Final = """
+INSERT INTO {schema}.resumable_chunks (hash, data)
+SELECT * FROM unnest(%s::text[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING
+"""
+_GET_CHUNKS: Final = (
+    "SELECT hash, data FROM {schema}.resumable_chunks WHERE hash = ANY(%s::text[])"
+)
+_SAVE_SNAPSHOT: Final = """
+WITH saved AS (
+    INSERT INTO {schema}.resumable_snapshots (thread_id, namespace, checkpoint_id,
+        parent_id, manifest, label, metadata, created_at_ms)
+    VALUES (%(thread_id)s, %(namespace)s, %(checkpoint_id)s, %(parent_id)s,
+        %(manifest)s, %(label)s, %(metadata)s::bytea, %(created_at_ms)s)
+    ON CONFLICT (thread_id, namespace, checkpoint_id) DO UPDATE
+       SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
+           label = EXCLUDED.label, metadata = EXCLUDED.metadata,
+           created_at_ms = EXCLUDED.created_at_ms
+)
+INSERT INTO {schema}.resumable_snapshot_chunks (thread_id, namespace, checkpoint_id, hash)
+SELECT %(thread_id)s, %(namespace)s, %(checkpoint_id)s, h
+  FROM unnest(%(chunk_refs)s::text[]) AS h
+ON CONFLICT DO NOTHING
+"""
+_SNAPSHOT_COLUMNS: Final = """
+SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
+                   WHERE c.thread_id = s.thread_id AND c.namespace = s.namespace
+                     AND c.checkpoint_id = s.checkpoint_id ORDER BY c.hash) AS chunk_refs
+  FROM {schema}.resumable_snapshots s
+"""
+_LOAD_SNAPSHOT: Final = (
+    _SNAPSHOT_COLUMNS
+    + """
+ WHERE s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
+   AND (%(checkpoint_id)s::text IS NULL OR s.checkpoint_id = %(checkpoint_id)s::text)
+ ORDER BY s.checkpoint_id DESC LIMIT 1
+"""
+)
+_LIST_SNAPSHOTS: Final = (
+    _SNAPSHOT_COLUMNS
+    + """
+ WHERE s.thread_id = %(thread_id)s
+   AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s::text)
+   AND (%(before)s::text IS NULL OR s.checkpoint_id < %(before)s::text)
+ ORDER BY s.checkpoint_id DESC, s.namespace DESC
+ LIMIT %(limit)s::bigint
+"""
+)
+_DELETE_THREAD: Final = """
+WITH refs AS (
+    DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
+)
+DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
+"""
+_DELETE_UNREFERENCED: Final = """
+DELETE FROM {schema}.resumable_chunks WHERE hash IN (
+    SELECT c.hash FROM {schema}.resumable_chunks c
+     WHERE NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
+                        WHERE r.hash = c.hash)
+     LIMIT %s)
+"""
+
+
+class _Statements:
+    """Every statement of one store, composed once with its schema's quoted name."""
+
+    def __init__(self, schema: str) -> None:
+        name = sql.Identifier(schema)
+
+        def compose(template: LiteralString) -> bytes:
+            return sql.SQL(template).format(schema=name).as_bytes(None)
+
+        self.compose = compose
+        # rekey's payload scans and swaps: identifiers composed, values parameters
+        self.payloads: dict[str, tuple[bytes, bytes, bytes]] = {}
+        for kind, (table, ids, extra, column) in _sql.PAYLOAD_COLUMNS.items():
+            keys = sql.SQL(", ").join(map(sql.Identifier, ids))
+            target = sql.SQL("{schema}.{table}").format(
+                schema=name, table=sql.Identifier(table)
+            )
+            selected = sql.SQL(
+                "SELECT {cols} FROM {target} WHERE {col} IS NOT NULL"
+            ).format(
+                cols=sql.SQL(", ").join(map(sql.Identifier, (*ids, *extra, column))),
+                target=target,
+                col=sql.Identifier(column),
+            )
+            order = sql.SQL(" ORDER BY {keys} LIMIT %s").format(keys=keys)
+            after = sql.SQL(" AND ({keys}) > ({marks})").format(
+                keys=keys, marks=sql.SQL(", ").join(sql.Placeholder() * len(ids))
+            )
+            replace = sql.SQL(
+                "UPDATE {target} SET {col} = %s WHERE {match} AND {col} = %s"
+            ).format(
+                target=target,
+                col=sql.Identifier(column),
+                match=sql.SQL(" AND ").join(
+                    sql.SQL("{} = %s").format(sql.Identifier(part)) for part in ids
+                ),
+            )
+            self.payloads[kind] = (
+                sql.Composed([selected, order]).as_bytes(None),
+                sql.Composed([selected, after, order]).as_bytes(None),
+                replace.as_bytes(None),
+            )
+        self.select_run = compose(_SELECT_RUN)
+        self.create_run = compose(_CREATE_RUN)
+        self.list_runs = compose(_LIST_RUNS)
+        self.acquire = compose(_ACQUIRE)
+        self.renew = compose(_RENEW)
+        self.update_run = compose(_UPDATE_RUN)
+        self.cancel = compose(_CANCEL)
+        self.reopen = compose(_REOPEN)
+        self.runnable = compose(_RUNNABLE)
+        self.lock_queues = compose(_LOCK_QUEUES)
+        self.try_lock_queues = compose(_TRY_LOCK_QUEUES)
+        self.queue_load = compose(_QUEUE_LOAD)
+        self.claim = compose(_CLAIM)
+        self.delete_runs = compose(_DELETE_RUNS)
+        self.load_journal = compose(_LOAD_JOURNAL)
+        self.commit_step = compose(_COMMIT_STEP)
+        self.commit_steps = compose(_COMMIT_STEPS)
+        self.send_input = compose(_SEND_INPUT)
+        self.get_inputs = compose(_GET_INPUTS)
+        self.put_chunks = compose(_PUT_CHUNKS)
+        self.get_chunks = compose(_GET_CHUNKS)
+        self.save_snapshot = compose(_SAVE_SNAPSHOT)
+        self.load_snapshot = compose(_LOAD_SNAPSHOT)
+        self.list_snapshots = compose(_LIST_SNAPSHOTS)
+        self.delete_thread = compose(_DELETE_THREAD)
+        self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
+        self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What a postgresql:// URL configures."""
+
+    conninfo: str
+    """The URL libpq sees: ours minus our own options."""
+    schema: str = DEFAULT_SCHEMA
+    pool_max: int = 10
+    pool_timeout_s: float = 10.0
+
+
+def parse_url(url: str) -> Options:
+    """Split a postgresql:// URL into libpq's part and the store's own options."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise StoreError(store=redact(url), detail="not a postgresql:// URL")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {key: value for key, value in query if key in _OWN_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
+    # quote, not quote_plus: libpq reads "+" literally (options=-c%20a%3Db)
+    conninfo = parts._replace(query=urlencode(rest, quote_via=quote)).geturl()
+    schema = own.get("schema", DEFAULT_SCHEMA)
+    if not schema:
+        raise StoreError(store=redact(url), detail="schema= must not be empty")
+    try:
+        pool_max = int(own.get("pool_max", "10"))
+        pool_timeout_s = float(own.get("pool_timeout_s", "10"))
+    except ValueError:
+        raise StoreError(
+            store=redact(url), detail="pool_max and pool_timeout_s must be numbers"
+        ) from None
+    if pool_max < 1 or pool_timeout_s <= 0:
+        raise StoreError(
+            store=redact(url), detail="pool_max and pool_timeout_s must be positive"
+        )
+    return Options(conninfo, schema, pool_max, pool_timeout_s)
+
+
+class _WarmPool(AsyncConnectionPool[Conn]):
+    """The pool, handing out the connection returned last instead of the oldest.
+
+    psycopg_pool cycles through its idle connections (FIFO), so a run's sequential
+    steps would each wake a different, idle backend: that costs tens of µs per
+    commit on small machines. Last-in-first-out keeps a sequence on one warm
+    backend, and leaves rarely used connections at the front, where the pool's
+    `max_idle` shrinking closes them. (If psycopg_pool's private deque ever moves,
+    this quietly falls back to its own order.)
+    """
+
+    async def _get_ready_connection(self, timeout: float | None) -> Conn | None:  # noqa: ASYNC109 - the signature we override
+        idle = getattr(self, "_pool", None)
+        if isinstance(idle, deque):
+            idle.rotate(1)  # the newest (rightmost) comes first
+        return await super()._get_ready_connection(timeout)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A commit_step waiting for the flusher."""
+
+    step: StepRecord
+    fence: int
+    future: asyncio.Future[None]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.step.run_id, self.step.seq
+
+
+class PostgresStore:
+    """The Store protocol on PostgreSQL, safe for many workers and processes."""
+
+    def __init__(self, url: str) -> None:
+        self.url = redact(url)
+        self._options = parse_url(url)
+        self.schema = self._options.schema
+        self._sql = _Statements(self.schema)
+        self._pool: Pool | None = None
+        self._opening = asyncio.Lock()
+        self._pending: list[_Pending] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._writing = False  # a commit_step write is in flight (inline or flusher)
+        self._purge: asyncio.Task[None] | None = None
+        self._listener: AsyncConnection[Any] | None = None
+        self._listening = False
+        self._commit_transactions = 0  # how many transactions commit_step used
+
+    # --- lifecycle --------------------------------------------------------------
+    async def open(self) -> PostgresStore:
+        """Connect, create or migrate the schema, and start the pool (idempotent)."""
+        if self._pool is not None:
+            return self
+        async with self._opening:
+            if self._pool is None:
+                await self._migrate()
+                pool: Pool = _WarmPool(
+                    self._options.conninfo,
+                    connection_class=AsyncConnection[DictRow],
+                    kwargs={
+                        "autocommit": True,  # one statement is one transaction
+                        "prepare_threshold": None,  # transaction-mode poolers
+                        "row_factory": dict_row,
+                    },
+                    min_size=1,
+                    max_size=self._options.pool_max,
+                    timeout=self._options.pool_timeout_s,
+                    name=f"resumable:{self.schema}",
+                    open=False,
+                )
+                await pool.open()
+                self._pool = pool
+        return self
+
+    async def close(self) -> None:
+        if self._flusher is not None:  # let queued commits finish
+            await asyncio.wait([self._flusher])
+        if self._purge is not None:
+            self._purge.cancel()
+            with contextlib.suppress(BaseException):
+                await self._purge
+        pool, self._pool = self._pool, None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(*_DRIVER_ERRORS):
+                await listener.close()
+        if pool is not None:
+            await pool.close()
+
+    async def drop(self) -> None:
+        """Delete the store's schema and everything in it (for tests)."""
+        if self._flusher is not None:
+            await asyncio.wait([self._flusher])
+        try:
+            async with await self._connect() as conn:
+                await conn.execute(self._sql.drop)
+        except _DRIVER_ERRORS as exc:
+            raise StoreError(store=self.url, detail=f"cannot drop: {exc}") from exc
+
+    async def _connect(self) -> AsyncConnection[DictRow]:
+        """A connection of its own, outside the pool."""
+        return await AsyncConnection[DictRow].connect(
+            self._options.conninfo,
+            autocommit=True,
+            prepare_threshold=None,
+            row_factory=dict_row,
+        )
+
+    async def _migrate(self) -> None:
+        supported = _sql.latest_version("postgres")
+        try:
+            conn = await self._connect()
+        except _DRIVER_ERRORS as exc:
+            raise StoreError(store=self.url, detail=f"cannot connect: {exc}") from exc
+        try:
+            async with conn, conn.transaction():
+                # processes starting together queue here; the later ones find it done
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,)
+                )
+                # look before creating: CREATE ... IF NOT EXISTS needs the CREATE
+                # privilege even when the object exists, and an app's role may lack it
+                cur = await conn.execute(_MIGRATION_STATE, {"schema": self.schema})
+                state = await cur.fetchone()
+                if state is None or not state["has_schema"]:
+                    await conn.execute(self._sql.compose("CREATE SCHEMA {schema}"))
+                if state is None or not state["has_meta"]:
+                    await conn.execute(
+                        self._sql.compose(
+                            "CREATE TABLE {schema}.resumable_meta "
+                            "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+                        )
+                    )
+                cur = await conn.execute(
+                    self._sql.compose(
+                        "SELECT value FROM {schema}.resumable_meta "
+                        "WHERE key = 'schema_version'"
+                    )
+                )
+                row = await cur.fetchone()
+                current = int(row["value"]) if row else 0
+                if current > supported:
+                    raise SchemaVersionError(
+                        store=self.url, found=current, supported=supported
+                    )
+                for migration in _sql.migrations("postgres"):
+                    if migration.version > current:
+                        # one script (function bodies hold semicolons); no parameters,
+                        # so psycopg sends it as a simple query
+                        await conn.execute(self._sql.compose(migration.sql))  # pyright: ignore[reportArgumentType]  # a file shipped in the package, not data
+                if current < supported:
+                    await conn.execute(
+                        self._sql.compose(
+                            "INSERT INTO {schema}.resumable_meta (key, value) "
+                            "VALUES ('schema_version', %s) ON CONFLICT (key) "
+                            "DO UPDATE SET value = EXCLUDED.value"
+                        ),
+                        (str(supported),),
+                    )
+        except _DRIVER_ERRORS as exc:
+            raise StoreError(store=self.url, detail=f"cannot migrate: {exc}") from exc
+
+    # --- running statements ------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _connection(
+        self, *, run_id: str | None = None, seq: int | None = None
+    ) -> AsyncIterator[Conn]:
+        """A pooled connection for one transaction; driver errors come out as ours.
+
+        Errors of a write for a run are CheckpointWriteError, all others StoreError.
+        """
+        pool = self._pool or (await self.open())._pool
+        if pool is None:  # closed while opening
+            raise StoreError(store=self.url, detail="the store is closed")
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except _DRIVER_ERRORS as exc:
+            self._on_failure(exc)
+            if run_id is not None:
+                raise CheckpointWriteError(
+                    run_id=run_id, seq=seq, detail=f"postgresql: {exc}"
+                ) from exc
+            raise StoreError(store=self.url, detail=f"postgresql: {exc}") from exc
+
+    def _on_failure(self, exc: BaseException) -> None:
+        """After a lost connection, test every idle one so the pool replaces the dead."""
+        if not _is_lost_connection(exc) or self._pool is None:
+            return
+        if self._purge is None or self._purge.done():
+            self._purge = asyncio.get_running_loop().create_task(self._pool.check())
+
+    async def _write(
+        self, query: bytes, params: Params, *, run_id: str, seq: int | None = None
+    ) -> list[DictRow]:
+        """Run one write statement (its own transaction); the rows it returned."""
+        async with self._connection(run_id=run_id, seq=seq) as conn:
+            cur = await conn.execute(query, params)
+            return await cur.fetchall() if cur.description else []
+
+    async def _write_count(self, query: bytes, params: Params, *, run_id: str) -> int:
+        """Run one write statement (its own transaction); how many rows it changed."""
+        async with self._connection(run_id=run_id) as conn:
+            cur = await conn.execute(query, params)
+            return cur.rowcount
+
+    async def _read(self, query: bytes, params: Params) -> list[DictRow]:
+        """Run one statement that changes no run; the rows it returned.
+
+        Retried once on a fresh connection if the first one turns out dead, as every
+        idle one is after a server restart.
+        """
+        try:
+            return await self._fetch(query, params)
+        except StoreError as exc:
+            if not _is_lost_connection(exc.__cause__):
+                raise
+        if self._purge is not None:  # retry once the dead idle ones are gone
+            await asyncio.wait([self._purge], timeout=self._options.pool_timeout_s)
+        return await self._fetch(query, params)
+
+    async def _fetch(self, query: bytes, params: Params) -> list[DictRow]:
+        async with self._connection() as conn:
+            cur = await conn.execute(query, params)
+            return await cur.fetchall() if cur.description else []
+
+    # --- runs -------------------------------------------------------------------
+    async def create_run(self, run: RunRecord) -> RunRecord:
+        params: dict[str, object] = dict(
+            zip(_sql.RUN_COLUMNS, _sql.run_values(run), strict=True)
+        )
+        params["schema"] = self.schema
+        rows = await self._write(self._sql.create_run, params, run_id=run.run_id)
+        if rows:
+            return _sql.run_from_row(rows[0])
+        # it existed: read it in a fresh snapshot (the INSERT may have waited for
+        # another transaction creating it, whose row its own snapshot cannot see)
+        existing = await self.get_run(run.run_id)
+        if existing is None:  # deleted in between; the caller may try again
+            raise CheckpointWriteError(
+                run_id=run.run_id, seq=None, detail="the run was deleted meanwhile"
+            )
+        return existing
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        rows = await self._read(self._sql.select_run, (_t(run_id),))
+        return _sql.run_from_row(rows[0]) if rows else None
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        params = {
+            "status": list(query.status),
+            "workflow": _sql.maybe_text(query.workflow),
+            "parent_id": _sql.maybe_text(query.parent_id),
+            "forked_from": _sql.maybe_text(query.forked_from),
+            "queue": _sql.maybe_text(query.queue),
+            "updated_before_ms": query.updated_before_ms,
+            "limit": query.limit,
+        }
+        return [
+            _sql.run_from_row(row)
+            for row in await self._read(self._sql.list_runs, params)
+        ]
+
+    async def acquire_lease(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        take_over: str | None = None,
+    ) -> Lease | None:
+        expires_at_ms = now_ms + ttl_ms
+        params = {
+            "run_id": _t(run_id),
+            "owner": _t(owner),
+            "now_ms": now_ms,
+            "expires_at_ms": expires_at_ms,
+            "take_over": _sql.maybe_text(take_over),
+        }
+        (row,) = await self._write(self._sql.acquire, params, run_id=run_id)
+        if not row["found"]:
+            raise RunNotFound(run_id=run_id)
+        if row["fence"] is None:
+            return None
+        return Lease(
+            run_id=run_id, owner=owner, fence=row["fence"], expires_at_ms=expires_at_ms
+        )
+
+    async def renew_lease(
+        self, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
+    ) -> None:
+        params = (now_ms + ttl_ms, _t(run_id), fence)
+        if not await self._write_count(self._sql.renew, params, run_id=run_id):
+            raise LeaseLost(run_id=run_id, fence=fence)
+
+    async def update_run(self, run_id: str, *, fence: int, update: RunUpdate) -> None:
+        params = {
+            "status": update.status,
+            "output": update.output,
+            "wake_at_ms": update.wake_at_ms,
+            "expires_at_ms": update.expires_at_ms,
+            "now_ms": update.now_ms,
+            "run_id": _t(run_id),
+            "fence": fence,
+        }
+        if not await self._write_count(self._sql.update_run, params, run_id=run_id):
+            raise LeaseLost(run_id=run_id, fence=fence)
+
+    async def cancel_run(self, run_id: str, *, now_ms: int) -> RunRecord:
+        params = {"run_id": _t(run_id), "now_ms": now_ms, "schema": self.schema}
+        rows = await self._write(self._sql.cancel, params, run_id=run_id)
+        if rows:
+            return _sql.run_from_row(rows[0])
+        run = await self.get_run(run_id)  # finished already, or missing
+        if run is None:
+            raise RunNotFound(run_id=run_id)
+        return run
+
+    async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        params = {"run_id": _t(run_id), "now_ms": now_ms, "schema": self.schema}
+        (row,) = await self._write(self._sql.reopen, params, run_id=run_id)
+        if not row["found"]:
+            raise RunNotFound(run_id=run_id)
+        return bool(row["reopened"])
+
+    async def claim_runs(
+        self,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        limit: int,
+        workflows: Collection[str],
+        queues: Mapping[str, QueuePolicy],
+    ) -> list[Lease]:
+        if limit <= 0 or not workflows:
+            return []
+        expires_at_ms = now_ms + ttl_ms
+        admission = _Admission({_t(name): policy for name, policy in queues.items()})
+        names = [_t(name) for name in workflows]
+        chosen: list[str] = []
+        seen: list[str] = []
+        async with self._connection() as conn, conn.transaction():
+            for round_no in range(_CLAIM_ROUNDS):
+                want = limit - len(chosen)
+                cur = await conn.execute(
+                    self._sql.runnable,
+                    {
+                        "workflows": names,
+                        "now_ms": now_ms,
+                        "seen": seen,
+                        "closed": sorted(admission.closed),
+                        "unstartable": sorted(admission.unstartable),
+                        "want": want,
+                    },
+                )
+                rows = await cur.fetchall()
+                await self._load_queues_txn(
+                    conn, admission, rows, now_ms, wait=round_no == 0
+                )
+                for row in rows:
+                    seen.append(row["run_id"])
+                    if admission.admits(
+                        row["queue"], is_start=row["status"] == "queued"
+                    ):
+                        chosen.append(row["run_id"])
+                if len(rows) < want or len(chosen) >= limit:
+                    break  # nothing more to find, or nothing more wanted
+            if not chosen:
+                return []
+            cur = await conn.execute(
+                self._sql.claim,
+                {
+                    "owner": _t(owner),
+                    "now_ms": now_ms,
+                    "expires_at_ms": expires_at_ms,
+                    "run_ids": chosen,
+                    "starts": admission.starts,
+                },
+            )
+            fences = {row["run_id"]: row["fence"] for row in await cur.fetchall()}
+        return [
+            Lease(
+                run_id=_sql.from_text(key),
+                owner=owner,
+                fence=fences[key],
+                expires_at_ms=expires_at_ms,
+            )
+            for key in chosen
+        ]
+
+    async def _load_queues_txn(
+        self,
+        conn: Conn,
+        admission: _Admission,
+        rows: list[DictRow],
+        now_ms: int,
+        *,
+        wait: bool,
+    ) -> None:
+        """Lock the queues first met in `rows` and count their leases and starts."""
+        names = admission.unknown(row["queue"] for row in rows)
+        if not names:
+            return
+        params = {"schema": self.schema, "queues": names}
+        if wait:
+            await conn.execute(self._sql.lock_queues, params)
+        else:
+            cur = await conn.execute(self._sql.try_lock_queues, params)
+            locked = {row["queue"] for row in await cur.fetchall()}
+            admission.closed.update(n for n in names if n not in locked)
+            names = [n for n in names if n in locked]
+            if not names:
+                return
+        policies = admission.policies
+        cur = await conn.execute(
+            self._sql.queue_load,
+            {
+                "queues": names,
+                "since_ms": [
+                    None if policies[n].rate is None else now_ms - policies[n].period_ms
+                    for n in names
+                ],
+                "now_ms": now_ms,
+            },
+        )
+        for row in await cur.fetchall():
+            admission.load[row["queue"]] = (row["active"], row["started"])
+
+    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
+        ids = [_t(run_id) for run_id in run_ids]
+        if not ids:
+            return DeleteResult()
+        async with self._connection() as conn:
+            cur = await conn.execute(self._sql.delete_runs, (ids,))
+            row = await cur.fetchone()
+        if row is None or not row["run_ids"]:
+            return DeleteResult()
+        return DeleteResult(
+            runs=len(row["run_ids"]),
+            steps=row["steps"],
+            inputs=row["inputs"],
+            run_ids=tuple(_sql.from_text(run_id) for run_id in row["run_ids"]),
+        )
+
+    # --- journal ----------------------------------------------------------------
+    async def load_journal(
+        self, run_id: str, *, up_to_seq: int | None = None
+    ) -> list[StepRecord]:
+        params = (_t(run_id), up_to_seq if up_to_seq is not None else 2**63 - 1)
+        return [
+            _sql.step_from_row(row)
+            for row in await self._read(self._sql.load_journal, params)
+        ]
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        if self._pool is None:
+            await self.open()
+        loop = asyncio.get_running_loop()
+        pending = _Pending(step, fence, loop.create_future())
+        if self._writing:  # a write is in flight: join the group written next
+            self._pending.append(pending)
+            await pending.future
+            return
+        # nothing in flight: write it now in the caller's own task, with no timer and
+        # no hand-off, so a lone sequential commit costs one statement and nothing else
+        self._writing = True
+        try:
+            await self._write_batch([pending])
+        finally:
+            self._writing = False
+            if self._pending:  # what queued meanwhile goes out together
+                self._writing = True
+                self._flusher = loop.create_task(self._flush())
+        await pending.future  # settled by now: returns, or raises its outcome
+
+    async def _flush(self) -> None:
+        """Write the queued commits group by group until none are left."""
+        batch: list[_Pending] = []
+        try:
+            while self._pending:
+                batch = self._take_batch()
+                if batch:
+                    await self._write_batch(batch)
+        finally:
+            self._writing = False
+            self._flusher = None
+            for pending in (*batch, *self._pending):  # only if we were cancelled
+                _settle(
+                    pending,
+                    CheckpointWriteError(
+                        run_id=pending.step.run_id,
+                        seq=pending.step.seq,
+                        detail="the store was shut down during the write",
+                    ),
+                )
+            self._pending.clear()
+
+    def _take_batch(self) -> list[_Pending]:
+        """The queued commits, oldest first, up to the first repeated (run_id, seq).
+
+        A statement may write a row only once, and a later record for the same seq
+        must replace an earlier one: it waits for the next write.
+        """
+        batch: list[_Pending] = []
+        keys: set[tuple[str, int]] = set()
+        taken = 0
+        for pending in self._pending:
+            if len(batch) >= _BATCH_MAX or pending.key in keys:
+                break
+            taken += 1
+            if pending.future.done():  # its caller was cancelled before the write
+                continue
+            keys.add(pending.key)
+            batch.append(pending)
+        del self._pending[:taken]
+        return batch
+
+    async def _write_batch(self, batch: list[_Pending]) -> None:
+        """Write `batch` in one transaction, then settle every caller; never raises."""
+        try:
+            written = await self._insert_steps(batch)
+        except _DRIVER_ERRORS as exc:
+            self._on_failure(exc)
+            if len(batch) > 1 and isinstance(exc, psycopg.DataError | UnicodeError):
+                # a record the driver or server refused (bad data): spare the others
+                for pending in batch:
+                    await self._write_batch([pending])
+                return
+            for pending in batch:
+                _settle(pending, _write_error(pending, exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. closed meanwhile: callers must hear
+            for pending in batch:
+                _settle(pending, _write_error(pending, exc))
+            return
+        # in autocommit the statement's own transaction has committed when execute()
+        # returns (the server answers only after COMMIT), so callers may go on now
+        for pending in batch:
+            if pending.key in written:
+                _settle(pending, None)
+            else:
+                _settle(
+                    pending,
+                    LeaseLost(
+                        run_id=pending.step.run_id,
+                        seq=pending.step.seq,
+                        fence=pending.fence,
+                    ),
+                )
+
+    async def _insert_steps(self, batch: list[_Pending]) -> set[tuple[str, int]]:
+        """Insert or replace the batch's records whose fence holds; their keys."""
+        pool = self._pool
+        if pool is None:
+            raise StoreError(store=self.url, detail="the store is closed")
+        async with pool.connection() as conn:
+            self._commit_transactions += 1
+            if len(batch) == 1:
+                params = (*_sql.step_values(batch[0].step), batch[0].fence)
+                cur = await conn.execute(self._sql.commit_step, params)
+                row = await cur.fetchone()
+                return {batch[0].key} if row is not None and row["written"] else set()
+            cur = await conn.execute(self._sql.commit_steps, _columns(batch))
+            rows = await cur.fetchall()
+            return {(_sql.from_text(row["run_id"]), row["seq"]) for row in rows}
+
+    # --- inputs -----------------------------------------------------------------
+    async def send_input(self, record: InputRecord) -> bool:
+        params = {
+            "run_id": _t(record.run_id),
+            "key": _t(record.key),
+            "value": record.value,
+            "sent_at_ms": record.sent_at_ms,
+            "schema": self.schema,
+        }
+        (row,) = await self._write(self._sql.send_input, params, run_id=record.run_id)
+        if not row["found"]:
+            raise RunNotFound(run_id=record.run_id)
+        return bool(row["sent"])
+
+    async def get_inputs(self, run_id: str) -> dict[str, bytes]:
+        rows = await self._read(self._sql.get_inputs, (_t(run_id),))
+        return {_sql.from_text(row["key"]): bytes(row["value"]) for row in rows}
+
+    # --- snapshots --------------------------------------------------------------
+    async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
+        if not chunks:
+            return
+        async with self._connection() as conn:
+            await conn.execute(
+                self._sql.put_chunks, (list(chunks), list(chunks.values()))
+            )
+
+    async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
+        wanted = list(hashes)
+        if not wanted:
+            return {}
+        rows = await self._read(self._sql.get_chunks, (wanted,))
+        return {row["hash"]: bytes(row["data"]) for row in rows}
+
+    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+        params = {
+            "thread_id": _t(snapshot.thread_id),
+            "namespace": _t(snapshot.namespace),
+            "checkpoint_id": _t(snapshot.checkpoint_id),
+            "parent_id": _sql.maybe_text(snapshot.parent_id),
+            "manifest": snapshot.manifest,
+            "label": _sql.maybe_text(snapshot.label),
+            "metadata": snapshot.metadata,
+            "created_at_ms": snapshot.created_at_ms,
+            "chunk_refs": list(snapshot.chunk_refs),
+        }
+        async with self._connection() as conn:
+            await conn.execute(self._sql.save_snapshot, params)
+
+    async def load_snapshot(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> SnapshotRecord | None:
+        params = {
+            "thread_id": _t(thread_id),
+            "namespace": _t(namespace),
+            "checkpoint_id": _sql.maybe_text(checkpoint_id),
+        }
+        rows = await self._read(self._sql.load_snapshot, params)
+        return _snapshot_from_row(rows[0]) if rows else None
+
+    async def list_snapshots(
+        self,
+        thread_id: str,
+        *,
+        namespace: str | None = "",
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[SnapshotRecord]:
+        params = {
+            "thread_id": _t(thread_id),
+            "namespace": _sql.maybe_text(namespace),
+            "before": _sql.maybe_text(before),
+            "limit": limit,
+        }
+        rows = await self._read(self._sql.list_snapshots, params)
+        return [_snapshot_from_row(row) for row in rows]
+
+    async def delete_thread(self, thread_id: str) -> int:
+        async with self._connection() as conn:
+            cur = await conn.execute(
+                self._sql.delete_thread, {"thread_id": _t(thread_id)}
+            )
+            return cur.rowcount
+
+    async def delete_unreferenced_chunks(self, limit: int) -> int:
+        async with self._connection() as conn:
+            cur = await conn.execute(self._sql.delete_unreferenced, (limit,))
+            return cur.rowcount
+
+    # --- maintenance ------------------------------------------------------------
+    async def scan_payloads(
+        self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
+    ) -> list[Payload]:
+        first, following, _ = self._sql.payloads[kind]
+        ids = _sql.PAYLOAD_COLUMNS[kind][1]
+        if after is None:
+            rows = await self._read(first, (limit,))
+        else:
+            parts = tuple(_sql.key_to_sql(part) for part in after[: len(ids)])
+            rows = await self._read(following, (*parts, limit))
+        return [
+            Payload(
+                kind=kind,
+                key=tuple(
+                    _sql.key_from_sql(value) for value in list(row.values())[:-1]
+                ),
+                data=bytes(list(row.values())[-1]),
+            )
+            for row in rows
+        ]
+
+    async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
+        replace = self._sql.payloads[payload.kind][2]
+        ids = _sql.PAYLOAD_COLUMNS[payload.kind][1]
+        parts = tuple(_sql.key_to_sql(part) for part in payload.key[: len(ids)])
+        changed = await self._write_count(
+            replace, (data, *parts, payload.data), run_id=str(payload.key[0])
+        )
+        return changed == 1
+
+    # --- wake-ups ---------------------------------------------------------------
+    async def wait_for_work(self, timeout_s: float) -> None:
+        """Wait until another process announces work in this schema, or `timeout_s`.
+
+        Work is announced (NOTIFY `resumable_work`, in the announcing transaction) when
+        a queued run is created, a waiting run receives input, a failed run is reopened
+        and a run is cancelled. LISTEN needs a session of its own, so this keeps one
+        dedicated connection outside the pool. Through a transaction-mode pooler
+        notifications never arrive, and on any failure this just sleeps `timeout_s`:
+        callers must poll anyway, and this only makes them prompt. One caller at a
+        time listens; a concurrent caller sleeps.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._listening:
+            await asyncio.sleep(timeout_s)
+            return
+        self._listening = True
+        try:
+            async with asyncio.timeout(timeout_s):
+                listener = self._listener or await self._listen()
+            while (remaining := deadline - loop.time()) > 0:
+                # aclosing: returning mid-iteration must release the connection's lock
+                notes = listener.notifies(timeout=remaining, stop_after=1)
+                async with contextlib.aclosing(notes):
+                    async for note in notes:
+                        if note.payload == self.schema:
+                            return
+        except TimeoutError:
+            return
+        except (*_DRIVER_ERRORS, OSError):
+            broken, self._listener = self._listener, None
+            if broken is not None:
+                with contextlib.suppress(*_DRIVER_ERRORS):
+                    await broken.close()
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+        finally:
+            self._listening = False
+
+    async def _listen(self) -> AsyncConnection[Any]:
+        conn = await AsyncConnection.connect(
+            self._options.conninfo, autocommit=True, prepare_threshold=None
+        )
+        try:
+            await conn.execute(_LISTEN)
+        except BaseException:  # incl. the caller's timeout: never leak the connection
+            await conn.close()
+            raise
+        self._listener = conn
+        return conn
+
+
+class _Admission:
+    """Queue policy bookkeeping inside one claim transaction (which holds the locks)."""
+
+    def __init__(self, policies: Mapping[str, QueuePolicy]) -> None:
+        self.policies = policies
+        self.load: dict[str, tuple[int, int]] = {}
+        """Per queue: runs holding a live lease, and starts in the current period."""
+        self.closed: set[str] = set()
+        """Queues that admit nothing more in this claim."""
+        self.unstartable: set[str] = set()
+        """Queues that admit no more starts (rate) in this claim."""
+        self.starts: list[str] = []
+        """The queue of every queued run admitted, to count against its rate."""
+
+    def unknown(self, names: Iterable[str | None]) -> list[str]:
+        """The queues among `names` with a policy and not yet counted, sorted."""
+        return sorted(
+            {
+                n
+                for n in names
+                if n is not None
+                and n in self.policies
+                and n not in self.load
+                and n not in self.closed
+            }
+        )
+
+    def admits(self, queue: str | None, *, is_start: bool) -> bool:
+        """Whether a run of `queue` may be claimed now; if so, count it."""
+        policy = self.policies.get(queue) if queue is not None else None
+        if queue is None or policy is None:
+            return True
+        if queue in self.closed:
+            return False
+        active, started = self.load[queue]
+        if policy.concurrency is not None and active >= policy.concurrency:
+            self.closed.add(queue)
+            return False
+        if is_start and policy.rate is not None:
+            if started >= policy.rate:
+                self.unstartable.add(queue)
+                return False
+            self.starts.append(queue)
+        self.load[queue] = (active + 1, started + int(is_start))
+        return True
+
+
+def _columns(batch: list[_Pending]) -> tuple[list[object], ...]:
+    """The batch as one array per column (STEP_COLUMNS order, then the fence)."""
+    rows = [(*_sql.step_values(p.step), p.fence) for p in batch]
+    return tuple(list(column) for column in zip(*rows, strict=True))
+
+
+def _is_lost_connection(exc: BaseException | None) -> bool:
+    """Whether `exc` says the connection died (restart, network), not the statement."""
+    if not isinstance(exc, psycopg.OperationalError) or isinstance(exc, PoolTimeout):
+        return False
+    state = exc.sqlstate or ""  # none: the client noticed the connection was gone
+    return state == "" or state.startswith(("08", "57P"))
+
+
+def _write_error(pending: _Pending, exc: BaseException) -> CheckpointWriteError:
+    detail = exc.detail if isinstance(exc, StoreError) else f"postgresql: {exc}"
+    error = CheckpointWriteError(
+        run_id=pending.step.run_id, seq=pending.step.seq, detail=detail
+    )
+    error.__cause__ = exc  # raised in the caller's task, chained as `from exc` would
+    return error
+
+
+def _settle(pending: _Pending, error: BaseException | None) -> None:
+    if pending.future.done():  # the caller was cancelled; the write stands regardless
+        return
+    if error is None:
+        pending.future.set_result(None)
+    else:
+        pending.future.set_exception(error)
+
+
+def _snapshot_from_row(row: DictRow) -> SnapshotRecord:
+    return _sql.snapshot_from_row(row, tuple(row["chunk_refs"]))
