@@ -110,3 +110,15 @@ async def test_scalar_and_nested_states_round_trip(store: Store) -> None:
     await engine.save_state("s", {"a": 1, "b": 2})
     await engine.save_state("s", {"a": 1})  # a key removed
     assert await engine.load_state("s") == {"a": 1}
+
+
+async def test_a_deleted_thread_is_not_used_as_a_delta_base(store: Store) -> None:
+    engine = Engine(store)
+    first = await engine.save_state("gone", {"messages": [message(0)]})
+    await engine.delete_thread("gone")
+    with pytest.raises(ResumableError, match="no checkpoint"):
+        await engine.save_state(
+            "gone", {"messages": [message(1)]}, parent=first.checkpoint_id
+        )
+    await engine.save_state("gone", {"messages": [message(2)]})
+    assert await engine.load_state("gone") == {"messages": [message(2)]}

@@ -554,6 +554,7 @@ class Engine:
 
         The content chunks they used are removed by `gc` once nothing uses them.
         """
+        self._snapshots.forget(thread_id)
         return await self.store.delete_thread(thread_id)
 
     async def state_history(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -72,25 +72,31 @@ class SnapshotCodec:
         self.envelope = serde.envelope.with_compress_over(CHUNK_COMPRESS_OVER)
 
     # --- value -> shape ---------------------------------------------------------
-    def shape(self, value: Any, chunks: dict[str, bytes]) -> Shape:
-        """The shape of `value`; new leaf chunks are added to `chunks` (hash -> bytes).
+    def shape(
+        self, value: Any, chunks: dict[str, bytes], known: Collection[str] = ()
+    ) -> Shape:
+        """The shape of `value`; chunks not in `known` are sealed into `chunks`.
 
         Dicts split by key and lists by element; an element is one leaf however
         it is built (a chat message stays one chunk, referenced by one hash).
         """
         if type(value) is dict and all(type(k) is str for k in value):
-            return {"d": {k: self.shape(v, chunks) for k, v in value.items()}}
+            return {"d": {k: self.shape(v, chunks, known) for k, v in value.items()}}
         if type(value) is list:
-            return {"l": [self.leaf(v, chunks) for v in value]}
-        return self.leaf(value, chunks)
+            return {"l": [self.leaf(v, chunks, known) for v in value]}
+        return self.leaf(value, chunks, known)
 
-    def leaf(self, value: Any, chunks: dict[str, bytes]) -> Shape:
+    def leaf(
+        self, value: Any, chunks: dict[str, bytes], known: Collection[str] = ()
+    ) -> Shape:
         """`value` as one leaf: inline when tiny, else a content-addressed chunk."""
         body = self.serde.codec.encode(value, root="state")
         if len(body) <= INLINE_MAX:
             return {"v": value}
         digest = hashlib.blake2b(body, digest_size=12).hexdigest()
-        if digest not in chunks:
+        if (
+            digest not in chunks and digest not in known
+        ):  # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
         return {"c": digest}
 
@@ -112,9 +118,10 @@ class SnapshotCodec:
                 items[start : start + SEGMENT], root="segment"
             )
             digest = hashlib.blake2b(body, digest_size=12).hexdigest()
-            chunks.setdefault(
-                digest, self.serde.envelope.seal(body, place=chunk_place(digest))
-            )
+            if digest not in chunks:
+                chunks[digest] = self.serde.envelope.seal(
+                    body, place=chunk_place(digest)
+                )
             segments.append(digest)
         return {"l": items[whole:], "s": segments} if segments else {"l": items}
 
@@ -254,14 +261,15 @@ class Snapshots:
     ) -> SnapshotRecord:
         """Store `value` as a new snapshot whose parent is `parent_id`."""
         chunks: dict[str, bytes] = {}
-        shape = self.codec.shape(value, chunks)
         manifest: dict[str, Any] | None = None
-        if parent_id is not None:
+        if parent_id is None:
+            shape = self.codec.shape(value, chunks, self._stored)
+        else:
             old, depth = await self._shape(thread_id, namespace, parent_id)
+            known = set(_leaf_hashes(old)) | self._stored
+            shape = self.codec.shape(value, chunks, known)
             if depth + 1 < FULL_EVERY:
                 manifest = self.codec.delta_manifest(parent_id, depth, old, shape)
-            known = set(_leaf_hashes(old))
-            chunks = {h: data for h, data in chunks.items() if h not in known}
         if manifest is None:
             manifest = self.codec.full_manifest(shape, chunks)
         checkpoint_id = checkpoint_id or new_checkpoint_id(parent_id)
@@ -321,6 +329,11 @@ class Snapshots:
             for h in hashes
         }
         return record, _build(shape, leaves)
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what is cached about a thread (after it was deleted)."""
+        for key in [key for key in self._shapes if key[0] == thread_id]:
+            del self._shapes[key]
 
     def metadata(self, record: SnapshotRecord) -> Any:
         """The snapshot's decoded metadata (None if it has none)."""

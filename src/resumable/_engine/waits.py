@@ -26,9 +26,13 @@ INLINE_SLEEP_S = 1.0
 class Suspend(BaseException):
     """Unwinds a workflow that must wait; the engine records the run as suspended."""
 
+    status: RunStatus
+    wake_at_ms: int | None
+
     def __init__(self, status: RunStatus, wake_at_ms: int | None) -> None:
         super().__init__(status, wake_at_ms)
-        self.status, self.wake_at_ms = status, wake_at_ms
+        self.status = status
+        self.wake_at_ms = wake_at_ms
 
 
 async def wait_for(key: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - a durable deadline, which asyncio.timeout cannot express

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import re
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from resumable._engine.engine import Engine
 from resumable.errors import ResumableError
-from resumable.stores.protocol import TERMINAL_STATUSES
+from resumable.stores.protocol import TERMINAL_STATUSES, RunStatus
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -53,7 +53,9 @@ def parse_age(text: str) -> timedelta:
 async def collect_garbage(args: argparse.Namespace) -> int:
     """Run one retention pass and print what it removed."""
     older_than = parse_age(args.older_than) if args.older_than else None
-    status = tuple(args.status or sorted(TERMINAL_STATUSES))
+    status = cast(
+        "tuple[RunStatus, ...]", tuple(args.status or sorted(TERMINAL_STATUSES))
+    )
     async with Engine(args.store) as engine:
         report = await engine.gc(
             older_than=older_than,

@@ -1,0 +1,285 @@
+"""LangGraph checkpoint storage: LangGraph's SqliteSaver vs ResumableSaver on SQLite.
+
+One graph, run once per saver in the same process: a node that adds one 500-byte
+message (real English prose) to an `add_messages` channel per step, for 200 steps,
+on one thread. For each saver it prints:
+
+- file growth: the database file's used pages after a WAL checkpoint, minus the
+  empty schema's (what the disk holds, SQLite's page and index overhead included);
+- row bytes: the bytes of every column of every row the run added (what was
+  written, without SQLite's overhead), as a multiple of the new message text;
+- per-step time: the median time between two steps of `graph.stream`, with
+  LangGraph's default `durability="async"` (checkpoints saved in the background)
+  and with `durability="sync"` (each step waits for its checkpoint), and the
+  whole run's time per step.
+
+Both savers fsync every commit; `--no-fsync` runs both with SQLite's
+`synchronous=NORMAL` instead (ResumableSaver: `?durability=normal`).
+
+Needs `pip install langgraph-checkpoint-sqlite` (LangGraph's SqliteSaver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import email
+import itertools
+import json
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+import typing
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Annotated, Any, Literal, TypedDict
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import table
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from resumable.integrations.langgraph import ResumableSaver
+
+try:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+except ImportError:
+    sys.exit("needs LangGraph's SqliteSaver: pip install langgraph-checkpoint-sqlite")
+
+STEPS = 200
+MESSAGE_BYTES = 500
+RUNS = 3
+DURABILITIES: tuple[Literal["async", "sync"], ...] = ("async", "sync")
+PROSE = " ".join(
+    " ".join((module.__doc__ or "").split())
+    for module in (
+        asyncio,
+        json,
+        random,
+        sqlite3,
+        statistics,
+        tempfile,
+        time,
+        argparse,
+        email,
+        typing,
+    )
+)
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def build_graph() -> StateGraph[State]:
+    rng = random.Random(7)
+
+    def speak(state: State) -> dict[str, list[AnyMessage]]:
+        turn = len(state["messages"])
+        start = rng.randrange(0, len(PROSE) - MESSAGE_BYTES)
+        text = PROSE[start : start + MESSAGE_BYTES]
+        kind = HumanMessage if turn % 2 == 0 else AIMessage
+        return {"messages": [kind(text, id=f"msg-{turn}")]}
+
+    def route(state: State) -> str:
+        return END if len(state["messages"]) >= STEPS else "speak"
+
+    builder = StateGraph(State)
+    builder.add_node("speak", speak)
+    builder.add_edge(START, "speak")
+    builder.add_conditional_edges("speak", route)
+    return builder
+
+
+def used_bytes(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return int((pages - free) * size)
+
+
+def row_bytes(path: Path) -> int:
+    """The bytes of every column of every row in every table."""
+    total = 0
+    with sqlite3.connect(path) as conn:
+        tables = [
+            name
+            for (name,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        ]
+        for name in tables:
+            columns = [row[1] for row in conn.execute(f'PRAGMA table_info("{name}")')]
+            for column in columns:
+                (size,) = conn.execute(
+                    f'SELECT COALESCE(SUM(LENGTH(CAST("{column}" AS BLOB))), 0) '
+                    f'FROM "{name}"'
+                ).fetchone()
+                total += int(size)
+    return total
+
+
+def breakdown(path: Path, steps: int) -> str:
+    """ResumableSaver's row bytes per step: message chunks, checkpoints, writes."""
+    parts = {
+        "chunks": "SELECT SUM(LENGTH(hash) + LENGTH(data)) FROM resumable_chunks",
+        "checkpoint rows": _SNAPSHOT_BYTES + "namespace NOT LIKE ':%'",
+        "pending-writes rows": _SNAPSHOT_BYTES + "namespace LIKE ':writes:%'",
+    }
+    with sqlite3.connect(path) as conn:
+        sizes = {
+            name: int(conn.execute(query).fetchone()[0] or 0)
+            for name, query in parts.items()
+        }
+    return ", ".join(f"{name} {size / steps:.0f} B" for name, size in sizes.items())
+
+
+_SNAPSHOT_BYTES = (
+    "SELECT SUM(LENGTH(thread_id) + LENGTH(namespace) + LENGTH(checkpoint_id) "
+    "+ COALESCE(LENGTH(parent_id), 0) + LENGTH(manifest) + LENGTH(chunk_refs) "
+    "+ COALESCE(LENGTH(metadata), 0) + 8) FROM resumable_snapshots WHERE "
+    "thread_id NOT LIKE ':%' AND "
+)
+
+
+def run_graph(
+    saver: BaseCheckpointSaver[Any], durability: Literal["async", "sync"]
+) -> list[float]:
+    """Stream the graph to the end on a fresh thread; the step-to-step times."""
+    graph = build_graph().compile(checkpointer=saver)
+    config: Any = {
+        "configurable": {"thread_id": f"bench-{durability}-{time.time_ns()}"},
+        "recursion_limit": 10 * STEPS,
+    }
+    stamps = [time.perf_counter()]
+    for _ in graph.stream(
+        {"messages": []}, config, stream_mode="updates", durability=durability
+    ):
+        stamps.append(time.perf_counter())
+    assert len(stamps) == STEPS + 1, len(stamps)
+    return [later - earlier for earlier, later in itertools.pairwise(stamps)]
+
+
+def measure(
+    open_saver: Callable[[Path], AbstractContextManager[BaseCheckpointSaver[Any]]],
+    directory: Path,
+) -> dict[str, Any]:
+    path = directory / "storage.db"
+    with open_saver(path) as saver:
+        empty = used_bytes(path)
+        empty_rows = row_bytes(path)
+        intervals = run_graph(saver, "async")
+        grown, rows = used_bytes(path) - empty, row_bytes(path) - empty_rows
+        parts = breakdown(path, STEPS) if isinstance(saver, ResumableSaver) else ""
+        timings: dict[str, list[float]] = {"async": [], "sync": [], "total": []}
+        for _ in range(RUNS):
+            for durability in DURABILITIES:
+                start = time.perf_counter()
+                intervals = run_graph(saver, durability)
+                timings[durability].append(statistics.median(intervals))
+                if durability == "async":
+                    timings["total"].append((time.perf_counter() - start) / STEPS)
+    return {
+        "parts": parts,
+        "grown": grown,
+        "rows": rows,
+        **{key: statistics.median(values) * 1000 for key, values in timings.items()},
+    }
+
+
+FSYNC = True
+
+
+class _SqliteSaver(AbstractContextManager[BaseCheckpointSaver[Any]]):
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute(f"PRAGMA synchronous = {'FULL' if FSYNC else 'NORMAL'}")
+        self.saver = SqliteSaver(self.conn)
+        self.saver.setup()
+
+    def __enter__(self) -> BaseCheckpointSaver[Any]:
+        return self.saver
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
+
+
+class _ResumableSaver(AbstractContextManager[BaseCheckpointSaver[Any]]):
+    def __init__(self, path: Path) -> None:
+        durability = "full" if FSYNC else "normal"
+        self.saver = ResumableSaver.from_url(
+            f"sqlite:///{path}?durability={durability}"
+        )
+        # open the store now, so "empty" counts its schema
+        next(self.saver.list({"configurable": {"thread_id": "warm-up"}}), None)
+
+    def __enter__(self) -> BaseCheckpointSaver[Any]:
+        return self.saver
+
+    def __exit__(self, *exc: object) -> None:
+        self.saver.close()
+
+
+def main() -> None:
+    global FSYNC  # noqa: PLW0603 - a command-line switch read by both openers
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-fsync", action="store_true", help="synchronous=NORMAL")
+    FSYNC = not parser.parse_args().no_fsync
+    content = STEPS * MESSAGE_BYTES
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, opener in (
+            ("LangGraph SqliteSaver", _SqliteSaver),
+            ("ResumableSaver (sqlite)", _ResumableSaver),
+        ):
+            directory = Path(tmp) / name.split()[0]
+            directory.mkdir()
+            results[name] = measure(opener, directory)
+    kb = 1024
+    rows: list[tuple[str, ...]] = [
+        (
+            "saver",
+            "file growth",
+            "row bytes",
+            "x new text",
+            "step (async)",
+            "step (sync)",
+            "run / step",
+        )
+    ]
+    for name, r in results.items():
+        rows.append(
+            (
+                name,
+                f"{r['grown'] / kb:,.0f} KB",
+                f"{r['rows'] / kb:,.0f} KB",
+                f"{r['rows'] / content:.2f}x / {r['grown'] / content:.2f}x",
+                f"{r['async']:.3f} ms",
+                f"{r['sync']:.3f} ms",
+                f"{r['total']:.3f} ms",
+            )
+        )
+    print(
+        f"{STEPS} steps, one {MESSAGE_BYTES}-byte message per step: "
+        f"{content / kb:.0f} KB of new message text ('x new text': row bytes / "
+        f"file growth); per-step times are medians of {RUNS} runs, "
+        f"{'fsync on every commit' if FSYNC else 'no fsync per commit'}"
+    )
+    print(table(rows))
+    for name, r in results.items():
+        if r["parts"]:
+            print(f"{name} row bytes per step: {r['parts']}")
+
+
+if __name__ == "__main__":
+    main()
