@@ -443,7 +443,9 @@ async def test_engine_retries_through_a_restart_of_a_persisting_server(
     restarted: list[asyncio.Task[None]] = []
 
     async def restart_soon() -> None:
-        await asyncio.sleep(0.5)  # long enough for the next commit to fail first
+        # longer than redis-py's own reconnect retries (~0.35 s of backoff), so the
+        # next commit fails at the store and the engine's retry is what recovers it
+        await asyncio.sleep(2.0)
         await asyncio.to_thread(_start_server)
 
     @step
