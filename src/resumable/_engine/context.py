@@ -74,6 +74,8 @@ class RunContext:
     replayed_usage: list[Usage] = field(default_factory=list)
     """Usage of the recorded calls this execution replayed instead of re-calling."""
     replays_noted: int = 0
+    noting: asyncio.Future[None] | None = None
+    """The ledger entry write in flight, if any."""
     """How many replays the execution's ledger entry already counts."""
     spent: Spend = field(default_factory=_no_spend)
     """What the run has incurred so far, in every execution (for budgets)."""

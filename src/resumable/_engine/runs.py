@@ -10,7 +10,7 @@ from resumable._engine import outcome
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.ledger import Spend, spend_of, usage_entries
-from resumable._engine.steps import note_replays, step_place
+from resumable._engine.steps import start_noting_replays, step_place
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (
@@ -164,8 +164,10 @@ async def _call_workflow(
         _run.reset(token)
         heartbeat.cancel()
         await _settle(ctx)
-        if ctx.replayed > ctx.replays_noted and ctx.failure is None:
-            await note_replays(ctx)
+        if ctx.failure is None:
+            noting = start_noting_replays(ctx)
+            if noting is not None:
+                await noting
 
 
 async def _record_failure(ctx: RunContext, error: Exception) -> dict[str, Any]:

@@ -95,8 +95,7 @@ async def _run_attempts(
     place = step_place(ctx.run_id, seq, spec.name)
     previous = ctx.journal.get(seq)
     calls = _recorded_calls(ctx, previous) if previous is not None else []
-    if ctx.replayed > ctx.replays_noted:
-        await note_replays(ctx)  # before spending anything, so a crash cannot lose it
+    noting = start_noting_replays(ctx)  # overlaps the step; durable before its outcome
     check_budget(ctx, spec.name)
     attempt = plan.first_attempt
     while True:
@@ -132,6 +131,8 @@ async def _run_attempts(
                     detail=exc.detail,
                 ) from None
             calls.extend((ctx.fence, usage) for usage in attempt_calls)
+            if noting is not None:
+                await noting
             await commit(
                 ctx,
                 StepRecord(
@@ -160,6 +161,8 @@ async def _run_attempts(
         delay = retry.next_delay(spec.retry, attempt - plan.base, error, random.random)
         status: StepStatus = "failed" if delay is None else "retrying"
         info = outcome.error_info(error, step=spec.name, seq=seq, attempts=attempt)
+        if noting is not None:
+            await noting
         await commit(
             ctx,
             StepRecord(
@@ -226,11 +229,25 @@ def check_budget(ctx: RunContext, step: str) -> None:
         )
 
 
-async def note_replays(ctx: RunContext) -> None:
-    """Record what this execution has replayed so far (its ledger entry, at -fence)."""
+def start_noting_replays(ctx: RunContext) -> asyncio.Future[None] | None:
+    """Start writing the execution's ledger entry if it has replayed more since.
+
+    The write overlaps the step about to run; that step awaits it before its own
+    outcome is committed, so what this execution reused is on record before it
+    records anything it spent.
+    """
+    if ctx.replayed <= ctx.replays_noted:
+        return ctx.noting
+    ctx.replays_noted = ctx.replayed
+    ctx.noting = asyncio.ensure_future(note_replays(ctx, ctx.replayed))
+    return ctx.noting
+
+
+async def note_replays(ctx: RunContext, replayed: int) -> None:
+    """Record what this execution has replayed (its ledger entry, at seq -fence)."""
     runtime = ctx.runtime
     entry = {
-        "replayed_steps": ctx.replayed,
+        "replayed_steps": replayed,
         "usage": ledger.encode_entries((ctx.fence, u) for u in ctx.replayed_usage),
     }
     now_ms = runtime.clock.now_ms()
@@ -249,7 +266,6 @@ async def note_replays(ctx: RunContext) -> None:
             finished_at_ms=now_ms,
         ),
     )
-    ctx.replays_noted = ctx.replayed
 
 
 async def commit(ctx: RunContext, record: StepRecord) -> None:
