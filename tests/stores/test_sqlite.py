@@ -141,3 +141,36 @@ def test_several_processes_share_one_file(tmp_path: Path) -> None:
         ).fetchone()
         (steps,) = conn.execute("SELECT count(*) FROM resumable_steps").fetchone()
     assert (runs, steps) == (160, 800)
+
+
+async def test_concurrent_first_calls_wait_for_the_open_to_finish(
+    tmp_path: Path,
+) -> None:
+    """Regression: a caller arriving mid-migration used to write before WAL was set."""
+    import asyncio
+
+    from resumable.stores.protocol import RunRecord
+
+    for durability in ("full", "normal"):
+        store = SQLiteStore(
+            f"sqlite:///{tmp_path / durability}.db?durability={durability}"
+        )
+        runs = [
+            RunRecord(
+                run_id=f"r{i}",
+                workflow="wf",
+                status="queued",
+                input=b"x",
+                created_at_ms=i,
+                updated_at_ms=i,
+            )
+            for i in range(20)
+        ]
+        created = await asyncio.gather(
+            *(store.create_run(run) for run in runs),
+            *(store.get_run(f"r{i}") for i in range(20)),
+        )
+        assert [run.run_id if run else None for run in created[:20]] == [
+            f"r{i}" for i in range(20)
+        ]
+        await store.close()

@@ -5,12 +5,15 @@ disk. That thread drains every job queued while it was busy and commits the writ
 among them in one transaction (group commit): concurrent runs share an fsync, and a
 lone sequential step still costs exactly one INSERT and one COMMIT.
 
-With `durability=normal` a commit does no fsync, so handing it to the thread would
-cost more than the write itself. Writes then try an inline path first: a second
-connection, with no busy wait and no automatic checkpoints, commits on the calling
-thread when the file's write lock is free at once; otherwise (another process is
-writing, or another caller holds the inline connection) the write queues as usual.
-WAL checkpoints stay on the store thread.
+A lone write does not need the thread: handing it over costs as much as a
+`durability=normal` commit itself. So a write first tries an inline path, a
+second connection with no busy wait and no automatic checkpoints that commits on
+the calling thread if the file's write lock is free at once. With
+`durability=normal` (no fsync per commit) every write tries it; with `full`, only
+a write that finds no other write of this store queued, so a single workflow
+skips the hop while concurrent runs still share fsyncs on the store thread.
+Otherwise (another process is writing, another caller holds the inline
+connection) the write queues as usual. WAL checkpoints stay on the store thread.
 
 URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optional
 `?durability=full` (fsync on every commit, the default) or `?durability=normal`
@@ -183,6 +186,7 @@ class SQLiteStore:
         self._inline: Conn | None = None
         self._inline_lock = threading.Lock()
         self._inline_commits = 0
+        self._queued_writes = 0  # writes handed to the store thread, not yet done
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> SQLiteStore:
@@ -226,7 +230,8 @@ class SQLiteStore:
             check_same_thread=not inline,  # the inline connection is guarded by a lock
         )
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode = WAL")
+        if not inline:  # WAL persists in the file; the store thread set it at open
+            conn.execute("PRAGMA journal_mode = WAL")
         synchronous = self.durability.upper()  # one of two constants: see parse_url
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
@@ -399,15 +404,21 @@ class SQLiteStore:
         run_id: str | None = None,
         seq: int | None = None,
     ) -> T:
-        if self._thread is None:
-            await self.open()
-        if write and self.durability == "normal":
+        if self._thread is None or not self._opened.is_set():
+            await self.open()  # also waits while another caller's open is migrating
+        if write and (self.durability == "normal" or not self._queued_writes):
             result = self._write_inline(fn, run_id, seq)
             if result is not _NOT_INLINE:
                 return result  # type: ignore[return-value]  # fn's own result
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        if write:
+            self._queued_writes += 1
+            future.add_done_callback(self._write_done)
         self._jobs.put(_Job(fn, future, write, run_id, seq))
         return await future
+
+    def _write_done(self, _: asyncio.Future[Any]) -> None:
+        self._queued_writes -= 1
 
     def _write_inline(
         self, fn: Callable[[Conn], Any], run_id: str | None, seq: int | None
@@ -418,7 +429,10 @@ class SQLiteStore:
         try:
             conn = self._inline
             if conn is None:
-                conn = self._inline = self._connect(inline=True)
+                try:
+                    conn = self._inline = self._connect(inline=True)
+                except sqlite3.OperationalError:  # locked right now: the thread will do
+                    return _NOT_INLINE
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:  # busy: let the store thread wait for it
