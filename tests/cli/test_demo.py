@@ -33,3 +33,21 @@ def test_demo_kills_resumes_and_reports_what_replay_saved(
     assert number("LLM calls avoided") == replayed
     assert number("tokens reused") > 0
     assert "a restart without checkpointing would have paid again" in out
+
+    run_id = re.search(r"resumable show (demo-\d+)", out).group(1)  # type: ignore[union-attr]  # printed by the demo
+    store = ["--store", f"sqlite:///{tmp_path / 'demo.db'}"]
+    assert main(["runs", *store]) == 0
+    listing = capsys.readouterr().out
+    assert "INCURRED" in listing
+    assert f"replay reused {number_in(listing, 'replay reused')} calls" in listing
+    assert main(["show", run_id, "--app", "resumable.cli._demo_flow", *store]) == 0
+    shown = capsys.readouterr().out
+    assert f"replayed {replayed} steps" in shown
+    assert "ChatCompletion(" in shown  # decoded, once --app registered the types
+    assert "item:" in shown  # map_steps items are shown by key, not by a 19-digit seq
+
+
+def number_in(text: str, label: str) -> int:
+    match = re.search(rf"{label} (\d+)", text)
+    assert match, text
+    return int(match.group(1))

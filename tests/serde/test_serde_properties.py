@@ -80,6 +80,17 @@ def test_arbitrary_values_round_trip_to_the_same_types(value: object) -> None:
 
 @MODEST
 @given(values)
+def test_arbitrary_values_round_trip_encrypted_and_compressed(value: object) -> None:
+    serde = Serde(keys=KeyRing({"k": bytes(range(32))}, current="k"), compress_over=64)
+    frame = serde.dumps(value, place=PLACE)
+    assert same(serde.loads(frame, place=PLACE), value)
+    with contextlib.suppress(CorruptCheckpointError):  # another place never opens it
+        serde.loads(frame, place=PLACE + "-moved")
+        raise AssertionError("an encrypted frame opened at another place")
+
+
+@MODEST
+@given(values)
 def test_fingerprints_of_equal_values_match(value: object) -> None:
     serde = Serde()
     copy = serde.loads(serde.dumps(value, place=PLACE), place=PLACE)

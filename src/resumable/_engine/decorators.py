@@ -81,6 +81,19 @@ class WorkflowRegistry:
 
 
 WORKFLOWS = WorkflowRegistry()
+STEPS: dict[str, StepSpec] = {}
+"""Steps by journal name (the last definition of a name wins)."""
+
+
+def register_known_types() -> None:
+    """Register the annotation types of every decorated step and workflow now.
+
+    They register lazily on first use; a process that only reads stored runs
+    (the CLI's `show --app`) calls this after importing the app.
+    """
+    for spec in [*STEPS.values(), *(WORKFLOWS.get(name) for name in WORKFLOWS.names())]:
+        if spec is not None:
+            spec.register_types()
 
 
 def register(*types: type) -> None:
@@ -142,6 +155,7 @@ def step(
             is_async=inspect.iscoroutinefunction(fn),
             retry=retry or NO_RETRY,
         )
+        STEPS[spec.name] = spec
         from resumable._engine.steps import execute_step
 
         if spec.is_async:

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from resumable._engine.batch import KEYED_SEQ_BASE
+from resumable._engine.decorators import register_known_types
 from resumable._engine.engine import Engine, StepView
+from resumable._engine.ledger import Ledger, Spend
 from resumable.cli._table import clip, duration, size, table, when
 from resumable.errors import ResumableError
 from resumable.stores.protocol import RUN_STATUSES
@@ -32,6 +35,12 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     )
     show.add_argument("run_id")
     show.add_argument("--full", action="store_true", help="print whole step outputs")
+    show.add_argument(
+        "--app",
+        action="append",
+        default=[],
+        help="import a module whose types outputs use",
+    )
     show.set_defaults(handler=show_run)
 
     resume = commands.add_parser("resume", parents=[store], help="resume a run by id")
@@ -70,6 +79,7 @@ async def list_runs(args: argparse.Namespace) -> int:
         found = await engine.runs(
             status=args.status, workflow=args.workflow, limit=args.limit
         )
+        ledgers = [await _ledger_or_none(engine, run.run_id) for run in found]
     if not found:
         print("no runs")
         return 0
@@ -80,20 +90,53 @@ async def list_runs(args: argparse.Namespace) -> int:
             run.status,
             when(run.created_at),
             when(run.updated_at),
+            _spend(ledger.incurred) if ledger else "?",
+            _spend(ledger.reused) if ledger else "?",
         ]
-        for run in found
+        for run, ledger in zip(found, ledgers, strict=True)
     ]
-    print(table(["RUN", "WORKFLOW", "STATUS", "CREATED (UTC)", "UPDATED (UTC)"], rows))
+    headers = [
+        "RUN",
+        "WORKFLOW",
+        "STATUS",
+        "CREATED (UTC)",
+        "UPDATED (UTC)",
+        "INCURRED",
+        "REUSED",
+    ]
+    print(table(headers, rows))
+    known = [ledger for ledger in ledgers if ledger is not None]
+    incurred = sum((ledger.incurred for ledger in known), Spend())
+    reused = sum((ledger.reused for ledger in known), Spend())
+    print(f"\ntotal: incurred {_spend(incurred)}; replay reused {_spend(reused)}")
     return 0
+
+
+async def _ledger_or_none(engine: Engine, run_id: str) -> Ledger | None:
+    try:
+        return await engine.ledger(run_id)
+    except ResumableError:  # unreadable here (e.g. encrypted, no key): shown as "?"
+        return None
+
+
+def _spend(spend: Spend) -> str:
+    if not spend.calls:
+        return "-"
+    dollars = f"${spend.cost_usd:.4f}" + ("+" if spend.unpriced_calls else "")
+    return f"{spend.calls} calls, {spend.total_tokens:,} tok, {dollars}"
 
 
 async def show_run(args: argparse.Namespace) -> int:
     """Print a run's summary and its journal."""
+    for app in args.app:
+        _import_app(app)
+    register_known_types()
     async with Engine(args.store) as engine:
         run = await engine.get(args.run_id)
         steps = await engine.history(args.run_id)
         children = await engine.runs(parent=args.run_id, limit=1000)
         forks = await engine.runs(forked_from=args.run_id, limit=1000)
+        ledger = await _ledger_or_none(engine, args.run_id)
     print(f"run       {run.run_id}")
     print(f"workflow  {run.workflow}")
     print(f"status    {run.status}")
@@ -102,6 +145,18 @@ async def show_run(args: argparse.Namespace) -> int:
         print(f"forked    from {run.forked_from} at step {run.fork_seq}")
     if run.parent_id is not None:
         print(f"parent    {run.parent_id}")
+    if ledger is not None and (ledger.incurred.calls or ledger.reused.calls):
+        print(f"incurred  {_spend(ledger.incurred)}")
+        print(f"reused    {_spend(ledger.reused)} (replayed instead of re-called)")
+        for execution in ledger.executions:
+            print(
+                f"  execution {execution.fence}: incurred {_spend(execution.incurred)}; "
+                f"replayed {execution.replayed_steps} steps, reused {_spend(execution.reused)}"
+            )
+        if ledger.unpriced_models:
+            print(
+                f"unpriced  {', '.join(ledger.unpriced_models)} (tokens counted, $ not)"
+            )
     for child in sorted(children, key=lambda c: c.run_id):
         print(f"child     {child.run_id}  {child.workflow}  {child.status}")
     for forked in forks:
@@ -121,7 +176,7 @@ async def show_run(args: argparse.Namespace) -> int:
     ]
     rows = [
         [
-            str(s.seq),
+            _seq(s.seq),
             s.name + (f" (from {s.inherited_from})" if s.inherited_from else ""),
             s.status,
             str(s.attempts),
@@ -140,20 +195,29 @@ async def show_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seq(seq: int) -> str:
+    """A journal seq; map_steps items (keyed, far above ordinary seqs) as `item:<hash>`."""
+    return str(seq) if seq < KEYED_SEQ_BASE else f"item:{seq - KEYED_SEQ_BASE:x}"[:13]
+
+
+def _import_app(app: str) -> None:
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        importlib.import_module(app)
+    except ImportError as exc:
+        raise ResumableError(f"cannot import --app {app!r}: {exc}") from None
+
+
 def _preview(step: StepView) -> str:
     try:
         return repr(step.output())
     except ResumableError as exc:  # a type this process has not registered, or corrupt
-        return f"<unreadable: {exc}>"
+        return f"<unreadable here: {exc}> (--app MODULE imports your types)"
 
 
 async def resume_run(args: argparse.Namespace) -> int:
     """Import the app module, then resume the run to its end."""
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        importlib.import_module(args.app)
-    except ImportError as exc:
-        raise ResumableError(f"cannot import --app {args.app!r}: {exc}") from None
+    _import_app(args.app)
     async with Engine(args.store) as engine:
         result = await engine.resume(args.run_id)
     print(f"run {args.run_id} succeeded: {clip(repr(result), 200)}")
