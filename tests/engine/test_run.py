@@ -424,3 +424,27 @@ async def test_failed_step_error_is_seen_as_step_failed(engine: Engine) -> None:
 
     assert await engine.run(wf, run_id="sf") == "ValueError: bad input"
     assert await Engine(engine.store).run(wf, run_id="sf") == "ValueError: bad input"
+
+
+async def test_mixing_sync_and_async_is_refused_with_a_way_out(engine: Engine) -> None:
+    @step
+    def blocking() -> int:
+        return 1
+
+    @workflow
+    async def async_parent() -> int:
+        return blocking()
+
+    with pytest.raises(WorkflowFailed, match="would block the event loop"):
+        await engine.run(async_parent, run_id="mix-1")
+
+    @step
+    async def non_blocking() -> int:
+        return 1
+
+    @workflow
+    def sync_parent() -> object:
+        return non_blocking()
+
+    with pytest.raises(WorkflowFailed, match="called from a sync workflow"):
+        await engine.run(sync_parent, run_id="mix-2")

@@ -11,7 +11,7 @@ import asyncio
 import functools
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
@@ -158,42 +158,7 @@ def step(
         STEPS[spec.name] = spec
         from resumable._engine.steps import execute_step
 
-        if spec.is_async:
-
-            @functools.wraps(fn)
-            def call_async(*args: Any, **kwargs: Any) -> Any:
-                ctx = active_run()
-                if ctx is None:
-                    return fn(*args, **kwargs)
-                if not _on_loop(ctx.loop):
-                    raise TypeError(
-                        f"async step {spec.name!r} was called from a sync workflow; "
-                        f"make the workflow `async def`, or the step a plain `def`"
-                    )
-                # seq is taken here, when the step is called, so gather() replays in order
-                return execute_step(ctx, ctx.take_seq(), spec, args, kwargs)
-
-            wrapper: Callable[..., Any] = call_async
-        else:
-
-            @functools.wraps(fn)
-            def call_sync(*args: Any, **kwargs: Any) -> Any:
-                ctx = active_run()
-                if ctx is None:
-                    return fn(*args, **kwargs)
-                if _on_loop(ctx.loop):
-                    raise TypeError(
-                        f"sync step {spec.name!r} was called from an async workflow, where "
-                        f"it would block the event loop; make it `async def` (wrap blocking "
-                        f"code in `await asyncio.to_thread(...)`), or the workflow a plain `def`"
-                    )
-                seq = ctx.take_seq()
-                future = asyncio.run_coroutine_threadsafe(
-                    execute_step(ctx, seq, spec, args, kwargs), ctx.loop
-                )
-                return future.result()
-
-            wrapper = call_sync
+        wrapper = _journaled(fn, spec, f"step {spec.name!r}", execute_step)
         wrapper.__resumable_step__ = spec  # type: ignore[attr-defined]  # marker read by the engine
         return typing.cast("F", wrapper)
 
@@ -241,45 +206,60 @@ def workflow(
         WORKFLOWS.add(spec)
         from resumable._engine.children import run_child
 
-        if spec.is_async:
-
-            @functools.wraps(fn)
-            def call_async(*args: Any, **kwargs: Any) -> Any:
-                ctx = active_run()
-                if ctx is None:
-                    return fn(*args, **kwargs)
-                if not _on_loop(ctx.loop):
-                    raise TypeError(
-                        f"async workflow {spec.name!r} was called as a child of a sync "
-                        f"workflow; make the parent `async def`"
-                    )
-                # a child run takes its seq when called, like a step
-                return run_child(ctx, ctx.take_seq(), spec, args, kwargs)
-
-            wrapper: Callable[..., Any] = call_async
-        else:
-
-            @functools.wraps(fn)
-            def call_sync(*args: Any, **kwargs: Any) -> Any:
-                ctx = active_run()
-                if ctx is None:
-                    return fn(*args, **kwargs)
-                if _on_loop(ctx.loop):
-                    raise TypeError(
-                        f"sync workflow {spec.name!r} was called as a child of an async "
-                        f"workflow; make the child `async def` too"
-                    )
-                seq = ctx.take_seq()
-                future = asyncio.run_coroutine_threadsafe(
-                    run_child(ctx, seq, spec, args, kwargs), ctx.loop
-                )
-                return future.result()
-
-            wrapper = call_sync
+        # called inside a run, a workflow is a child run: it takes a seq like a step
+        wrapper = _journaled(
+            fn, spec, f"workflow {spec.name!r} (as a child run)", run_child
+        )
         wrapper.__resumable_workflow__ = spec  # type: ignore[attr-defined]  # marker read by the engine
         return typing.cast("F", wrapper)
 
     return decorate(fn) if fn is not None else decorate
+
+
+def _journaled(
+    fn: Callable[..., Any],
+    spec: StepSpec | WorkflowSpec,
+    what: str,
+    execute: Callable[..., Coroutine[Any, Any, Any]],
+) -> Callable[..., Any]:
+    """The decorated callable: a plain call outside a run, a journaled one inside.
+
+    Inside a run the call takes the next seq when it is made, not when it is
+    awaited, so gather() replays in the same order in any process.
+    """
+    if spec.is_async:
+
+        @functools.wraps(fn)
+        def call_async(*args: Any, **kwargs: Any) -> Any:
+            ctx = active_run()
+            if ctx is None:
+                return fn(*args, **kwargs)
+            if not _on_loop(ctx.loop):
+                raise TypeError(
+                    f"async {what} was called from a sync workflow; make the workflow "
+                    f"`async def`, or this a plain `def`"
+                )
+            return execute(ctx, ctx.take_seq(), spec, args, kwargs)
+
+        return call_async
+
+    @functools.wraps(fn)
+    def call_sync(*args: Any, **kwargs: Any) -> Any:
+        ctx = active_run()
+        if ctx is None:
+            return fn(*args, **kwargs)
+        if _on_loop(ctx.loop):
+            raise TypeError(
+                f"sync {what} was called from an async workflow, where it would block the "
+                f"event loop; make it `async def` (wrap blocking code in "
+                f"`await asyncio.to_thread(...)`), or the workflow a plain `def`"
+            )
+        seq = ctx.take_seq()
+        return asyncio.run_coroutine_threadsafe(
+            execute(ctx, seq, spec, args, kwargs), ctx.loop
+        ).result()
+
+    return call_sync
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
