@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from resumable.errors import ResumableError, SerializationError
-from resumable.serde import Codec, DecodeError, TypeRegistry
+from resumable.serde import Codec, DecodeError, Serde, TypeRegistry
 
 
 def assert_same(got: object, want: object) -> None:
@@ -451,3 +451,22 @@ def test_a_registered_type_that_cannot_be_rebuilt_raises_serialization_error() -
     with pytest.raises(SerializationError) as caught:
         Codec(registry).decode(data)
     assert "Color" in caught.value.detail
+
+
+def test_flat_argument_tuples_fingerprint_by_type_and_value() -> None:
+    serde = Serde()
+    calls = [
+        (1,),
+        ("1",),
+        (1.0,),
+        (True,),
+        (None,),
+        (1, 2),
+        (12,),
+        ("a", "b"),
+        ("ab",),
+        ((1,),),
+    ]
+    assert len({serde.fingerprint(call) for call in calls}) == len(calls)
+    assert serde.fingerprint(("x", 2.5, None)) == serde.fingerprint(("x", 2.5, None))
+    assert serde.fingerprint(("\ud800",)) != serde.fingerprint(("\udfff",))
