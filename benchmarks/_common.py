@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 
 
 async def median_us_per_op(
-    fn: Callable[[int], Awaitable[float | None]], *, ops: int, runs: int
+    fn: Callable[[int], Awaitable[float | None]], *, ops: int, runs: int, first: int = 0
 ) -> float:
     """Median over `runs` of µs per op; `fn(run)` may return its own elapsed seconds."""
     samples = []
-    for run in range(runs):
+    for run in range(first, first + runs):
         start = time.perf_counter()
         own = await fn(run)
         elapsed = own if own is not None else time.perf_counter() - start

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -93,24 +94,25 @@ async def main() -> None:
 
             return bench
 
-        results = {
-            "plain python": await median_us_per_op(plain, ops=STEPS, runs=RUNS),
-            "raw sqlite FULL": await median_us_per_op(
-                await raw("FULL"), ops=STEPS, runs=RUNS
-            ),
-            "raw sqlite NORMAL": await median_us_per_op(
-                await raw("NORMAL"), ops=STEPS, runs=RUNS
-            ),
-            "resumable memory": await median_us_per_op(
-                engine_bench("memory://"), ops=STEPS, runs=RUNS
-            ),
-            "resumable sqlite full": await median_us_per_op(
-                engine_bench("sqlite:///{path}"), ops=STEPS, runs=RUNS
-            ),
-            "resumable sqlite normal": await median_us_per_op(
-                engine_bench("sqlite:///{path}?durability=normal"), ops=STEPS, runs=RUNS
+        # interleaved: every round measures each floor and its resumable twin back to
+        # back, so drift in the machine's fsync latency hits both sides alike
+        benches = {
+            "plain python": plain,
+            "resumable memory": engine_bench("memory://"),
+            "raw sqlite FULL": await raw("FULL"),
+            "resumable sqlite full": engine_bench("sqlite:///{path}"),
+            "raw sqlite NORMAL": await raw("NORMAL"),
+            "resumable sqlite normal": engine_bench(
+                "sqlite:///{path}?durability=normal"
             ),
         }
+        samples: dict[str, list[float]] = {name: [] for name in benches}
+        for run in range(RUNS):
+            for name, bench in benches.items():
+                samples[name].append(
+                    await median_us_per_op(bench, ops=STEPS, runs=1, first=run)
+                )
+        results = {name: statistics.median(values) for name, values in samples.items()}
     floors = {
         "resumable sqlite full": "raw sqlite FULL",
         "resumable sqlite normal": "raw sqlite NORMAL",
