@@ -10,6 +10,7 @@ from resumable import (
     CorruptCheckpointError,
     Engine,
     ResumableError,
+    SerializationError,
     step,
     wait_for,
     workflow,
@@ -146,3 +147,27 @@ def test_the_key_can_come_from_the_environment(
     with sqlite3.connect(tmp_path / "env.db") as conn:
         (blob,) = conn.execute("SELECT output FROM resumable_steps").fetchone()
     assert b"customer data" not in blob
+
+
+async def test_an_oversized_result_is_refused_naming_the_step_and_size(
+    store: Store,
+) -> None:
+    @step
+    async def huge() -> str:
+        return "x" * 5000
+
+    @workflow(name="tests.crypto.huge")
+    async def wf() -> str:
+        return await huge()
+
+    engine = Engine(store, max_payload_bytes=4096)
+    with pytest.raises(SerializationError) as caught:
+        await engine.run(wf, run_id="big")
+    message = str(caught.value)
+    assert caught.value.step is not None
+    assert caught.value.step.endswith("huge")
+    assert "5,002 bytes" in message
+    assert "4,096-byte limit" in message
+    assert [
+        r for r in await store.load_journal("big") if r.seq > 0
+    ] == []  # nothing half-stored
