@@ -28,7 +28,9 @@ from resumable.stores.redis import RedisStore
 
 STEPS = 1000
 RUNS = 5
-PAYLOAD = ("the model returned a summary of the document " * 30)[:1024]
+PAYLOAD = ("the model returned a summary of the document " * 30)[
+    :1000
+]  # under the 1 KiB compression threshold: stored as-is
 
 
 @step
