@@ -48,6 +48,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import socket
 import struct
 from collections.abc import AsyncGenerator, Collection, Iterator, Mapping, Sequence
 from importlib import resources
@@ -57,7 +58,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from resumable.errors import (
     CheckpointWriteError,
@@ -122,6 +123,18 @@ _GLOB_SPECIAL: Final = frozenset(b"*?[]\\")
 _RUN_BYTES_FIELDS: Final = ("input", "output")
 _RUN_TEXT_FIELDS: Final = ("parent_id", "forked_from", "queue", "lease_owner")
 _RUN_INT_FIELDS: Final = ("fork_seq", "wake_at_ms", "expires_at_ms")
+
+
+# idle 10 s, then a probe every 5 s, dead after 3 unanswered (where the OS has them)
+_KEEPALIVE: Final = {
+    option: value
+    for option, value in (
+        (getattr(socket, "TCP_KEEPIDLE", None), 10),
+        (getattr(socket, "TCP_KEEPINTVL", None), 5),
+        (getattr(socket, "TCP_KEEPCNT", None), 3),
+    )
+    if option is not None
+}
 
 
 def _b(text: str) -> bytes:
@@ -299,8 +312,12 @@ class RedisStore:
                     # a server restart or a killed connection costs one call at most
                     retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3),
                     socket_connect_timeout=5.0,
-                    socket_timeout=30.0,
+                    # no per-command timeout: on Python 3.11 redis-py enforces it with
+                    # asyncio.wait_for, a task per command (~20 us, a fifth of a step);
+                    # a dead peer is found by TCP keepalive within ~25 s instead
+                    socket_timeout=None,
                     socket_keepalive=True,
+                    socket_keepalive_options=_KEEPALIVE,
                 )
             except ValueError as exc:
                 raise StoreError(store=self.url, detail=f"bad URL: {exc}") from exc
@@ -424,12 +441,15 @@ class RedisStore:
         try:
             yield
         except (RedisError, OSError) as exc:
-            detail = f"redis {what}: {type(exc).__name__}: {exc}"
-            if run_id is not None:
-                raise CheckpointWriteError(
-                    run_id=run_id, seq=seq, detail=detail
-                ) from exc
-            raise StoreError(store=self.url, detail=detail) from exc
+            raise self._driver_error(what, exc, run_id, seq) from exc
+
+    def _driver_error(
+        self, what: str, exc: BaseException, run_id: str | None, seq: int | None
+    ) -> Exception:
+        detail = f"redis {what}: {type(exc).__name__}: {exc}"
+        if run_id is not None:
+            return CheckpointWriteError(run_id=run_id, seq=seq, detail=detail)
+        return StoreError(store=self.url, detail=detail)
 
     async def _script(
         self,
@@ -440,9 +460,18 @@ class RedisStore:
         run_id: str | None = None,
         seq: int | None = None,
     ) -> Any:
-        await self._open(run_id=run_id, seq=seq)
-        with self._boundary(name.replace("_", " "), run_id=run_id, seq=seq):
-            return await self._scripts[name](keys=list(keys), args=list(args))
+        if not self._is_open:
+            await self._open(run_id=run_id, seq=seq)
+        script = self._scripts[name]
+        # EVALSHA directly: this is every fenced write's path, and redis-py's Script
+        # wrapper costs more per call than the script runs on the server
+        try:
+            try:
+                return await self._client().evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:  # the server lost its script cache: load and run
+                return await script(keys=list(keys), args=list(args))
+        except (RedisError, OSError) as exc:
+            raise self._driver_error(name.replace("_", " "), exc, run_id, seq) from exc
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:
