@@ -145,7 +145,11 @@ class RunInfo:
 
 
 _run: ContextVar[RunContext | None] = ContextVar("resumable_run", default=None)
-_step: ContextVar[RunInfo | None] = ContextVar("resumable_step", default=None)
+# the step an attempt is executing: (run context, seq, step name, attempt, usage of
+# the attempt). A tuple, not a RunInfo: it is set on every attempt and current_run()
+# is rarely asked, so the RunInfo is built only then.
+StepScope = tuple[RunContext, int, str, int, list[Usage]]
+_step: ContextVar[StepScope | None] = ContextVar("resumable_step", default=None)
 
 
 def active_run() -> RunContext | None:
@@ -159,9 +163,17 @@ def current_run() -> RunInfo:
     Raises:
         ResumableError: called outside any run.
     """
-    info = _step.get()
-    if info is not None:
-        return info
+    scope = _step.get()
+    if scope is not None:
+        step_ctx, seq, step, attempt, calls = scope
+        return RunInfo(
+            run_id=step_ctx.run_id,
+            workflow=step_ctx.workflow,
+            seq=seq,
+            step=step,
+            attempt=attempt,
+            calls=calls,
+        )
     ctx = _run.get()
     if ctx is None:
         raise ResumableError(

@@ -11,7 +11,7 @@ import random
 from typing import Any
 
 from resumable._engine import ledger, outcome, replay, retry
-from resumable._engine.context import RunContext, RunInfo, _step
+from resumable._engine.context import RunContext, _step
 from resumable._engine.decorators import StepSpec
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
@@ -101,16 +101,7 @@ async def _run_attempts(
     while True:
         started_at_ms = runtime.clock.now_ms()
         attempt_calls: list[Usage] = []
-        step_token = _step.set(
-            RunInfo(
-                run_id=ctx.run_id,
-                workflow=ctx.workflow,
-                seq=seq,
-                step=spec.name,
-                attempt=attempt,
-                calls=attempt_calls,
-            )
-        )
+        step_token = _step.set((ctx, seq, spec.name, attempt, attempt_calls))
         try:
             if spec.is_async:
                 result = await spec.fn(*args, **kwargs)
