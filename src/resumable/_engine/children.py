@@ -13,7 +13,7 @@ from typing import Any
 from resumable._engine import outcome, replay
 from resumable._engine.context import RunContext
 from resumable._engine.decorators import WorkflowSpec
-from resumable._engine.steps import commit, step_place
+from resumable._engine.steps import commit, replayed, step_place
 from resumable.errors import WorkflowFailed
 from resumable.stores.protocol import StepRecord
 
@@ -48,13 +48,7 @@ async def run_child(
     place = step_place(ctx.run_id, seq, name)
     if isinstance(decision, replay.Replay):
         ctx.replayed += 1
-        record = decision.record
-        value = runtime.serde.loads(
-            record.output or b"", place=step_place(record.run_id, seq, name)
-        )
-        if record.status == "ok":
-            return value
-        raise outcome.step_failed(ctx.run_id, value)
+        return replayed(ctx, decision.record)
     started_at_ms = runtime.clock.now_ms()
     try:
         result = await runtime.run_child(

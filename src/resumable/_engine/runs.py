@@ -10,19 +10,17 @@ from resumable._engine import outcome
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.ledger import Spend, spend_of, usage_entries
-from resumable._engine.steps import start_noting_replays, step_place
+from resumable._engine.steps import durably, start_noting_replays, step_place
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (
     BudgetExceeded,
-    CheckpointWriteError,
     CorruptCheckpointError,
     LeaseLost,
     NonDeterminismError,
     ResumableError,
     SerializationError,
     StepFailed,
-    StoreError,
 )
 from resumable.stores.protocol import (
     Lease,
@@ -207,20 +205,11 @@ async def _finish(
         output=output,
         wake_at_ms=wake_at_ms,
     )
-    deadline = update.now_ms + int(runtime.store_retry_s * 1000)
-    delay = 0.05
-    while True:
-        try:
-            await runtime.store.update_run(ctx.run_id, fence=ctx.fence, update=update)
-        except (CheckpointWriteError, StoreError) as exc:
-            if runtime.clock.now_ms() + delay * 1000 >= deadline:
-                raise CheckpointWriteError(
-                    run_id=ctx.run_id, seq=None, detail=str(exc)
-                ) from exc
-            await runtime.clock.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        else:
-            return
+    await durably(
+        ctx,
+        lambda: runtime.store.update_run(ctx.run_id, fence=ctx.fence, update=update),
+        seq=None,
+    )
 
 
 async def _settle(ctx: RunContext) -> None:

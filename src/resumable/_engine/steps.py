@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from resumable._engine import ledger, outcome, replay, retry
@@ -50,7 +51,7 @@ async def execute_step(
     )
     if isinstance(decision, replay.Replay):
         ctx.replayed += 1
-        return _replayed(ctx, decision.record)
+        return replayed(ctx, decision.record)
     task = asyncio.current_task()
     if task is not None:
         ctx.inflight.add(task)
@@ -69,7 +70,8 @@ async def execute_step(
             ctx.inflight.discard(task)
 
 
-def _replayed(ctx: RunContext, record: StepRecord) -> Any:
+def replayed(ctx: RunContext, record: StepRecord) -> Any:
+    """The recorded outcome: its result, or its failure raised as StepFailed."""
     # a forked run replays its parent's records, sealed under the parent's run id
     place = step_place(record.run_id, record.seq, record.name)
     if record.usage is not None:
@@ -262,36 +264,48 @@ async def note_replays(ctx: RunContext, replayed: int) -> None:
 async def commit(ctx: RunContext, record: StepRecord) -> None:
     """Make a step record durable before anyone sees the outcome it records.
 
-    A write the store fails is retried with backoff for `store_retry_s` (the write
-    is an idempotent upsert guarded by the fence, so a retry cannot duplicate it).
-    If it still fails, or the lease was lost, the run is poisoned: this and every
-    later step raise the error, and the run ends with it.
+    If the store cannot take it (after `store_retry_s` of retries), or the lease
+    was lost, the run is poisoned: this and every later step raise the error, and
+    the run ends with it.
+    """
+    try:
+        await durably(
+            ctx,
+            lambda: ctx.runtime.store.commit_step(record, fence=ctx.fence),
+            seq=record.seq,
+        )
+    except (LeaseLost, CheckpointWriteError) as exc:
+        ctx.failure = exc
+        raise
+
+
+async def durably(
+    ctx: RunContext, write: Callable[[], Awaitable[None]], *, seq: int | None
+) -> None:
+    """Run a fenced store write, retrying a failed one with backoff for `store_retry_s`.
+
+    Every fenced write is an idempotent upsert guarded by the fence, so a retry
+    cannot duplicate it. LeaseLost is not retried.
+
+    Raises:
+        CheckpointWriteError: the store still failed when the time ran out.
     """
     runtime = ctx.runtime
     deadline = runtime.clock.now_ms() + int(runtime.store_retry_s * 1000)
     delay = 0.05
     while True:
         try:
-            await runtime.store.commit_step(record, fence=ctx.fence)
-        except LeaseLost as exc:
-            ctx.failure = exc
-            raise
+            await write()
         except (CheckpointWriteError, StoreError) as exc:
-            if runtime.clock.now_ms() + delay * 1000 < deadline:
-                await runtime.clock.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            failure = (
-                exc
-                if isinstance(exc, CheckpointWriteError)
-                else CheckpointWriteError(
-                    run_id=ctx.run_id, seq=record.seq, detail=str(exc)
-                )
-            )
-            ctx.failure = failure
-            raise failure from exc
+            if runtime.clock.now_ms() + delay * 1000 >= deadline:
+                if isinstance(exc, CheckpointWriteError):
+                    raise
+                raise CheckpointWriteError(
+                    run_id=ctx.run_id, seq=seq, detail=str(exc)
+                ) from exc
+            await runtime.clock.sleep(delay)
+            delay = min(delay * 2, 2.0)
         else:
-            ctx.journal[record.seq] = record
             return
 
 
