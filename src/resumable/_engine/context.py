@@ -70,7 +70,6 @@ class RunContext:
     suspensions: list[Any] = field(default_factory=list)
     """Every wait_for/sleep that unwound the workflow in this execution."""
     replayed: int = 0
-    executed: int = 0
     replayed_usage: list[Usage] = field(default_factory=list)
     """Usage of the recorded calls this execution replayed instead of re-calling."""
     replays_noted: int = 0

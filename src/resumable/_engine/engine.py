@@ -831,10 +831,11 @@ class Engine:
             if lease is None:
                 run = await self._get(run.run_id)
                 continue
-            running = await self._get(run.run_id)
             try:
+                # no re-read after the lease: execution uses only what never changes
+                # (the run's id, input and fork lineage); its fence comes with the lease
                 return await execute_run(
-                    self._runtime, spec, running, lease, retry_failed=retry_failed
+                    self._runtime, spec, run, lease, retry_failed=retry_failed
                 )
             except Suspend:
                 run, retry_failed = await self._get(run.run_id), False

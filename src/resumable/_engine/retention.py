@@ -44,7 +44,7 @@ async def collect(
     cutoff_ms = (
         None if older_than is None else now_ms - int(older_than.total_seconds() * 1000)
     )
-    finished = await _all(store, RunQuery(status=statuses))
+    finished = await _finished(store, statuses)
     keep = _newest_per_workflow(finished, keep_last) if keep_last else set()
     due = [
         run
@@ -94,9 +94,9 @@ async def collect(
     )
 
 
-async def _all(store: Store, query: RunQuery) -> list[RunRecord]:
-    """Every run matching `query` (metadata only: payloads stay in the store)."""
-    return await store.list_runs(RunQuery(status=query.status, limit=_ALL))
+async def _finished(store: Store, statuses: list[str]) -> list[RunRecord]:
+    """Every run with one of `statuses` (metadata only: payloads stay in the store)."""
+    return await store.list_runs(RunQuery(status=statuses, limit=_ALL))
 
 
 def _newest_per_workflow(runs: list[RunRecord], keep_last: int) -> set[str]:

@@ -126,14 +126,13 @@ class SnapshotCodec:
         return {"l": items[whole:], "s": segments} if segments else {"l": items}
 
     def delta_manifest(
-        self, parent_id: str, depth: int, old: Shape, new: Shape
+        self, depth: int, old: Shape, new: Shape
     ) -> dict[str, Any] | None:
         """A manifest of the changes from `old` to `new`; None if a full one is smaller."""
         ops: list[list[Any]] = []
         _diff((), old, new, ops)
         if len(ops) > 8:
             return None
-        del parent_id  # a delta's base is always its snapshot's parent
         return {"depth": depth + 1, "ops": ops}
 
 
@@ -269,7 +268,7 @@ class Snapshots:
             known = set(_leaf_hashes(old)) | self._stored
             shape = self.codec.shape(value, chunks, known)
             if depth + 1 < FULL_EVERY:
-                manifest = self.codec.delta_manifest(parent_id, depth, old, shape)
+                manifest = self.codec.delta_manifest(depth, old, shape)
         if manifest is None:
             manifest = self.codec.full_manifest(shape, chunks)
         checkpoint_id = checkpoint_id or new_checkpoint_id(parent_id)

@@ -112,7 +112,6 @@ async def _run_attempts(
         except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
             error = exc
         else:
-            ctx.executed += 1
             attempt_calls.extend(usage_from(result))
             try:
                 output = runtime.serde.dumps(result, place=place)

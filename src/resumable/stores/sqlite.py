@@ -697,7 +697,8 @@ class SQLiteStore:
         return await self._call(load, write=False)
 
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
-        params = (*_sql.step_values(step), _t(step.run_id), fence)
+        values = _sql.step_values(step)
+        params = (*values, values[0], fence)  # values[0]: the run id, escaped once
 
         def commit(conn: Conn) -> None:
             if conn.execute(_COMMIT_STEP, params).rowcount == 0:
