@@ -258,23 +258,35 @@ def steps_from_cursor(cursor: Any) -> list[StepRecord]:
     (1.2 -> 0.4 us a record).
     """
     at = {description[0]: index for index, description in enumerate(cursor.description)}
-    columns = [(_STEP_SLOT_SETTERS[name], at[name], name) for name in STEP_COLUMNS]
+    plain = [
+        (_STEP_SLOT_SETTERS[name], at[name])
+        for name in STEP_COLUMNS
+        if name not in _CONVERT
+    ]
+    converted = [
+        (_STEP_SLOT_SETTERS[name], at[name], _CONVERT[name])
+        for name in STEP_COLUMNS
+        if name in _CONVERT
+    ]
     records = []
     new = object.__new__
     for row in cursor:
         record = new(StepRecord)
-        for setter, index, name in columns:
-            value = row[index]
-            if name in ("run_id", "name"):
-                value = from_text(value)
-            elif name in ("output", "usage"):
-                value = _blob(value)
-            setter(record, value)
+        for setter, index in plain:
+            setter(record, row[index])
+        for setter, index, convert in converted:
+            setter(record, convert(row[index]))
         records.append(record)
     return records
 
 
 _STEP_SLOT_SETTERS = {name: getattr(StepRecord, name).__set__ for name in STEP_COLUMNS}
+_CONVERT: dict[str, Any] = {
+    "run_id": from_text,
+    "name": from_text,
+    "output": _blob,
+    "usage": _blob,
+}
 
 
 def input_from_row(row: Row) -> InputRecord:
