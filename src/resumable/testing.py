@@ -577,6 +577,22 @@ class StoreContract:
         }
         assert await store.get_chunks([]) == {}
 
+    async def test_a_snapshot_saves_its_new_chunks_with_it(self, store: Store) -> None:
+        await store.put_chunks({"old": b"kept"})
+        snapshot = _snapshot("t", "0001", ("old", "new"))
+        await store.save_snapshot(snapshot, chunks={"new": b"N", "old": b"other"})
+        assert await store.get_chunks(["old", "new"]) == {"old": b"kept", "new": b"N"}
+        loaded = await store.load_snapshot("t")
+        assert loaded is not None
+        assert dataclasses.replace(loaded, chunk_refs=()) == dataclasses.replace(
+            snapshot, chunk_refs=()
+        )
+        assert sorted(loaded.chunk_refs) == ["new", "old"]
+        # referenced at once: a collection never sees them as garbage
+        assert await store.delete_unreferenced_chunks(100) == 0
+        await store.delete_thread("t")
+        assert await store.delete_unreferenced_chunks(100) == 2
+
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
         await store.save_snapshot(_snapshot("t", "0001", ("a",)))

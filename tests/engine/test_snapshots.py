@@ -1,13 +1,28 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import enum
+from collections.abc import Callable, Mapping
 
+import pydantic
 import pytest
 
-from resumable import Engine, ResumableError
+from resumable import Engine, ResumableError, register
 from resumable._engine.snapshots import FULL_EVERY, SEGMENT
-from resumable.stores.protocol import Store
+from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
+
+
+class Level(enum.IntEnum):
+    ONE = 1
+
+
+class Draft(pydantic.BaseModel):
+    text: str
+    tags: list[str]
+
+
+class Final(Draft):
+    """A subclass a model can be switched to in place (`__class__ = Final`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,20 +66,92 @@ async def test_save_and_load_round_trip_every_version(store: Store) -> None:
 async def test_unchanged_messages_are_never_written_twice(store: Store) -> None:
     engine = Engine(store)
     written: list[int] = []
-    real_put = store.put_chunks
+    real_save = store.save_snapshot
 
-    async def counting_put(chunks: Mapping[str, bytes]) -> None:
+    async def counting_save(
+        snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
+    ) -> None:
         written.append(len(chunks))
-        await real_put(chunks)
+        await real_save(snapshot, chunks=chunks)
 
-    store.put_chunks = counting_put  # type: ignore[method-assign]  # spy on a real store
+    store.save_snapshot = counting_save  # type: ignore[method-assign]  # spy on a real store
     messages: list[dict[str, str]] = []
     for i in range(40):
         messages.append(message(i))
         await engine.save_state("conv", {"messages": messages})
-    leaf_writes = sum(written)
+    assert len(written) == 40
     segments = 40 // SEGMENT * (40 // FULL_EVERY)
-    assert leaf_writes <= 40 + segments  # one chunk per new message, plus list segments
+    # one chunk per new message, plus list segments
+    assert 40 <= sum(written) <= 40 + segments
+
+
+class Counted:
+    """Counts the codec's encodings of state leaves (what the memo saves)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.leaves = 0
+        codec = engine.serde.codec
+        real_encode = codec.encode
+
+        def encode(value: object, *, root: str = "value") -> bytes:
+            if root == "state":
+                self.leaves += 1
+            return real_encode(value, root=root)
+
+        codec.encode = encode  # type: ignore[method-assign]  # spy on the real codec
+
+
+async def test_saving_again_encodes_only_the_new_leaves(store: Store) -> None:
+    engine = Engine(store)
+    counted = Counted(engine)
+    messages = [message(i) for i in range(30)]
+    await engine.save_state("conv", {"messages": messages})
+    assert counted.leaves == 30
+    messages.append(message(30))
+    await engine.save_state("conv", {"messages": messages})
+    assert counted.leaves == 31
+    assert await Engine(store).load_state("conv") == {"messages": messages}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda m: m.update(content="edited in place"), id="new text"),
+        pytest.param(lambda m: m.update(extra=[1]), id="new key"),
+        pytest.param(lambda m: m.update(n=1.0), id="int to float"),
+        pytest.param(lambda m: m.update(n=True), id="int to bool"),
+        pytest.param(lambda m: m.update(n=Level.ONE), id="int to IntEnum"),
+    ],
+)
+async def test_a_leaf_changed_in_place_is_saved_as_it_now_is(
+    store: Store, change: Callable[[dict[str, object]], None]
+) -> None:
+    register(Level)
+    engine = Engine(store)
+    first: dict[str, object] = {"content": "x" * 100, "n": 1}
+    messages = [first, {"content": "y" * 100, "n": 2}]
+    await engine.save_state("conv", {"messages": messages})
+    change(first)
+    messages.append({"content": "z" * 100, "n": 3})
+    await engine.save_state("conv", {"messages": messages})
+    loaded = await Engine(store).load_state("conv")
+    assert loaded == {"messages": messages}
+    assert [type(v) for v in loaded["messages"][0].values()] == [
+        type(v) for v in first.values()
+    ]
+
+
+async def test_a_model_changed_in_place_is_saved_as_it_now_is(store: Store) -> None:
+    engine = Engine(store)
+    note = Draft(text="first draft " * 10, tags=["a"])
+    await engine.save_state("doc", {"notes": [note]})
+    note.tags.append("b")  # nested, in place: the model's own fields are unchanged
+    await engine.save_state("doc", {"notes": [note]})
+    assert await Engine(store).load_state("doc") == {"notes": [note]}
+    note.__class__ = Final
+    await engine.save_state("doc", {"notes": [note]})
+    (loaded,) = (await Engine(store).load_state("doc"))["notes"]
+    assert type(loaded) is Final
 
 
 async def test_branching_and_forking_share_the_prefix(store: Store) -> None:

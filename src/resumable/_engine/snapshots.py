@@ -16,9 +16,10 @@ conversation therefore writes O(1) bytes per save beyond the new message.
 from __future__ import annotations
 
 import hashlib
+import marshal
 import secrets
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,9 +32,8 @@ SEGMENT = 32
 FULL_EVERY = 64
 INLINE_MAX = 48
 CHUNK_COMPRESS_OVER = 256
-_STORED_MAX = (
-    100_000  # encoded leaves up to this many bytes live in the manifest itself
-)
+_STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
+_MEMO_MAX = 4096  # leaves whose encoding is remembered (see SnapshotCodec.leaf)
 
 Shape = dict[
     str, Any
@@ -70,6 +70,8 @@ class SnapshotCodec:
         # conversation messages are small: compress them from CHUNK_COMPRESS_OVER
         # bytes (a no-op unless the zstd extra is installed)
         self.envelope = serde.envelope.with_compress_over(CHUNK_COMPRESS_OVER)
+        # id(leaf) -> (leaf, its type, its image when hashed, hash): see `leaf`
+        self._memo: dict[int, tuple[object, type, bytes, str]] = {}
 
     # --- value -> shape ---------------------------------------------------------
     def shape(
@@ -89,15 +91,38 @@ class SnapshotCodec:
     def leaf(
         self, value: Any, chunks: dict[str, bytes], known: Collection[str] = ()
     ) -> Shape:
-        """`value` as one leaf: inline when tiny, else a content-addressed chunk."""
+        """`value` as one leaf: inline when tiny, else a content-addressed chunk.
+
+        Saving a conversation meets the same message objects at every save, and
+        encoding them is most of a save's cost. So a leaf stored as a chunk is
+        remembered with an *image* of its contents (`_image`); the next save finds
+        the same object with an identical image, which proves the same encoding,
+        and reuses the hash. A leaf changed in place has another image and is
+        encoded again.
+        """
+        image = _image(value)
+        if image is not None:
+            seen = self._memo.get(id(value))
+            if (
+                seen is not None
+                and seen[0] is value
+                and seen[1] is type(value)  # __class__ can be reassigned
+                and seen[2] == image
+                and (seen[3] in known or seen[3] in chunks)
+            ):
+                return {"c": seen[3]}
         body = self.serde.codec.encode(value, root="state")
         if len(body) <= INLINE_MAX:
             return {"v": value}
         digest = hashlib.blake2b(body, digest_size=12).hexdigest()
-        if (
-            digest not in chunks and digest not in known
-        ):  # sealing (zstd, AES) costs most
+        if digest not in chunks and digest not in known:
+            # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
+        if image is not None:
+            if len(self._memo) >= _MEMO_MAX:
+                self._memo.clear()
+            # holding the leaf keeps its id from being reused by another object
+            self._memo[id(value)] = (value, type(value), image, digest)
         return {"c": digest}
 
     # --- manifests --------------------------------------------------------------
@@ -134,6 +159,32 @@ class SnapshotCodec:
         if len(ops) > 8:
             return None
         return {"depth": depth + 1, "ops": ops}
+
+
+def _image(value: Any) -> bytes | None:
+    """A faithful, type-exact image of a leaf's contents, or None if there is none.
+
+    `marshal` writes only the builtin types (exact types: a str subclass or an
+    IntEnum is refused), keeps dict order and tells 1, 1.0 and True apart, so two
+    equal images mean equal contents of equal types, hence equal encodings. An
+    object is imaged by its `__dict__` (with pydantic's extra fields and
+    fields-set, which the codec also stores); objects holding anything else
+    (another model, a datetime, a slotted class) get None and are always encoded.
+    """
+    kind = type(value)
+    try:
+        if kind is dict or kind is list:
+            return marshal.dumps(value)
+        state = value.__dict__
+        return marshal.dumps(
+            (
+                state,
+                getattr(value, "__pydantic_extra__", None),
+                getattr(value, "__pydantic_fields_set__", None),
+            )
+        )
+    except (AttributeError, ValueError):  # no __dict__; something marshal refuses
+        return None
 
 
 def chunk_place(digest: str) -> str:
@@ -265,8 +316,8 @@ class Snapshots:
             shape = self.codec.shape(value, chunks, self._stored)
         else:
             old, depth = await self._shape(thread_id, namespace, parent_id)
-            known = set(_leaf_hashes(old)) | self._stored
-            shape = self.codec.shape(value, chunks, known)
+            self._remember(_leaf_hashes(old))  # the parent names them: they exist
+            shape = self.codec.shape(value, chunks, self._stored)
             if depth + 1 < FULL_EVERY:
                 manifest = self.codec.delta_manifest(depth, old, shape)
         if manifest is None:
@@ -290,18 +341,20 @@ class Snapshots:
             created_at_ms=now_ms,
         )
         chunks = {h: data for h, data in chunks.items() if h not in self._stored}
-        if chunks:
-            await self.store.put_chunks(chunks)
-            if len(self._stored) > _STORED_MAX:
-                self._stored.clear()
-            self._stored.update(chunks)
-        await self.store.save_snapshot(record)
+        await self.store.save_snapshot(record, chunks=chunks)
+        self._remember(chunks)
         self._shapes[(thread_id, namespace)] = (
             checkpoint_id,
             shape,
             int(manifest["depth"]),
         )
         return record
+
+    def _remember(self, stored: Iterable[str]) -> None:
+        """Note chunks the store holds (a bounded set: forgetting costs a rewrite)."""
+        if len(self._stored) > _STORED_MAX:
+            self._stored.clear()
+        self._stored.update(stored)
 
     async def load(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None

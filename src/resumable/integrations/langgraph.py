@@ -37,9 +37,11 @@ delta against its parent; a task's pending writes are a record of their own whos
 values share those chunks. A `messages` channel that grows by one message per step
 costs the new message plus under a kilobyte of bookkeeping per step (ids, versions,
 metadata, the task's writes), where savers that rewrite the channel cost the whole
-history. Channel versions are integers. Saving still encodes and hashes every
-element of the state (that is how the Engine finds what is new), so a step's CPU
-time grows with the conversation. `benchmarks/langgraph_storage.py` measures both;
+history. Channel versions are integers. A save encodes only what is new: an
+element the saver stored before is recognized by identity and an exact image of
+its contents (an element changed in place is encoded again), and a checkpoint's
+new chunks are written in the same transaction as the checkpoint itself.
+`benchmarks/langgraph_storage.py` measures both;
 `langgraph_threads` describes the layout and `langgraph_checkpoints` holds the
 implementation.
 

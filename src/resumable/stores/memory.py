@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping
 from resumable.errors import LeaseLost, RunNotFound
 from resumable.stores import _rules
 from resumable.stores.protocol import (
+    NO_CHUNKS,
     DeleteResult,
     InputRecord,
     Lease,
@@ -174,7 +175,10 @@ class MemoryStore:
     async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
         return {h: self._chunks[h] for h in hashes if h in self._chunks}
 
-    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+    async def save_snapshot(
+        self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
+    ) -> None:
+        await self.put_chunks(chunks)
         thread = self._snapshots.setdefault(
             (snapshot.thread_id, snapshot.namespace), {}
         )

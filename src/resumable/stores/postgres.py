@@ -62,6 +62,7 @@ from resumable.errors import (
 )
 from resumable.stores import _sql, redact
 from resumable.stores.protocol import (
+    NO_CHUNKS,
     DeleteResult,
     InputRecord,
     Lease,
@@ -315,7 +316,11 @@ _GET_CHUNKS: Final = (
     "SELECT hash, data FROM {schema}.resumable_chunks WHERE hash = ANY(%s::text[])"
 )
 _SAVE_SNAPSHOT: Final = """
-WITH saved AS (
+WITH stored AS (
+    INSERT INTO {schema}.resumable_chunks (hash, data)
+    SELECT * FROM unnest(%(hashes)s::text[], %(chunks)s::bytea[])
+    ON CONFLICT (hash) DO NOTHING
+), saved AS (
     INSERT INTO {schema}.resumable_snapshots (thread_id, namespace, checkpoint_id,
         parent_id, manifest, label, metadata, created_at_ms)
     VALUES (%(thread_id)s, %(namespace)s, %(checkpoint_id)s, %(parent_id)s,
@@ -1081,8 +1086,12 @@ class PostgresStore:
         rows = await self._read(self._sql.get_chunks, (wanted,))
         return {row["hash"]: bytes(row["data"]) for row in rows}
 
-    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+    async def save_snapshot(
+        self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
+    ) -> None:
         params = {
+            "hashes": list(chunks),
+            "chunks": list(chunks.values()),
             "thread_id": _t(snapshot.thread_id),
             "namespace": _t(snapshot.namespace),
             "checkpoint_id": _t(snapshot.checkpoint_id),

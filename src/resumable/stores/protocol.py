@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Final, Literal, Protocol, runtime_checkable
 
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
@@ -47,6 +48,10 @@ StepStatus = Literal[
     "retrying",  # an attempt failed and another is due; output holds its error
     "waiting",  # a wait_for/sleep was reached; output holds its deadline (ms or None)
 ]
+
+
+NO_CHUNKS: Final[Mapping[str, bytes]] = MappingProxyType({})
+"""`save_snapshot`'s default: a snapshot whose chunks are all stored already."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -336,8 +341,14 @@ class Store(Protocol):
         """The chunks that exist among `hashes`."""
         ...
 
-    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
-        """Insert a snapshot (its chunks must already be stored)."""
+    async def save_snapshot(
+        self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
+    ) -> None:
+        """Insert a snapshot and store the new `chunks` it names, in one transaction.
+
+        A chunk already present is left alone. Chunks the snapshot names but
+        `chunks` does not hold must already be stored.
+        """
         ...
 
     async def load_snapshot(

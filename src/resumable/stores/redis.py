@@ -47,6 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import socket
 import struct
@@ -70,6 +71,7 @@ from resumable.errors import (
 )
 from resumable.stores import _redis_payloads, _rules, redact
 from resumable.stores.protocol import (
+    NO_CHUNKS,
     DeleteResult,
     InputRecord,
     Lease,
@@ -789,19 +791,32 @@ class RedisStore:
                 )
         return found
 
-    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+    async def save_snapshot(
+        self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
+    ) -> None:
         ids_key, records_key = self._keys.snapshots(
             snapshot.thread_id, snapshot.namespace
         )
         await self._script(
             "save_snapshot",
-            [ids_key, records_key, self._keys.of(b"nss:", snapshot.thread_id)],
+            [
+                ids_key,
+                records_key,
+                self._keys.of(b"nss:", snapshot.thread_id),
+                self._keys.chunks,
+                self._keys.chunkrefs,
+                self._keys.orphans,
+            ],
             [
                 self._keys.base,
                 _b(snapshot.checkpoint_id),
                 _snapshot_packed(snapshot),
                 _b(snapshot.namespace),
+                str(len(snapshot.chunk_refs)).encode(),
                 *(_b(ref) for ref in snapshot.chunk_refs),
+                *itertools.chain.from_iterable(
+                    (_b(digest), data) for digest, data in chunks.items()
+                ),
             ],
         )
 

@@ -43,6 +43,7 @@ from resumable.errors import (
 )
 from resumable.stores import _sql
 from resumable.stores.protocol import (
+    NO_CHUNKS,
     DeleteResult,
     InputRecord,
     Lease,
@@ -126,6 +127,7 @@ _WAKE: Final = """
 UPDATE resumable_runs SET status = 'queued', wake_at_ms = NULL, updated_at_ms = ?
  WHERE run_id = ? AND status = 'waiting'
 """
+_PUT_CHUNK: Final = "INSERT INTO resumable_chunks (hash, data) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING"
 _SNAPSHOT_COLUMNS: Final = (
     "thread_id, namespace, checkpoint_id, parent_id, manifest, chunk_refs, label, "
     "metadata, created_at_ms"
@@ -737,11 +739,7 @@ class SQLiteStore:
         rows = list(chunks.items())
 
         def put(conn: Conn) -> None:
-            conn.executemany(
-                "INSERT INTO resumable_chunks (hash, data) VALUES (?, ?) "
-                "ON CONFLICT (hash) DO NOTHING",
-                rows,
-            )
+            conn.executemany(_PUT_CHUNK, rows)
 
         if rows:
             await self._call(put, write=True)
@@ -764,7 +762,10 @@ class SQLiteStore:
 
         return await self._call(get, write=False) if wanted else {}
 
-    async def save_snapshot(self, snapshot: SnapshotRecord) -> None:
+    async def save_snapshot(
+        self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
+    ) -> None:
+        new_chunks = list(chunks.items())
         row = (
             _t(snapshot.thread_id),
             _t(snapshot.namespace),
@@ -778,6 +779,8 @@ class SQLiteStore:
         )
 
         def save(conn: Conn) -> None:
+            if new_chunks:
+                conn.executemany(_PUT_CHUNK, new_chunks)
             conn.execute(
                 f"INSERT OR REPLACE INTO resumable_snapshots ({_SNAPSHOT_COLUMNS}) "  # noqa: S608 - constant column list
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -1,8 +1,17 @@
--- save_snapshot: insert (or replace) a checkpoint and count its chunk references.
--- KEYS[1] cps (ids), KEYS[2] cp (records), KEYS[3] nss (namespaces).
--- ARGV: base, checkpoint_id, packed record, namespace, ref...
+-- save_snapshot: store new chunks (as put_chunks does), insert (or replace) a
+-- checkpoint and count its chunk references, atomically.
+-- KEYS[1] cps (ids), KEYS[2] cp (records), KEYS[3] nss (namespaces), KEYS[4] chunks,
+-- KEYS[5] chunkrefs, KEYS[6] orphans.
+-- ARGV: base, checkpoint_id, packed record, namespace, n, n refs, then hash, data...
 local previous = redis.call('HGET', KEYS[2], ARGV[2])
-for i = 5, #ARGV do
+local last_ref = 5 + tonumber(ARGV[5])
+for i = last_ref + 1, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1]) == 1
+    and redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then
+    redis.call('SADD', KEYS[6], ARGV[i])
+  end
+end
+for i = 6, last_ref do
   incref(ARGV[i])
 end
 if previous then
