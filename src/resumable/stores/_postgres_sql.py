@@ -1,0 +1,366 @@
+"""The PostgreSQL store's SQL: constants with `{schema}` and placeholders.
+
+`Statements` composes every one of them once per store with its schema's quoted
+name; values are always parameters, never pasted in.
+"""
+
+from __future__ import annotations
+
+from typing import Final, LiteralString
+
+from psycopg import sql
+
+from resumable.stores import _sql
+
+__all__ = ["MIGRATION_STATE", "Statements"]
+
+MIGRATION_STATE: Final = """
+SELECT to_regnamespace(quote_ident(%(schema)s)) IS NOT NULL AS has_schema,
+       to_regclass(quote_ident(%(schema)s) || '.resumable_meta') IS NOT NULL AS has_meta
+"""
+
+_SELECT_RUN: Final = "SELECT * FROM {schema}.resumable_runs WHERE run_id = %s"
+_CREATE_RUN: Final = """
+WITH inserted AS (
+    INSERT INTO {schema}.resumable_runs (run_id, workflow, status, input, output,
+        created_at_ms, updated_at_ms, parent_id, forked_from, fork_seq, queue,
+        lease_owner, lease_expires_at_ms, fence, wake_at_ms, expires_at_ms)
+    VALUES (%(run_id)s, %(workflow)s, %(status)s, %(input)s, %(output)s::bytea,
+        %(created_at_ms)s, %(updated_at_ms)s, %(parent_id)s, %(forked_from)s,
+        %(fork_seq)s::bigint, %(queue)s, %(lease_owner)s, %(lease_expires_at_ms)s,
+        %(fence)s, %(wake_at_ms)s::bigint, %(expires_at_ms)s::bigint)
+    ON CONFLICT (run_id) DO NOTHING
+    RETURNING *
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM inserted WHERE status = 'queued'
+)
+SELECT inserted.*, (SELECT count(*) FROM announced) AS announced FROM inserted
+"""
+_LIST_RUNS: Final = """
+SELECT * FROM {schema}.resumable_runs
+ WHERE (cardinality(%(status)s::text[]) = 0 OR status = ANY(%(status)s::text[]))
+   AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
+   AND (%(parent_id)s::text IS NULL OR parent_id = %(parent_id)s::text)
+   AND (%(forked_from)s::text IS NULL OR forked_from = %(forked_from)s::text)
+   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+   AND (%(updated_before_ms)s::bigint IS NULL OR updated_at_ms < %(updated_before_ms)s::bigint)
+ ORDER BY created_at_ms DESC, run_id DESC
+ LIMIT %(limit)s
+"""
+# one statement: the UPDATE waits for a concurrent lease change and re-checks the row
+_ACQUIRE: Final = """
+WITH leased AS (
+    UPDATE {schema}.resumable_runs
+       SET status = 'running', lease_owner = %(owner)s,
+           lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
+           updated_at_ms = %(now_ms)s
+     WHERE run_id = %(run_id)s AND status NOT IN ('succeeded', 'failed', 'cancelled')
+       AND (status <> 'running' OR lease_owner IS NULL
+            OR lease_expires_at_ms <= %(now_ms)s
+            OR lease_owner = %(owner)s OR lease_owner = %(take_over)s::text)
+    RETURNING fence
+)
+SELECT (SELECT fence FROM leased) AS fence,
+       EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
+"""
+_RENEW: Final = """
+UPDATE {schema}.resumable_runs SET lease_expires_at_ms = %s
+ WHERE run_id = %s AND fence = %s AND status = 'running'
+"""
+_UPDATE_RUN: Final = """
+UPDATE {schema}.resumable_runs
+   SET status = %(status)s, output = COALESCE(%(output)s::bytea, output),
+       wake_at_ms = %(wake_at_ms)s::bigint,
+       expires_at_ms = COALESCE(%(expires_at_ms)s::bigint, expires_at_ms),
+       updated_at_ms = %(now_ms)s,
+       lease_owner = CASE WHEN %(status)s = 'running' THEN lease_owner END,
+       lease_expires_at_ms = CASE WHEN %(status)s = 'running' THEN lease_expires_at_ms ELSE 0 END
+ WHERE run_id = %(run_id)s AND fence = %(fence)s
+"""
+_CANCEL: Final = """
+WITH cancelled AS (
+    UPDATE {schema}.resumable_runs
+       SET status = 'cancelled', lease_owner = NULL, lease_expires_at_ms = 0,
+           fence = fence + 1, wake_at_ms = NULL, updated_at_ms = %(now_ms)s
+     WHERE run_id = %(run_id)s AND status NOT IN ('succeeded', 'failed', 'cancelled')
+    RETURNING *
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM cancelled
+)
+SELECT cancelled.*, (SELECT count(*) FROM announced) AS announced FROM cancelled
+"""
+_REOPEN: Final = """
+WITH reopened AS (
+    UPDATE {schema}.resumable_runs SET status = 'queued', updated_at_ms = %(now_ms)s
+     WHERE run_id = %(run_id)s AND status = 'failed'
+    RETURNING run_id
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM reopened
+)
+SELECT (SELECT count(*) FROM reopened) AS reopened,
+       (SELECT count(*) FROM announced) AS announced,
+       EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
+"""
+# SKIP LOCKED: a run another worker is claiming right now is simply not a candidate.
+# Only as many rows as still wanted are locked, so claimers never starve each other;
+# later rounds skip what was seen and the queues found full.
+_RUNNABLE: Final = """
+SELECT run_id, status, queue FROM {schema}.resumable_runs
+ WHERE workflow = ANY(%(workflows)s::text[])
+   AND status IN ('queued', 'running', 'sleeping', 'waiting')
+   AND (status = 'queued'
+        OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
+        OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
+   AND run_id <> ALL(%(seen)s::text[])
+   AND (queue IS NULL OR queue <> ALL(%(closed)s::text[]))
+   AND (status <> 'queued' OR queue IS NULL OR queue <> ALL(%(unstartable)s::text[]))
+ ORDER BY created_at_ms, run_id
+ LIMIT %(want)s
+ FOR UPDATE SKIP LOCKED
+"""
+# admission to each queue is serialized across workers. The first round waits for the
+# queues' locks in one global order (sorted keys), so two claimers cannot deadlock;
+# later rounds already hold locks, so they only try, and treat a busy queue as full.
+_LOCK_QUEUES: Final = """
+SELECT count(pg_advisory_xact_lock(hashtext(%(schema)s), key)) AS locked
+  FROM (SELECT DISTINCT hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
+         ORDER BY key) AS keys
+"""
+_TRY_LOCK_QUEUES: Final = """
+SELECT q AS queue
+  FROM (SELECT q, hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
+         ORDER BY key) AS keys
+ WHERE pg_try_advisory_xact_lock(hashtext(%(schema)s), key)
+"""
+_QUEUE_LOAD: Final = """
+WITH policy AS (
+    SELECT * FROM unnest(%(queues)s::text[], %(since_ms)s::bigint[]) AS p(queue, since_ms)
+), expired AS (
+    DELETE FROM {schema}.resumable_queue_starts s USING policy p
+     WHERE s.queue = p.queue AND s.started_at_ms <= p.since_ms
+)
+SELECT p.queue,
+       (SELECT count(*) FROM {schema}.resumable_runs r
+         WHERE r.queue = p.queue AND r.status = 'running'
+           AND r.lease_expires_at_ms > %(now_ms)s) AS active,
+       (SELECT count(*) FROM {schema}.resumable_queue_starts s
+         WHERE s.queue = p.queue AND s.started_at_ms > p.since_ms) AS started
+  FROM policy p
+"""
+_CLAIM: Final = """
+WITH starts AS (
+    INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
+    SELECT q, %(now_ms)s FROM unnest(%(starts)s::text[]) AS q
+)
+UPDATE {schema}.resumable_runs
+   SET status = 'running', lease_owner = %(owner)s,
+       lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
+       updated_at_ms = %(now_ms)s
+ WHERE run_id = ANY(%(run_ids)s::text[])
+RETURNING run_id, fence
+"""
+_DELETE_RUNS: Final = """
+WITH runs AS (
+    DELETE FROM {schema}.resumable_runs
+     WHERE run_id = ANY(%s::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
+    RETURNING run_id
+), steps AS (
+    DELETE FROM {schema}.resumable_steps WHERE run_id IN (SELECT run_id FROM runs)
+    RETURNING 1
+), inputs AS (
+    DELETE FROM {schema}.resumable_inputs WHERE run_id IN (SELECT run_id FROM runs)
+    RETURNING 1
+)
+SELECT ARRAY(SELECT run_id FROM runs ORDER BY run_id) AS run_ids,
+       (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs
+"""
+_LOAD_JOURNAL: Final = """
+SELECT * FROM {schema}.resumable_steps WHERE run_id = %s AND seq <= %s ORDER BY seq
+"""
+# the fence check and the write, in one function (see the migration for why)
+_COMMIT_STEP: Final = """
+SELECT {schema}.resumable_commit_step(%s::text, %s::bigint, %s::text, %s::text,
+    %s::text, %s::bytea, %s::integer, %s::bigint, %s::bigint, %s::bytea, %s::bigint)
+    AS written
+"""
+# the group commit: the same check for many records in one statement, locking the
+# run rows in one order. FOR SHARE: a lease change (fence + 1) waits until this write
+# commits, or, if it committed first, this statement re-reads the row, sees the new
+# fence and leaves that record out
+_COMMIT_STEPS: Final = """
+INSERT INTO {schema}.resumable_steps AS s (run_id, seq, name, fingerprint, status,
+    output, attempts, started_at_ms, finished_at_ms, usage)
+SELECT b.run_id, b.seq, b.name, b.fingerprint, b.status, b.output, b.attempts,
+       b.started_at_ms, b.finished_at_ms, b.usage
+  FROM unnest(%s::text[], %s::bigint[], %s::text[], %s::text[], %s::text[],
+              %s::bytea[], %s::integer[], %s::bigint[], %s::bigint[], %s::bytea[],
+              %s::bigint[])
+       AS b(run_id, seq, name, fingerprint, status, output, attempts, started_at_ms,
+            finished_at_ms, usage, fence)
+  JOIN {schema}.resumable_runs r ON r.run_id = b.run_id AND r.fence = b.fence
+ ORDER BY b.run_id, b.seq
+   FOR SHARE OF r
+ON CONFLICT (run_id, seq) DO UPDATE
+   SET name = EXCLUDED.name, fingerprint = EXCLUDED.fingerprint,
+       status = EXCLUDED.status, output = EXCLUDED.output, attempts = EXCLUDED.attempts,
+       started_at_ms = EXCLUDED.started_at_ms, finished_at_ms = EXCLUDED.finished_at_ms,
+       usage = EXCLUDED.usage
+RETURNING s.run_id, s.seq
+"""
+_SEND_INPUT: Final = """
+WITH run AS (
+    SELECT run_id FROM {schema}.resumable_runs WHERE run_id = %(run_id)s
+), sent AS (
+    INSERT INTO {schema}.resumable_inputs (run_id, key, value, sent_at_ms)
+    SELECT run_id, %(key)s::text, %(value)s::bytea, %(sent_at_ms)s::bigint FROM run
+    ON CONFLICT (run_id, key) DO NOTHING
+    RETURNING run_id
+), woken AS (
+    UPDATE {schema}.resumable_runs
+       SET status = 'queued', wake_at_ms = NULL, updated_at_ms = %(sent_at_ms)s
+     WHERE run_id IN (SELECT run_id FROM sent) AND status = 'waiting'
+    RETURNING run_id
+), announced AS (
+    SELECT pg_notify('resumable_work', %(schema)s) FROM woken
+)
+SELECT EXISTS (SELECT 1 FROM run) AS found, EXISTS (SELECT 1 FROM sent) AS sent,
+       (SELECT count(*) FROM announced) AS announced
+"""
+_GET_INPUTS: Final = (
+    "SELECT key, value FROM {schema}.resumable_inputs WHERE run_id = %s"
+)
+_PUT_CHUNKS: Final = """
+INSERT INTO {schema}.resumable_chunks (hash, data)
+SELECT * FROM unnest(%s::text[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING
+"""
+_GET_CHUNKS: Final = (
+    "SELECT hash, data FROM {schema}.resumable_chunks WHERE hash = ANY(%s::text[])"
+)
+_SAVE_SNAPSHOT: Final = """
+WITH stored AS (
+    INSERT INTO {schema}.resumable_chunks (hash, data)
+    SELECT * FROM unnest(%(hashes)s::text[], %(chunks)s::bytea[])
+    ON CONFLICT (hash) DO NOTHING
+), saved AS (
+    INSERT INTO {schema}.resumable_snapshots (thread_id, namespace, checkpoint_id,
+        parent_id, manifest, label, metadata, created_at_ms)
+    VALUES (%(thread_id)s, %(namespace)s, %(checkpoint_id)s, %(parent_id)s,
+        %(manifest)s, %(label)s, %(metadata)s::bytea, %(created_at_ms)s)
+    ON CONFLICT (thread_id, namespace, checkpoint_id) DO UPDATE
+       SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
+           label = EXCLUDED.label, metadata = EXCLUDED.metadata,
+           created_at_ms = EXCLUDED.created_at_ms
+)
+INSERT INTO {schema}.resumable_snapshot_chunks (thread_id, namespace, checkpoint_id, hash)
+SELECT %(thread_id)s, %(namespace)s, %(checkpoint_id)s, h
+  FROM unnest(%(chunk_refs)s::text[]) AS h
+ON CONFLICT DO NOTHING
+"""
+_SNAPSHOT_COLUMNS: Final = """
+SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
+                   WHERE c.thread_id = s.thread_id AND c.namespace = s.namespace
+                     AND c.checkpoint_id = s.checkpoint_id ORDER BY c.hash) AS chunk_refs
+  FROM {schema}.resumable_snapshots s
+"""
+_LOAD_SNAPSHOT: Final = (
+    _SNAPSHOT_COLUMNS
+    + """
+ WHERE s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
+   AND (%(checkpoint_id)s::text IS NULL OR s.checkpoint_id = %(checkpoint_id)s::text)
+ ORDER BY s.checkpoint_id DESC LIMIT 1
+"""
+)
+_LIST_SNAPSHOTS: Final = (
+    _SNAPSHOT_COLUMNS
+    + """
+ WHERE s.thread_id = %(thread_id)s
+   AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s::text)
+   AND (%(before)s::text IS NULL OR s.checkpoint_id < %(before)s::text)
+ ORDER BY s.checkpoint_id DESC, s.namespace DESC
+ LIMIT %(limit)s::bigint
+"""
+)
+_DELETE_THREAD: Final = """
+WITH refs AS (
+    DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
+)
+DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
+"""
+_DELETE_UNREFERENCED: Final = """
+DELETE FROM {schema}.resumable_chunks WHERE hash IN (
+    SELECT c.hash FROM {schema}.resumable_chunks c
+     WHERE NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
+                        WHERE r.hash = c.hash)
+     LIMIT %s)
+"""
+
+
+class Statements:
+    """Every statement of one store, composed once with its schema's quoted name."""
+
+    def __init__(self, schema: str) -> None:
+        name = sql.Identifier(schema)
+
+        def compose(template: LiteralString) -> bytes:
+            return sql.SQL(template).format(schema=name).as_bytes(None)
+
+        self.compose = compose
+        # rekey's payload scans and swaps: identifiers composed, values parameters
+        self.payloads: dict[str, tuple[bytes, bytes, bytes]] = {}
+        for kind, (table, ids, extra, column) in _sql.PAYLOAD_COLUMNS.items():
+            keys = sql.SQL(", ").join(map(sql.Identifier, ids))
+            target = sql.SQL("{schema}.{table}").format(
+                schema=name, table=sql.Identifier(table)
+            )
+            selected = sql.SQL(
+                "SELECT {cols} FROM {target} WHERE {col} IS NOT NULL"
+            ).format(
+                cols=sql.SQL(", ").join(map(sql.Identifier, (*ids, *extra, column))),
+                target=target,
+                col=sql.Identifier(column),
+            )
+            order = sql.SQL(" ORDER BY {keys} LIMIT %s").format(keys=keys)
+            after = sql.SQL(" AND ({keys}) > ({marks})").format(
+                keys=keys, marks=sql.SQL(", ").join(sql.Placeholder() * len(ids))
+            )
+            replace = sql.SQL(
+                "UPDATE {target} SET {col} = %s WHERE {match} AND {col} = %s"
+            ).format(
+                target=target,
+                col=sql.Identifier(column),
+                match=sql.SQL(" AND ").join(
+                    sql.SQL("{} = %s").format(sql.Identifier(part)) for part in ids
+                ),
+            )
+            self.payloads[kind] = (
+                sql.Composed([selected, order]).as_bytes(None),
+                sql.Composed([selected, after, order]).as_bytes(None),
+                replace.as_bytes(None),
+            )
+        self.select_run = compose(_SELECT_RUN)
+        self.create_run = compose(_CREATE_RUN)
+        self.list_runs = compose(_LIST_RUNS)
+        self.acquire = compose(_ACQUIRE)
+        self.renew = compose(_RENEW)
+        self.update_run = compose(_UPDATE_RUN)
+        self.cancel = compose(_CANCEL)
+        self.reopen = compose(_REOPEN)
+        self.runnable = compose(_RUNNABLE)
+        self.lock_queues = compose(_LOCK_QUEUES)
+        self.try_lock_queues = compose(_TRY_LOCK_QUEUES)
+        self.queue_load = compose(_QUEUE_LOAD)
+        self.claim = compose(_CLAIM)
+        self.delete_runs = compose(_DELETE_RUNS)
+        self.load_journal = compose(_LOAD_JOURNAL)
+        self.commit_step = compose(_COMMIT_STEP)
+        self.commit_steps = compose(_COMMIT_STEPS)
+        self.send_input = compose(_SEND_INPUT)
+        self.get_inputs = compose(_GET_INPUTS)
+        self.put_chunks = compose(_PUT_CHUNKS)
+        self.get_chunks = compose(_GET_CHUNKS)
+        self.save_snapshot = compose(_SAVE_SNAPSHOT)
+        self.load_snapshot = compose(_LOAD_SNAPSHOT)
+        self.list_snapshots = compose(_LIST_SNAPSHOTS)
+        self.delete_thread = compose(_DELETE_THREAD)
+        self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
+        self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")
