@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import email
 import itertools
 import json
@@ -33,7 +34,6 @@ import sys
 import tempfile
 import time
 import typing
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
@@ -55,7 +55,7 @@ except ImportError:
 
 STEPS = 200
 MESSAGE_BYTES = 500
-RUNS = 3
+RUNS = 5
 DURABILITIES: tuple[Literal["async", "sync"], ...] = ("async", "sync")
 PROSE = " ".join(
     " ".join((module.__doc__ or "").split())
@@ -169,30 +169,35 @@ def run_graph(
     return [later - earlier for earlier, later in itertools.pairwise(stamps)]
 
 
-def measure(
-    open_saver: Callable[[Path], AbstractContextManager[BaseCheckpointSaver[Any]]],
-    directory: Path,
-) -> dict[str, Any]:
-    path = directory / "storage.db"
-    with open_saver(path) as saver:
-        empty = used_bytes(path)
-        empty_rows = row_bytes(path)
-        intervals = run_graph(saver, "async")
-        grown, rows = used_bytes(path) - empty, row_bytes(path) - empty_rows
-        parts = breakdown(path, STEPS) if isinstance(saver, ResumableSaver) else ""
-        timings: dict[str, list[float]] = {"async": [], "sync": [], "total": []}
-        for _ in range(RUNS):
+def measure_storage(saver: BaseCheckpointSaver[Any], path: Path) -> dict[str, Any]:
+    """Bytes one graph run adds to the saver's file, and ResumableSaver's breakdown."""
+    empty = used_bytes(path)
+    empty_rows = row_bytes(path)
+    run_graph(saver, "async")
+    return {
+        "parts": breakdown(path, STEPS) if isinstance(saver, ResumableSaver) else "",
+        "grown": used_bytes(path) - empty,
+        "rows": row_bytes(path) - empty_rows,
+    }
+
+
+def measure_times(savers: dict[str, BaseCheckpointSaver[Any]]) -> dict[str, Any]:
+    """Per-step times, the savers interleaved run by run (the machine drifts)."""
+    timings: dict[str, dict[str, list[float]]] = {
+        name: {"async": [], "sync": [], "total": []} for name in savers
+    }
+    for _ in range(RUNS):
+        for name, saver in savers.items():
             for durability in DURABILITIES:
                 start = time.perf_counter()
                 intervals = run_graph(saver, durability)
-                timings[durability].append(statistics.median(intervals))
+                timings[name][durability].append(statistics.median(intervals))
                 if durability == "async":
-                    timings["total"].append((time.perf_counter() - start) / STEPS)
+                    total = (time.perf_counter() - start) / STEPS
+                    timings[name]["total"].append(total)
     return {
-        "parts": parts,
-        "grown": grown,
-        "rows": rows,
-        **{key: statistics.median(values) * 1000 for key, values in timings.items()},
+        name: {key: statistics.median(values) * 1000 for key, values in kinds.items()}
+        for name, kinds in timings.items()
     }
 
 
@@ -236,15 +241,19 @@ def main() -> None:
     parser.add_argument("--no-fsync", action="store_true", help="synchronous=NORMAL")
     FSYNC = not parser.parse_args().no_fsync
     content = STEPS * MESSAGE_BYTES
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, opener in (
-            ("LangGraph SqliteSaver", _SqliteSaver),
-            ("ResumableSaver (sqlite)", _ResumableSaver),
-        ):
-            directory = Path(tmp) / name.split()[0]
-            directory.mkdir()
-            results[name] = measure(opener, directory)
+    openers = {
+        "LangGraph SqliteSaver": _SqliteSaver,
+        "ResumableSaver (sqlite)": _ResumableSaver,
+    }
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        savers, results = {}, {}
+        for name, opener in openers.items():
+            path = Path(tmp) / name.split()[0] / "storage.db"
+            path.parent.mkdir()
+            savers[name] = stack.enter_context(opener(path))
+            results[name] = measure_storage(savers[name], path)
+        for name, times in measure_times(savers).items():
+            results[name].update(times)
     kb = 1024
     rows: list[tuple[str, ...]] = [
         (
