@@ -8,6 +8,7 @@ ResumableError
 ├── CorruptCheckpointError  a stored payload fails its checksum or cannot be decoded
 ├── SchemaVersionError      the store was written by a newer resumable
 ├── StoreError              the store cannot be opened or read (bad URL, gone, locked)
+│   └── ChunksMissing       a snapshot names chunks the store no longer holds
 ├── RunNotFound             no run with that id
 ├── LeaseLost               another worker owns the run now; this executor stops
 ├── WorkflowFailed          the run ended with an error (re-raised on every later run)
@@ -121,6 +122,23 @@ class StoreError(ResumableError):
     def __init__(self, *, store: str, detail: str) -> None:
         super().__init__(f"store {store}: {detail}")
         self.store, self.detail = store, detail
+
+
+class ChunksMissing(StoreError):
+    """`Store.save_snapshot` refused a snapshot naming chunks the store does not hold.
+
+    Raised when a collection deleted chunks a writer still counted as stored;
+    nothing was saved. The engine then writes the snapshot again with every chunk.
+    """
+
+    def __init__(self, *, store: str, thread_id: str, hashes: tuple[str, ...]) -> None:
+        super().__init__(
+            store=store,
+            detail=f"thread {thread_id!r}: a snapshot names {len(hashes)} chunk(s) "
+            f"the store does not hold (e.g. {hashes[0]}), so it was not saved; save "
+            f"it again with those chunks",
+        )
+        self.thread_id, self.hashes = thread_id, hashes
 
 
 class RunNotFound(ResumableError):

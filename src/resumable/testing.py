@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from resumable.errors import LeaseLost, RunNotFound
+from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores.protocol import (
     InputRecord,
     QueuePolicy,
@@ -592,6 +592,21 @@ class StoreContract:
         assert await store.delete_unreferenced_chunks(100) == 0
         await store.delete_thread("t")
         assert await store.delete_unreferenced_chunks(100) == 2
+
+    async def test_a_snapshot_naming_a_missing_chunk_is_refused_whole(
+        self, store: Store
+    ) -> None:
+        await store.put_chunks({"kept": b"K"})
+        snapshot = _snapshot("t", "0001", ("kept", "given", "gone"))
+        refused: ChunksMissing | None = None
+        try:
+            await store.save_snapshot(snapshot, chunks={"given": b"G"})
+        except ChunksMissing as exc:
+            refused = exc
+        assert refused is not None, "expected ChunksMissing"
+        assert (refused.thread_id, refused.hashes) == ("t", ("gone",))
+        assert await store.load_snapshot("t") is None
+        assert await store.get_chunks(["given"]) == {}  # nothing of it was stored
 
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})

@@ -154,6 +154,20 @@ async def test_a_model_changed_in_place_is_saved_as_it_now_is(store: Store) -> N
     assert type(loaded) is Final
 
 
+async def test_a_chunk_collected_meanwhile_is_written_again(store: Store) -> None:
+    writer = Engine(store)
+    shared = message(1)
+    await writer.save_state("old", {"messages": [shared]})
+    # another process deletes that thread and collects its chunks; `writer` still
+    # counts the shared message's chunk as stored
+    collector = Engine(store)
+    await collector.delete_thread("old")
+    assert await store.delete_unreferenced_chunks(100) == 1
+    await writer.save_state("new", {"messages": [shared, message(2)]})
+    loaded = await Engine(store).load_state("new")
+    assert loaded == {"messages": [shared, message(2)]}
+
+
 async def test_branching_and_forking_share_the_prefix(store: Store) -> None:
     engine = Engine(store)
     first = await engine.save_state("main", {"messages": [message(0)]})

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from resumable.errors import CorruptCheckpointError, ResumableError
+from resumable.errors import ChunksMissing, CorruptCheckpointError, ResumableError
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store
 
@@ -340,15 +340,29 @@ class Snapshots:
             ),
             created_at_ms=now_ms,
         )
-        chunks = {h: data for h, data in chunks.items() if h not in self._stored}
-        await self.store.save_snapshot(record, chunks=chunks)
-        self._remember(chunks)
+        await self._write(record, value, chunks)
         self._shapes[(thread_id, namespace)] = (
             checkpoint_id,
             shape,
             int(manifest["depth"]),
         )
         return record
+
+    async def _write(
+        self, record: SnapshotRecord, value: Any, chunks: dict[str, bytes]
+    ) -> None:
+        """Save `record` with the chunks the store may not hold yet."""
+        new = {h: data for h, data in chunks.items() if h not in self._stored}
+        try:
+            await self.store.save_snapshot(record, chunks=new)
+        except ChunksMissing:
+            # a collection deleted chunks this engine remembered as stored (another
+            # thread's, or a deleted parent's): send every chunk this time
+            self._stored.clear()
+            self.codec.shape(value, chunks)  # seals each leaf not sealed above
+            await self.store.save_snapshot(record, chunks=chunks)
+            new = chunks
+        self._remember(new)
 
     def _remember(self, stored: Iterable[str]) -> None:
         """Note chunks the store holds (a bounded set: forgetting costs a rewrite)."""

@@ -237,24 +237,34 @@ _GET_CHUNKS: Final = (
     "SELECT hash, data FROM {schema}.resumable_chunks WHERE hash = ANY(%s::text[])"
 )
 _SAVE_SNAPSHOT: Final = """
-WITH stored AS (
+WITH missing AS (
+    SELECT h FROM unnest(%(chunk_refs)s::text[]) AS h
+     WHERE h <> ALL(%(hashes)s::text[])
+       AND NOT EXISTS (SELECT 1 FROM {schema}.resumable_chunks c WHERE c.hash = h)
+), stored AS (
     INSERT INTO {schema}.resumable_chunks (hash, data)
     SELECT * FROM unnest(%(hashes)s::text[], %(chunks)s::bytea[])
+     WHERE NOT EXISTS (SELECT 1 FROM missing)
     ON CONFLICT (hash) DO NOTHING
 ), saved AS (
     INSERT INTO {schema}.resumable_snapshots (thread_id, namespace, checkpoint_id,
         parent_id, manifest, label, metadata, created_at_ms)
-    VALUES (%(thread_id)s, %(namespace)s, %(checkpoint_id)s, %(parent_id)s,
-        %(manifest)s, %(label)s, %(metadata)s::bytea, %(created_at_ms)s)
+    SELECT %(thread_id)s, %(namespace)s, %(checkpoint_id)s, %(parent_id)s,
+        %(manifest)s, %(label)s, %(metadata)s::bytea, %(created_at_ms)s
+     WHERE NOT EXISTS (SELECT 1 FROM missing)
     ON CONFLICT (thread_id, namespace, checkpoint_id) DO UPDATE
        SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
            label = EXCLUDED.label, metadata = EXCLUDED.metadata,
            created_at_ms = EXCLUDED.created_at_ms
+), referenced AS (
+    INSERT INTO {schema}.resumable_snapshot_chunks (thread_id, namespace,
+        checkpoint_id, hash)
+    SELECT %(thread_id)s, %(namespace)s, %(checkpoint_id)s, h
+      FROM unnest(%(chunk_refs)s::text[]) AS h
+     WHERE NOT EXISTS (SELECT 1 FROM missing)
+    ON CONFLICT DO NOTHING
 )
-INSERT INTO {schema}.resumable_snapshot_chunks (thread_id, namespace, checkpoint_id, hash)
-SELECT %(thread_id)s, %(namespace)s, %(checkpoint_id)s, h
-  FROM unnest(%(chunk_refs)s::text[]) AS h
-ON CONFLICT DO NOTHING
+SELECT ARRAY(SELECT h FROM missing) AS missing
 """
 _SNAPSHOT_COLUMNS: Final = """
 SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
@@ -286,6 +296,10 @@ WITH refs AS (
 )
 DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
 """
+# Taken by a collection before it looks for garbage: it waits for saves in flight
+# (which hold ROW EXCLUSIVE) and holds new ones back until it commits, so no save
+# can reference a chunk that the delete, reading an older snapshot, takes for garbage.
+_LOCK_REFERENCES: Final = "LOCK TABLE {schema}.resumable_snapshot_chunks IN SHARE MODE"
 _DELETE_UNREFERENCED: Final = """
 DELETE FROM {schema}.resumable_chunks WHERE hash IN (
     SELECT c.hash FROM {schema}.resumable_chunks c
@@ -362,5 +376,6 @@ class Statements:
         self.load_snapshot = compose(_LOAD_SNAPSHOT)
         self.list_snapshots = compose(_LIST_SNAPSHOTS)
         self.delete_thread = compose(_DELETE_THREAD)
+        self.lock_references = compose(_LOCK_REFERENCES)
         self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
         self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")

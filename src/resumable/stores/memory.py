@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Collection, Mapping
 
-from resumable.errors import LeaseLost, RunNotFound
+from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -178,6 +178,15 @@ class MemoryStore:
     async def save_snapshot(
         self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
     ) -> None:
+        missing = tuple(
+            ref
+            for ref in snapshot.chunk_refs
+            if ref not in chunks and ref not in self._chunks
+        )
+        if missing:
+            raise ChunksMissing(
+                store="memory://", thread_id=snapshot.thread_id, hashes=missing
+            )
         await self.put_chunks(chunks)
         thread = self._snapshots.setdefault(
             (snapshot.thread_id, snapshot.namespace), {}

@@ -55,6 +55,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from resumable.errors import (
     CheckpointWriteError,
+    ChunksMissing,
     LeaseLost,
     RunNotFound,
     SchemaVersionError,
@@ -752,7 +753,14 @@ class PostgresStore:
             "chunk_refs": list(snapshot.chunk_refs),
         }
         async with self._connection() as conn:
-            await conn.execute(self._sql.save_snapshot, params)
+            cursor = await conn.execute(self._sql.save_snapshot, params)
+            row = await cursor.fetchone()
+        if row is not None and row["missing"]:
+            raise ChunksMissing(
+                store=self.url,
+                thread_id=snapshot.thread_id,
+                hashes=tuple(row["missing"]),
+            )
 
     async def load_snapshot(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
@@ -790,7 +798,8 @@ class PostgresStore:
             return cur.rowcount
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
-        async with self._connection() as conn:
+        async with self._connection() as conn, conn.transaction():
+            await conn.execute(self._sql.lock_references)
             cur = await conn.execute(self._sql.delete_unreferenced, (limit,))
             return cur.rowcount
 

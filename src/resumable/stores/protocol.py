@@ -347,7 +347,9 @@ class Store(Protocol):
         """Insert a snapshot and store the new `chunks` it names, in one transaction.
 
         A chunk already present is left alone. Chunks the snapshot names but
-        `chunks` does not hold must already be stored.
+        `chunks` does not hold must already be stored: if one is not (a collection
+        deleted it), nothing is saved and `ChunksMissing` is raised. The check and
+        the insert are atomic with `delete_unreferenced_chunks`.
         """
         ...
 

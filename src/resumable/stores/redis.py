@@ -63,6 +63,7 @@ from redis.exceptions import NoScriptError, RedisError
 
 from resumable.errors import (
     CheckpointWriteError,
+    ChunksMissing,
     LeaseLost,
     ResumableError,
     RunNotFound,
@@ -797,7 +798,7 @@ class RedisStore:
         ids_key, records_key = self._keys.snapshots(
             snapshot.thread_id, snapshot.namespace
         )
-        await self._script(
+        missing = await self._script(
             "save_snapshot",
             [
                 ids_key,
@@ -819,6 +820,12 @@ class RedisStore:
                 ),
             ],
         )
+        if missing:
+            raise ChunksMissing(
+                store=self.url,
+                thread_id=snapshot.thread_id,
+                hashes=tuple(_s(ref) for ref in missing),
+            )
 
     async def load_snapshot(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None

@@ -29,13 +29,14 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from resumable.errors import (
     CheckpointWriteError,
+    ChunksMissing,
     LeaseLost,
     RunNotFound,
     SchemaVersionError,
@@ -749,10 +750,7 @@ class SQLiteStore:
 
         def get(conn: Conn) -> dict[str, bytes]:
             found: dict[str, bytes] = {}
-            for start in range(
-                0, len(wanted), 500
-            ):  # stay under SQLite's variable limit
-                part = wanted[start : start + 500]
+            for part in _slices(wanted):
                 rows = conn.execute(
                     f"SELECT hash, data FROM resumable_chunks WHERE hash IN ({', '.join('?' * len(part))})",  # noqa: S608 - placeholders only
                     part,
@@ -778,7 +776,15 @@ class SQLiteStore:
             snapshot.created_at_ms,
         )
 
+        older = [ref for ref in snapshot.chunk_refs if ref not in chunks]
+
         def save(conn: Conn) -> None:
+            # writers are serialized: what this transaction finds stays until it ends
+            missing = tuple(sorted(set(older) - _stored_chunks(conn, older)))
+            if missing:
+                raise ChunksMissing(
+                    store=self.url, thread_id=snapshot.thread_id, hashes=missing
+                )
             if new_chunks:
                 conn.executemany(_PUT_CHUNK, new_chunks)
             conn.execute(
@@ -897,6 +903,24 @@ class SQLiteStore:
             ).rowcount
 
         return await self._call(delete, write=True)
+
+
+def _slices(items: list[str]) -> Iterator[list[str]]:
+    """`items` in slices that stay under SQLite's limit of variables per statement."""
+    for start in range(0, len(items), 500):
+        yield items[start : start + 500]
+
+
+def _stored_chunks(conn: Conn, hashes: list[str]) -> set[str]:
+    """Which of `hashes` the chunks table holds."""
+    found: set[str] = set()
+    for part in _slices(hashes):
+        rows = conn.execute(
+            f"SELECT hash FROM resumable_chunks WHERE hash IN ({', '.join('?' * len(part))})",  # noqa: S608 - placeholders only
+            part,
+        )
+        found.update(row[0] for row in rows)
+    return found
 
 
 def _deliver(outcomes: list[tuple[_Job, bool, Any]]) -> None:

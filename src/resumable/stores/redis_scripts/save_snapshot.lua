@@ -3,8 +3,23 @@
 -- KEYS[1] cps (ids), KEYS[2] cp (records), KEYS[3] nss (namespaces), KEYS[4] chunks,
 -- KEYS[5] chunkrefs, KEYS[6] orphans.
 -- ARGV: base, checkpoint_id, packed record, namespace, n, n refs, then hash, data...
-local previous = redis.call('HGET', KEYS[2], ARGV[2])
+-- Atomic with delete_unreferenced_chunks, so a ref found here stays found.
+-- Returns the refs that are neither stored nor given, and then saves nothing.
 local last_ref = 5 + tonumber(ARGV[5])
+local given = {}
+for i = last_ref + 1, #ARGV, 2 do
+  given[ARGV[i]] = true
+end
+local missing = {}
+for i = 6, last_ref do
+  if not given[ARGV[i]] and redis.call('HEXISTS', KEYS[4], ARGV[i]) == 0 then
+    missing[#missing + 1] = ARGV[i]
+  end
+end
+if #missing > 0 then
+  return missing
+end
+local previous = redis.call('HGET', KEYS[2], ARGV[2])
 for i = last_ref + 1, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1]) == 1
     and redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then
@@ -22,4 +37,4 @@ end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[1], 0, ARGV[2])
 redis.call('SADD', KEYS[3], ARGV[4])
-return 1
+return {}
