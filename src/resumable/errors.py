@@ -57,14 +57,24 @@ class NonDeterminismError(ResumableError):
 class CheckpointWriteError(ResumableError):
     """The store refused or lost a write; the run stops rather than go on unrecorded."""
 
-    def __init__(self, *, run_id: str, seq: int | None, detail: str) -> None:
+    def __init__(
+        self, *, run_id: str, seq: int | None, detail: str, transient: bool = True
+    ) -> None:
         where = f"run {run_id!r}" + (f", step #{seq}" if seq is not None else "")
+        if transient:
+            advice = "run the same run_id again once the store is back to resume"
+        else:
+            advice = (
+                "the store refused the data itself, so writing it again cannot "
+                "succeed; please report it with this message"
+            )
         super().__init__(
             f"{where}: could not write to the store ({detail}); nothing after the "
-            f"last committed step was recorded - run the same run_id again once the "
-            f"store is back to resume"
+            f"last committed step was recorded - {advice}"
         )
         self.run_id, self.seq, self.detail = run_id, seq, detail
+        self.transient = transient
+        """False when the store refused the record itself (not retried)."""
 
 
 class SerializationError(ResumableError):

@@ -25,6 +25,7 @@ from resumable import (
     workflow,
 )
 from resumable.stores.protocol import StepRecord, Store
+from resumable.testing import FakeClock
 
 
 class Color(enum.Enum):
@@ -281,6 +282,43 @@ class RefusingStore:
 
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
         raise CheckpointWriteError(run_id=step.run_id, seq=step.seq, detail="disk full")
+
+
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_a_record_the_store_refuses_as_data_stops_the_run_without_retrying(
+    store: Store,
+) -> None:
+    # SQLite and PostgreSQL keep times in 64-bit integers: a clock gone wild past
+    # them makes the step's record one the store can never take
+    clock = FakeClock()
+    attempts: list[int] = []
+    real_commit = store.commit_step
+
+    async def counting_commit(step: StepRecord, *, fence: int) -> None:
+        attempts.append(step.seq)
+        await real_commit(step, fence=fence)
+
+    store.commit_step = counting_commit  # type: ignore[method-assign]  # spy on a real store
+
+    @step
+    async def leap() -> str:
+        clock.advance(2.0**70)  # finished_at_ms no longer fits in 64 bits
+        return "ok"
+
+    @workflow
+    async def wf() -> str:
+        return await leap()
+
+    with pytest.raises(CheckpointWriteError) as caught:
+        await Engine(store, clock=clock, store_retry_s=30).run(wf, run_id="wild")
+    assert caught.value.transient is False
+    assert "cannot succeed" in str(caught.value)
+    assert (caught.value.run_id, caught.value.seq) == ("wild", 1)
+    assert attempts == [1]  # refused once, never retried
+    assert clock.sleeps == []
+    assert await store.load_journal("wild") == []
 
 
 async def test_background_start_gives_a_handle(engine: Engine) -> None:

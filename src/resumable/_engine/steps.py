@@ -284,7 +284,8 @@ async def durably(
     """Run a fenced store write, retrying a failed one with backoff for `store_retry_s`.
 
     Every fenced write is an idempotent upsert guarded by the fence, so a retry
-    cannot duplicate it. LeaseLost is not retried.
+    cannot duplicate it. LeaseLost is not retried, nor a record the store refused
+    as data (`CheckpointWriteError.transient` is False): it would fail again.
 
     Raises:
         CheckpointWriteError: the store still failed when the time ran out.
@@ -296,6 +297,8 @@ async def durably(
         try:
             await write()
         except (CheckpointWriteError, StoreError) as exc:
+            if isinstance(exc, CheckpointWriteError) and not exc.transient:
+                raise
             if runtime.clock.now_ms() + delay * 1000 >= deadline:
                 if isinstance(exc, CheckpointWriteError):
                     raise

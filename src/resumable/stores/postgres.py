@@ -93,6 +93,14 @@ _CLAIM_ROUNDS: Final = 4  # rounds of candidates after a queue policy refused so
 _LISTEN: Final = b"LISTEN resumable_work"
 _OWN_OPTIONS: Final = ("schema", "pool_max", "pool_timeout_s")
 _DRIVER_ERRORS: Final = (psycopg.Error, UnicodeError)  # UnicodeError: lone surrogates
+# what the server or driver refuses as data or as a statement: retrying cannot help
+_REFUSED: Final = (
+    psycopg.DataError,
+    psycopg.IntegrityError,
+    psycopg.ProgrammingError,
+    psycopg.NotSupportedError,
+    UnicodeError,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +323,10 @@ class PostgresStore:
             self._on_failure(exc)
             if run_id is not None:
                 raise CheckpointWriteError(
-                    run_id=run_id, seq=seq, detail=f"postgresql: {exc}"
+                    run_id=run_id,
+                    seq=seq,
+                    detail=f"postgresql: {exc}",
+                    transient=not isinstance(exc, _REFUSED),
                 ) from exc
             raise StoreError(store=self.url, detail=f"postgresql: {exc}") from exc
 
@@ -659,7 +670,7 @@ class PostgresStore:
             written = await self._insert_steps(batch)
         except _DRIVER_ERRORS as exc:
             self._on_failure(exc)
-            if len(batch) > 1 and isinstance(exc, psycopg.DataError | UnicodeError):
+            if len(batch) > 1 and isinstance(exc, _REFUSED):
                 # a record the driver or server refused (bad data): spare the others
                 for pending in batch:
                     await self._write_batch([pending])
@@ -950,7 +961,10 @@ def _is_lost_connection(exc: BaseException | None) -> bool:
 def _write_error(pending: _Pending, exc: BaseException) -> CheckpointWriteError:
     detail = exc.detail if isinstance(exc, StoreError) else f"postgresql: {exc}"
     error = CheckpointWriteError(
-        run_id=pending.step.run_id, seq=pending.step.seq, detail=detail
+        run_id=pending.step.run_id,
+        seq=pending.step.seq,
+        detail=detail,
+        transient=not isinstance(exc, _REFUSED),
     )
     error.__cause__ = exc  # raised in the caller's task, chained as `from exc` would
     return error

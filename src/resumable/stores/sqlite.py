@@ -69,6 +69,17 @@ _BATCH_MAX: Final = 512
 _CHECKPOINT_EVERY: Final = {"full": 250, "normal": 2500}
 _NOT_INLINE: Final = object()
 _CHECKPOINT: Final = "checkpoint"  # queued by the inline path: checkpoint the WAL
+# OverflowError: sqlite3 refuses to bind an int beyond 64 bits
+_DRIVER_ERRORS: Final = (sqlite3.Error, OverflowError)
+# what SQLite refuses as data or as a statement: retrying cannot help
+_REFUSED: Final = (
+    sqlite3.DataError,
+    sqlite3.IntegrityError,
+    sqlite3.InterfaceError,
+    sqlite3.ProgrammingError,
+    sqlite3.NotSupportedError,
+    OverflowError,
+)
 _TERMINAL_SQL: Final = "('succeeded', 'failed', 'cancelled')"
 
 _SELECT_RUN: Final = "SELECT * FROM resumable_runs WHERE run_id = ?"
@@ -382,7 +393,7 @@ class SQLiteStore:
                     self._run_one(conn, job, savepoint=True) for job in jobs
                 )
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
+        except _DRIVER_ERRORS as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             return [
@@ -398,7 +409,7 @@ class SQLiteStore:
             conn.execute("SAVEPOINT job")
         try:
             result = job.fn(conn)
-        except sqlite3.Error as exc:
+        except _DRIVER_ERRORS as exc:
             if not savepoint:
                 raise
             conn.execute("ROLLBACK TO job")
@@ -414,11 +425,16 @@ class SQLiteStore:
         return job, True, result
 
     def _write_error(
-        self, run_id: str | None, seq: int | None, exc: sqlite3.Error
+        self, run_id: str | None, seq: int | None, exc: Exception
     ) -> Exception:
         if run_id is None:
             return StoreError(store=self.url, detail=f"write failed: {exc}")
-        return CheckpointWriteError(run_id=run_id, seq=seq, detail=f"sqlite: {exc}")
+        return CheckpointWriteError(
+            run_id=run_id,
+            seq=seq,
+            detail=f"sqlite: {exc}",
+            transient=not isinstance(exc, _REFUSED),
+        )
 
     async def _call(
         self,
@@ -464,7 +480,7 @@ class SQLiteStore:
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
-            except sqlite3.Error as exc:
+            except _DRIVER_ERRORS as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise self._write_error(run_id, seq, exc) from exc
