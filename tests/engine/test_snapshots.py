@@ -8,6 +8,7 @@ import pydantic
 import pytest
 
 from resumable import Engine, ResumableError, register
+from resumable._engine import snapshots
 from resumable._engine.snapshots import FULL_EVERY, SEGMENT
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 
@@ -139,6 +140,24 @@ async def test_a_leaf_changed_in_place_is_saved_as_it_now_is(
     assert [type(v) for v in loaded["messages"][0].values()] == [
         type(v) for v in first.values()
     ]
+
+
+def test_the_leaf_memo_is_bounded_in_entries_and_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(snapshots, "_MEMO_MAX", 50)
+    monkeypatch.setattr(snapshots, "_MEMO_MAX_BYTES", 20_000)
+    codec = snapshots.SnapshotCodec(Engine("memory://").serde)
+    leaves = [{"text": f"{i} " + "x" * 1000} for i in range(500)]
+    peak_entries = peak_bytes = 0
+    for leaf in leaves:
+        codec.leaf(leaf, {})
+        peak_entries = max(peak_entries, len(codec._memo))
+        peak_bytes = max(peak_bytes, codec._memo_bytes)
+    assert peak_entries <= 50
+    assert peak_bytes <= 20_000 + 1100  # one image past the bound before it clears
+    chunks: dict[str, bytes] = {}
+    assert codec.leaf(leaves[-1], chunks) == codec.leaf(dict(leaves[-1]), chunks)
 
 
 async def test_a_model_changed_in_place_is_saved_as_it_now_is(store: Store) -> None:

@@ -33,7 +33,10 @@ FULL_EVERY = 64
 INLINE_MAX = 48
 CHUNK_COMPRESS_OVER = 256
 _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
-_MEMO_MAX = 4096  # leaves whose encoding is remembered (see SnapshotCodec.leaf)
+# leaves whose encoding is remembered (see SnapshotCodec.leaf), and their images'
+# bytes: the memo also keeps the leaves alive, so both are bounded
+_MEMO_MAX = 4096
+_MEMO_MAX_BYTES = 64 << 20
 
 Shape = dict[
     str, Any
@@ -72,6 +75,7 @@ class SnapshotCodec:
         self.envelope = serde.envelope.with_compress_over(CHUNK_COMPRESS_OVER)
         # id(leaf) -> (leaf, its type, its image when hashed, hash): see `leaf`
         self._memo: dict[int, tuple[object, type, bytes, str]] = {}
+        self._memo_bytes = 0
 
     # --- value -> shape ---------------------------------------------------------
     def shape(
@@ -119,8 +123,10 @@ class SnapshotCodec:
             # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
         if image is not None:
-            if len(self._memo) >= _MEMO_MAX:
+            if len(self._memo) >= _MEMO_MAX or self._memo_bytes > _MEMO_MAX_BYTES:
                 self._memo.clear()
+                self._memo_bytes = 0
+            self._memo_bytes += len(image)
             # holding the leaf keeps its id from being reused by another object
             self._memo[id(value)] = (value, type(value), image, digest)
         return {"c": digest}
