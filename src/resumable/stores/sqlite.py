@@ -139,7 +139,10 @@ _WAKE: Final = """
 UPDATE resumable_runs SET status = 'queued', wake_at_ms = NULL, updated_at_ms = ?
  WHERE run_id = ? AND status = 'waiting'
 """
-_PUT_CHUNK: Final = "INSERT INTO resumable_chunks (hash, data) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING"
+_PUT_CHUNK: Final = (
+    "INSERT INTO resumable_chunks (hash, data) VALUES (?, ?) "
+    "ON CONFLICT (hash) DO NOTHING"
+)
 _SNAPSHOT_COLUMNS: Final = (
     "thread_id, namespace, checkpoint_id, parent_id, manifest, chunk_refs, label, "
     "metadata, created_at_ms"
