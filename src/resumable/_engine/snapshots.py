@@ -322,7 +322,8 @@ class Snapshots:
             shape = self.codec.shape(value, chunks, self._stored)
         else:
             old, depth = await self._shape(thread_id, namespace, parent_id)
-            self._remember(_leaf_hashes(old))  # the parent names them: they exist
+            # the parent's chunks are in _stored: remembered when it was saved here,
+            # or when its shape was resolved from the store
             shape = self.codec.shape(value, chunks, self._stored)
             if depth + 1 < FULL_EVERY:
                 manifest = self.codec.delta_manifest(depth, old, shape)
@@ -467,6 +468,7 @@ class Snapshots:
         for manifest in reversed(chain[:-1]):
             shape = _apply(shape, manifest["ops"])
         depth = int(chain[0]["depth"])
+        self._remember(_leaf_hashes(shape))  # the snapshot names them: they exist
         self._shapes[(record.thread_id, record.namespace)] = (
             record.checkpoint_id,
             shape,
