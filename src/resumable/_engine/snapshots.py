@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import hashlib
 import marshal
+import operator
 import secrets
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from resumable.errors import ChunksMissing, CorruptCheckpointError, ResumableError
 from resumable.serde import Serde
+from resumable.serde.codec import Codec
 from resumable.stores.protocol import SnapshotRecord, Store
 
 SEGMENT = 32
@@ -38,9 +40,12 @@ _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
 _MEMO_MAX = 4096
 _MEMO_MAX_BYTES = 64 << 20
 
-Shape = dict[
-    str, Any
-]  # {"v": value} | {"c": hash} | {"d": {key: Shape}} | {"l": [Shape]}
+# reads a registered type's encoded fields as a tuple; the names; whether pydantic
+_Reader = tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...], bool]
+
+# {"j": encoded value} | {"c": hash} | {"d": {key: Shape}} | {"l": [Shape]}; manifests
+# written before inline values were kept encoded hold {"v": value} instead of "j"
+Shape = dict[str, Any]
 Path = tuple[str, ...]
 
 
@@ -76,6 +81,7 @@ class SnapshotCodec:
         # id(leaf) -> (leaf, its type, its image when hashed, hash): see `leaf`
         self._memo: dict[int, tuple[object, type, bytes, str]] = {}
         self._memo_bytes = 0
+        self._readers: dict[type, _Reader | Literal[False]] = {}
 
     # --- value -> shape ---------------------------------------------------------
     def shape(
@@ -104,7 +110,7 @@ class SnapshotCodec:
         and reuses the hash. A leaf changed in place has another image and is
         encoded again.
         """
-        image = _image(value)
+        image = self._image(value)
         if image is not None:
             seen = self._memo.get(id(value))
             if (
@@ -117,19 +123,78 @@ class SnapshotCodec:
                 return {"c": seen[3]}
         body = self.serde.codec.encode(value, root="state")
         if len(body) <= INLINE_MAX:
-            return {"v": value}
+            # kept encoded: a shape holds no live object that could change behind
+            # it, and comparing encodings tells 1, 1.0 and True apart
+            return {"j": body.decode("utf-8", "surrogatepass")}
         digest = hashlib.blake2b(body, digest_size=12).hexdigest()
         if digest not in chunks and digest not in known:
             # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
         if image is not None:
-            if len(self._memo) >= _MEMO_MAX or self._memo_bytes > _MEMO_MAX_BYTES:
-                self._memo.clear()
-                self._memo_bytes = 0
-            self._memo_bytes += len(image)
-            # holding the leaf keeps its id from being reused by another object
-            self._memo[id(value)] = (value, type(value), image, digest)
+            self._memorize(value, image, digest)
         return {"c": digest}
+
+    def _memorize(self, value: object, image: bytes, digest: str) -> None:
+        replaced = self._memo.get(id(value))
+        if replaced is not None:
+            self._memo_bytes -= len(replaced[2])
+        elif len(self._memo) >= _MEMO_MAX or self._memo_bytes > _MEMO_MAX_BYTES:
+            self._memo.clear()
+            self._memo_bytes = 0
+        self._memo_bytes += len(image)
+        # holding the leaf keeps its id from being reused by another object
+        self._memo[id(value)] = (value, type(value), image, digest)
+
+    def _image(self, value: Any) -> bytes | None:
+        """A faithful, type-exact image of what encoding `value` reads, or None.
+
+        Text and bytes are immutable: the object is its own image (b""). Dicts and
+        lists are imaged whole; a registered dataclass or pydantic model by exactly
+        the attributes the codec reads (wherever they live: slots, class defaults,
+        `...` where one is missing) and pydantic's extra fields and fields-set.
+        Only values made of exact builtin types are imaged (`_plain`): `marshal`
+        then keeps dict order and tells 1, 1.0 and True apart, so equal images mean
+        equal encodings. Anything else (a datetime, a bytearray, a nested model)
+        gets None and is encoded at every save.
+        """
+        kind = type(value)
+        if kind is str or kind is bytes:
+            return b""
+        if kind is dict or kind is list:
+            return marshal.dumps(value) if _plain(value) else None
+        reader = self._readers.get(kind)
+        if reader is None:
+            reader = self._readers[kind] = self._reader(kind)
+        if reader is False:
+            return None
+        read, names, is_pydantic = reader
+        try:
+            fields = read(value)
+        except AttributeError:  # a field unset on this instance
+            fields = tuple(getattr(value, name, ...) for name in names)
+        if not _plain_items(fields):
+            return None
+        if is_pydantic:
+            extra = getattr(value, "__pydantic_extra__", None)
+            fields_set = getattr(value, "__pydantic_fields_set__", None)
+            if (extra and not _plain(extra)) or not (
+                type(fields_set) is set and _all_atoms(map(type, fields_set))
+            ):
+                return None
+            fields = (fields, extra, fields_set)
+        return marshal.dumps(fields)
+
+    def _reader(self, kind: type) -> _Reader | Literal[False]:
+        """How `_image` reads a type's encoded fields at C speed (False: it cannot)."""
+        entry = self.serde.registry.info(kind)
+        if entry is None or entry.kind not in ("dataclass", "pydantic"):
+            return False
+        names = entry.fields
+        if not names:
+            return lambda _: (), names, entry.kind == "pydantic"
+        getter = operator.attrgetter(*names)
+        read = getter if len(names) > 1 else lambda value: (getter(value),)
+        return read, names, entry.kind == "pydantic"
 
     # --- manifests --------------------------------------------------------------
     def full_manifest(self, shape: Shape, chunks: dict[str, bytes]) -> dict[str, Any]:
@@ -167,30 +232,37 @@ class SnapshotCodec:
         return {"depth": depth + 1, "ops": ops}
 
 
-def _image(value: Any) -> bytes | None:
-    """A faithful, type-exact image of a leaf's contents, or None if there is none.
+_PLAIN_ATOMS = frozenset({str, int, float, bool, type(None), bytes, type(...)})
+_PLAIN_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
+_PLAIN_TYPES = _PLAIN_ATOMS | _PLAIN_CONTAINERS
+_all_atoms = _PLAIN_ATOMS.issuperset
 
-    `marshal` writes only the builtin types (exact types: a str subclass or an
-    IntEnum is refused), keeps dict order and tells 1, 1.0 and True apart, so two
-    equal images mean equal contents of equal types, hence equal encodings. An
-    object is imaged by its `__dict__` (with pydantic's extra fields and
-    fields-set, which the codec also stores); objects holding anything else
-    (another model, a datetime, a slotted class) get None and are always encoded.
+
+def _plain(value: object) -> bool:
+    """Whether `value` is built only of exact builtin types that marshal images.
+
+    marshal writes any buffer (a bytearray, a memoryview, an array, a bytes
+    subclass) as bytes, so only exact builtin types make its images faithful.
     """
     kind = type(value)
-    try:
-        if kind is dict or kind is list:
-            return marshal.dumps(value)
-        state = value.__dict__
-        return marshal.dumps(
-            (
-                state,
-                getattr(value, "__pydantic_extra__", None),
-                getattr(value, "__pydantic_fields_set__", None),
-            )
-        )
-    except (AttributeError, ValueError):  # no __dict__; something marshal refuses
-        return None
+    if kind in _PLAIN_ATOMS:
+        return True
+    items: Any = value
+    if kind is dict:
+        return _plain_items(items.keys()) and _plain_items(items.values())
+    return kind in _PLAIN_CONTAINERS and _plain_items(items)
+
+
+def _plain_items(items: Collection[Any]) -> bool:
+    kinds = set(map(type, items))
+    if kinds <= _PLAIN_ATOMS:
+        return True
+    if not kinds <= _PLAIN_TYPES:
+        return False
+    # only non-empty containers need a look inside (filter(None): the non-empty)
+    if set(map(type, filter(None, items))) <= _PLAIN_ATOMS:
+        return True
+    return all(map(_plain, (item for item in items if type(item) in _PLAIN_CONTAINERS)))
 
 
 def chunk_place(digest: str) -> str:
@@ -364,7 +436,9 @@ class Snapshots:
             await self.store.save_snapshot(record, chunks=new)
         except ChunksMissing:
             # a collection deleted chunks this engine remembered as stored (another
-            # thread's, or a deleted parent's): send every chunk this time
+            # thread's, or a deleted parent's): send every chunk this time. (Should
+            # `value` change during the first await, the shapes disagree and this
+            # second save is refused too: the caller sees ChunksMissing.)
             self._stored.clear()
             self.codec.shape(value, chunks)  # seals each leaf not sealed above
             await self.store.save_snapshot(record, chunks=chunks)
@@ -401,7 +475,7 @@ class Snapshots:
             )
             for h in hashes
         }
-        return record, _build(shape, leaves)
+        return record, _build(shape, leaves, self.serde.codec)
 
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""
@@ -521,14 +595,16 @@ def _expand(shape: Shape, segments: dict[str, list[Shape]]) -> Shape:
     return shape
 
 
-def _build(shape: Shape, leaves: dict[str, Any]) -> Any:
+def _build(shape: Shape, leaves: dict[str, Any], codec: Codec) -> Any:
+    if "j" in shape:
+        return codec.decode(shape["j"].encode("utf-8", "surrogatepass"))
     if "v" in shape:
         return shape["v"]
     if "c" in shape:
         return leaves[shape["c"]]
     if "d" in shape:
-        return {k: _build(v, leaves) for k, v in shape["d"].items()}
-    return [_build(item, leaves) for item in shape["l"]]
+        return {k: _build(v, leaves, codec) for k, v in shape["d"].items()}
+    return [_build(item, leaves, codec) for item in shape["l"]]
 
 
 def snapshot_place(thread_id: str, checkpoint_id: str, what: str = "manifest") -> str:

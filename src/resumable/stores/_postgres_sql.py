@@ -238,9 +238,10 @@ _GET_CHUNKS: Final = (
 )
 _SAVE_SNAPSHOT: Final = """
 WITH missing AS (
-    SELECT h FROM unnest(%(chunk_refs)s::text[]) AS h
-     WHERE h <> ALL(%(hashes)s::text[])
-       AND NOT EXISTS (SELECT 1 FROM {schema}.resumable_chunks c WHERE c.hash = h)
+    SELECT unnest(%(chunk_refs)s::text[]) AS h
+    EXCEPT SELECT unnest(%(hashes)s::text[])
+    EXCEPT SELECT c.hash FROM {schema}.resumable_chunks c
+            WHERE c.hash = ANY(%(chunk_refs)s::text[])
 ), stored AS (
     INSERT INTO {schema}.resumable_chunks (hash, data)
     SELECT * FROM unnest(%(hashes)s::text[], %(chunks)s::bytea[])

@@ -93,14 +93,9 @@ _CLAIM_ROUNDS: Final = 4  # rounds of candidates after a queue policy refused so
 _LISTEN: Final = b"LISTEN resumable_work"
 _OWN_OPTIONS: Final = ("schema", "pool_max", "pool_timeout_s")
 _DRIVER_ERRORS: Final = (psycopg.Error, UnicodeError)  # UnicodeError: lone surrogates
-# what the server or driver refuses as data or as a statement: retrying cannot help
-_REFUSED: Final = (
-    psycopg.DataError,
-    psycopg.IntegrityError,
-    psycopg.ProgrammingError,
-    psycopg.NotSupportedError,
-    UnicodeError,
-)
+# what the server or driver refuses as data: retrying cannot help (a missing grant or
+# table, a ProgrammingError, may be fixed meanwhile: that one is retried)
+_REFUSED: Final = (psycopg.DataError, psycopg.IntegrityError, UnicodeError)
 
 
 @dataclass(frozen=True, slots=True)

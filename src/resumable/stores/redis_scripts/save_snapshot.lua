@@ -20,14 +20,15 @@ if #missing > 0 then
   return missing
 end
 local previous = redis.call('HGET', KEYS[2], ARGV[2])
+-- references first: a new chunk the snapshot names never joins the orphans
+for i = 6, last_ref do
+  incref(ARGV[i])
+end
 for i = last_ref + 1, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1]) == 1
     and redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then
     redis.call('SADD', KEYS[6], ARGV[i])
   end
-end
-for i = 6, last_ref do
-  incref(ARGV[i])
 end
 if previous then
   for _, ref in ipairs(snapshot_refs(previous)) do
