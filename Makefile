@@ -25,6 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy src tests
+	$(BIN)/mypy benchmarks
 	$(BIN)/pyright src tests/typing
 
 bench: $(STAMP)

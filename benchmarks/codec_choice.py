@@ -21,7 +21,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-import msgpack  # type: ignore[import-untyped]  # msgpack ships no type hints
+import msgpack  # type: ignore[import-untyped, import-not-found, unused-ignore]  # an optional benchmark dependency, untyped
 
 from resumable.serde import Codec, Serde, TypeRegistry
 

@@ -17,6 +17,7 @@ import random
 import sqlite3
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -38,7 +39,7 @@ def prose() -> str:
     return " ".join(text)
 
 
-def corpus(rng: random.Random, text: str) -> dict[str, list[object]]:
+def corpus(rng: random.Random, text: str) -> dict[str, Sequence[object]]:
     def cut(size: int) -> str:
         start = rng.randrange(0, len(text) - size)
         return text[start : start + size]
@@ -85,16 +86,6 @@ def corpus(rng: random.Random, text: str) -> dict[str, list[object]]:
         "completion objects": completions,
         "chat messages (300-700 B)": messages,
     }
-
-
-THRESHOLDS = (4096, 1024, 256)
-
-
-def _cells(sizes: list[int]) -> list[str]:
-    plain = sizes[0]
-    return [f"{plain / 1024:.0f} KB"] + [
-        f"{s / 1024:.0f} KB ({plain / s:.2f}x)" for s in sizes[1:]
-    ]
 
 
 THRESHOLDS = (4096, 1024, 256)

@@ -14,6 +14,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -73,7 +74,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
 
-        def engine_bench(url_of: str):
+        def engine_bench(url_of: str) -> Callable[[int], Awaitable[float]]:
             async def bench(run: int) -> float:
                 url = url_of.format(
                     path=directory / f"bench-{run}-{time.perf_counter_ns()}.db"
@@ -88,7 +89,7 @@ async def main() -> None:
 
             return bench
 
-        async def raw(synchronous: str):
+        async def raw(synchronous: str) -> Callable[[int], Awaitable[None]]:
             async def bench(_: int) -> None:
                 raw_sqlite(directory, synchronous)
 
