@@ -608,6 +608,24 @@ class StoreContract:
         assert await store.load_snapshot("t") is None
         assert await store.get_chunks(["given"]) == {}  # nothing of it was stored
 
+    async def test_saves_racing_a_collection_never_keep_a_missing_chunk(
+        self, store: Store
+    ) -> None:
+        for n in range(30):
+            chunk = f"loose-{n}"
+            await store.put_chunks({chunk: b"L"})  # unreferenced: garbage until saved
+            snapshot = _snapshot(f"race-{n}", "0001", (chunk,))
+            saved, _ = await asyncio.gather(
+                store.save_snapshot(snapshot),
+                store.delete_unreferenced_chunks(1000),
+                return_exceptions=True,
+            )
+            if isinstance(saved, BaseException):
+                assert isinstance(saved, ChunksMissing), saved
+                assert await store.load_snapshot(f"race-{n}") is None
+            else:
+                assert await store.get_chunks([chunk]) == {chunk: b"L"}
+
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
         await store.save_snapshot(_snapshot("t", "0001", ("a",)))

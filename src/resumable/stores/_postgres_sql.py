@@ -297,16 +297,23 @@ WITH refs AS (
 )
 DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
 """
-# Taken by a collection before it looks for garbage: it waits for saves in flight
-# (which hold ROW EXCLUSIVE) and holds new ones back until it commits, so no save
-# can reference a chunk that the delete, reading an older snapshot, takes for garbage.
+# A collection finds candidates first, then takes SHARE on the references (waiting
+# for saves in flight, which hold ROW EXCLUSIVE, and holding new ones back) only to
+# delete those candidates still unreferenced: its DELETE reads a snapshot taken
+# after the lock, so no save can reference a chunk it deletes, and saves wait for
+# a short delete by key, never for the search.
+_UNREFERENCED_CANDIDATES: Final = """
+SELECT c.hash FROM {schema}.resumable_chunks c
+ WHERE NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
+                    WHERE r.hash = c.hash)
+ LIMIT %s
+"""
 _LOCK_REFERENCES: Final = "LOCK TABLE {schema}.resumable_snapshot_chunks IN SHARE MODE"
 _DELETE_UNREFERENCED: Final = """
-DELETE FROM {schema}.resumable_chunks WHERE hash IN (
-    SELECT c.hash FROM {schema}.resumable_chunks c
-     WHERE NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
-                        WHERE r.hash = c.hash)
-     LIMIT %s)
+DELETE FROM {schema}.resumable_chunks c
+ WHERE c.hash = ANY(%s::text[])
+   AND NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
+                    WHERE r.hash = c.hash)
 """
 
 
@@ -377,6 +384,7 @@ class Statements:
         self.load_snapshot = compose(_LOAD_SNAPSHOT)
         self.list_snapshots = compose(_LIST_SNAPSHOTS)
         self.delete_thread = compose(_DELETE_THREAD)
+        self.unreferenced_candidates = compose(_UNREFERENCED_CANDIDATES)
         self.lock_references = compose(_LOCK_REFERENCES)
         self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
         self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")

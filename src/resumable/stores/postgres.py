@@ -805,8 +805,12 @@ class PostgresStore:
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         async with self._connection() as conn, conn.transaction():
+            cur = await conn.execute(self._sql.unreferenced_candidates, (limit,))
+            candidates = [row["hash"] for row in await cur.fetchall()]
+            if not candidates:
+                return 0
             await conn.execute(self._sql.lock_references)
-            cur = await conn.execute(self._sql.delete_unreferenced, (limit,))
+            cur = await conn.execute(self._sql.delete_unreferenced, (candidates,))
             return cur.rowcount
 
     # --- maintenance ------------------------------------------------------------
