@@ -9,7 +9,7 @@ import pytest
 
 from resumable import Engine, ResumableError, register
 from resumable._engine import snapshots
-from resumable._engine.snapshots import FULL_EVERY, SEGMENT
+from resumable._engine.snapshots import FULL_EVERY, SEGMENT, snapshot_place
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 
 
@@ -217,6 +217,30 @@ async def test_a_small_inline_value_changed_is_saved_as_it_now_is(
     # compared encoded: == would take 1, 1.0 and True for one another
     encode = engine.serde.codec.encode
     assert encode(loaded) == encode({"items": [after], "flag": after})
+
+
+async def test_snapshots_written_with_live_inline_values_still_load_and_grow(
+    store: Store,
+) -> None:
+    # before inline values were kept encoded ({"j": text}) they were stored as
+    # values ({"v": value}): such a manifest loads, and is a base for new deltas
+    engine = Engine(store)
+    manifest = {"full": {"d": {"n": {"v": 1}, "tags": {"l": [{"v": "a"}]}}}, "depth": 0}
+    await store.save_snapshot(
+        SnapshotRecord(
+            thread_id="old",
+            checkpoint_id="0001",
+            parent_id=None,
+            manifest=engine.serde.dumps(manifest, place=snapshot_place("old", "0001")),
+            chunk_refs=(),
+            created_at_ms=1,
+        )
+    )
+    assert await engine.load_state("old") == {"n": 1, "tags": ["a"]}
+    await engine.save_state("old", {"n": True, "tags": ["a", "b"]})
+    loaded = await Engine(store).load_state("old")
+    encode = engine.serde.codec.encode
+    assert encode(loaded) == encode({"n": True, "tags": ["a", "b"]})
 
 
 async def test_a_model_changed_in_place_is_saved_as_it_now_is(store: Store) -> None:
