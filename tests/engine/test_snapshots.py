@@ -160,7 +160,8 @@ def test_the_leaf_memo_is_bounded_in_entries_and_bytes(
     monkeypatch.setattr(snapshots, "_MEMO_MAX", 50)
     monkeypatch.setattr(snapshots, "_MEMO_MAX_BYTES", 20_000)
     codec = snapshots.SnapshotCodec(Engine("memory://").serde)
-    leaves = [{"text": f"{i} " + "x" * 1000} for i in range(500)]
+    leaves: list[object] = [{"text": f"{i} " + "x" * 1000} for i in range(250)]
+    leaves += [f"{i} " + "y" * 1000 for i in range(250)]  # text: its own image
     peak_entries = peak_bytes = 0
     for leaf in leaves:
         codec.leaf(leaf, {})
@@ -168,8 +169,10 @@ def test_the_leaf_memo_is_bounded_in_entries_and_bytes(
         peak_bytes = max(peak_bytes, codec._memo_bytes)
     assert peak_entries <= 50
     assert peak_bytes <= 20_000 + 1100  # one image past the bound before it clears
+    assert len(codec._memo) <= 21  # the texts last seen: counted by their length
+    first = {"text": "0 " + "x" * 1000}
     chunks: dict[str, bytes] = {}
-    assert codec.leaf(leaves[-1], chunks) == codec.leaf(dict(leaves[-1]), chunks)
+    assert codec.leaf(leaves[0], chunks) == codec.leaf(first, chunks)
 
 
 async def test_a_field_outside_the_instance_dict_changed_in_place_is_saved(

@@ -35,8 +35,8 @@ FULL_EVERY = 64
 INLINE_MAX = 48
 CHUNK_COMPRESS_OVER = 256
 _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
-# leaves whose encoding is remembered (see SnapshotCodec.leaf), and their images'
-# bytes: the memo also keeps the leaves alive, so both are bounded
+# leaves whose encoding is remembered (see SnapshotCodec.leaf), and the bytes of
+# their images (or text): the memo also keeps the leaves alive, so both are bounded
 _MEMO_MAX = 4096
 _MEMO_MAX_BYTES = 64 << 20
 
@@ -134,14 +134,14 @@ class SnapshotCodec:
             self._memorize(value, image, digest)
         return {"c": digest}
 
-    def _memorize(self, value: object, image: bytes, digest: str) -> None:
+    def _memorize(self, value: Any, image: bytes, digest: str) -> None:
         replaced = self._memo.get(id(value))
         if replaced is not None:
-            self._memo_bytes -= len(replaced[2])
+            self._memo_bytes -= _held(replaced[0], replaced[2])
         elif len(self._memo) >= _MEMO_MAX or self._memo_bytes > _MEMO_MAX_BYTES:
             self._memo.clear()
             self._memo_bytes = 0
-        self._memo_bytes += len(image)
+        self._memo_bytes += _held(value, image)
         # holding the leaf keeps its id from being reused by another object
         self._memo[id(value)] = (value, type(value), image, digest)
 
@@ -230,6 +230,11 @@ class SnapshotCodec:
         if len(ops) > 8:
             return None
         return {"depth": depth + 1, "ops": ops}
+
+
+def _held(value: Any, image: bytes) -> int:
+    """About how many bytes a memo entry keeps alive (text is its own image)."""
+    return len(image) or (len(value) if type(value) in (str, bytes) else 0)
 
 
 _PLAIN_ATOMS = frozenset({str, int, float, bool, type(None), bytes, type(...)})
