@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from conftest import T0, run_record, step_record
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
@@ -33,14 +34,12 @@ from resumable.stores.protocol import (
     InputRecord,
     QueuePolicy,
     RunQuery,
-    RunRecord,
     SnapshotRecord,
     StepRecord,
 )
 
 pytestmark = pytest.mark.postgres
 
-T0 = 1_800_000_000_000
 Factory = Callable[..., PostgresStore]
 
 
@@ -78,35 +77,6 @@ async def new_store(base_url: str) -> AsyncIterator[Factory]:
     for store in reversed(made):
         await store.drop()
         await store.close()
-
-
-def run_record(run_id: str, **fields: object) -> RunRecord:
-    values: dict[str, object] = {
-        "run_id": run_id,
-        "workflow": "wf",
-        "status": "queued",
-        "input": b"in",
-        "created_at_ms": T0,
-        "updated_at_ms": T0,
-    }
-    values.update(fields)
-    return RunRecord(**values)  # type: ignore[arg-type]  # test data, checked by the dataclass
-
-
-def step_record(
-    run_id: str, seq: int, name: str = "s", output: bytes = b"out"
-) -> StepRecord:
-    return StepRecord(
-        run_id=run_id,
-        seq=seq,
-        name=name,
-        fingerprint="f" * 16,
-        status="ok",
-        output=output,
-        attempts=1,
-        started_at_ms=T0,
-        finished_at_ms=T0 + 1,
-    )
 
 
 # --- URL and lifecycle ----------------------------------------------------------------

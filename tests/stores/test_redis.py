@@ -23,6 +23,7 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from conftest import T0, run_record, step_record
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
@@ -37,7 +38,6 @@ from resumable.stores.protocol import (
     Lease,
     QueuePolicy,
     RunQuery,
-    RunRecord,
     RunStatus,
     RunUpdate,
     SnapshotRecord,
@@ -47,7 +47,6 @@ from resumable.stores.redis import RedisStore, parse_url
 
 pytestmark = pytest.mark.redis
 
-T0 = 1_800_000_000_000
 # the command CI starts its Redis with; a restart test must bring it back exactly so
 REDIS_START = [
     "redis-server",
@@ -141,34 +140,6 @@ async def admin() -> AsyncIterator[Redis]:
         await client.aclose()
 
 
-def _run(run_id: str, **fields: Any) -> RunRecord:
-    base = RunRecord(
-        run_id=run_id,
-        workflow="wf",
-        status="queued",
-        input=b"in",
-        created_at_ms=T0,
-        updated_at_ms=T0,
-    )
-    return dataclasses.replace(base, **fields)
-
-
-def _step(
-    run_id: str, seq: int, *, name: str = "s", output: bytes = b"o"
-) -> StepRecord:
-    return StepRecord(
-        run_id=run_id,
-        seq=seq,
-        name=name,
-        fingerprint="f" * 16,
-        status="ok",
-        output=output,
-        attempts=1,
-        started_at_ms=T0,
-        finished_at_ms=T0 + 1,
-    )
-
-
 # --- URL and opening ---------------------------------------------------------------
 def test_url_keeps_redis_options_strips_the_prefix_and_hides_the_password() -> None:
     store = RedisStore(
@@ -245,8 +216,8 @@ async def test_no_config_access_logs_at_debug_and_carries_on(
     store = RedisStore(_url(url, _fresh_prefix()))
     try:
         with caplog.at_level(logging.DEBUG, logger="resumable"):
-            await store.create_run(_run("r"))
-        assert (await store.get_run("r")) == _run("r")
+            await store.create_run(run_record("r"))
+        assert (await store.get_run("r")) == run_record("r")
         records = [r for r in caplog.records if r.name == "resumable"]
         assert [r.levelno for r in records] == [logging.DEBUG]
         assert "persistence not checked" in records[0].getMessage()
@@ -265,7 +236,7 @@ async def test_an_unreachable_server_raises_our_errors_not_redis_errors() -> Non
             await store.get_run("r")
         assert caught.value.store == store.url
         with pytest.raises(CheckpointWriteError) as write:
-            await store.commit_step(_step("r", 3), fence=1)
+            await store.commit_step(step_record("r", 3), fence=1)
         assert (write.value.run_id, write.value.seq) == ("r", 3)
         started = time.monotonic()
         await store.wait_for_work(0.2)  # a failing wait just sleeps
@@ -287,13 +258,13 @@ async def test_unknown_url_option_is_a_store_error() -> None:
 async def test_store_survives_its_connections_being_killed(
     store: RedisStore, admin: Redis
 ) -> None:
-    await store.create_run(_run("r"))
+    await store.create_run(run_record("r"))
     lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=60_000)
     assert lease is not None
-    await store.commit_step(_step("r", 1), fence=lease.fence)
+    await store.commit_step(step_record("r", 1), fence=lease.fence)
     killed = await admin.client_kill_filter(_type="normal", skipme=True)
     assert killed >= 1
-    await store.commit_step(_step("r", 2), fence=lease.fence)
+    await store.commit_step(step_record("r", 2), fence=lease.fence)
     await store.renew_lease("r", fence=lease.fence, now_ms=T0, ttl_ms=60_000)
     assert [s.seq for s in await store.load_journal("r")] == [1, 2]
 
@@ -414,21 +385,21 @@ def restartable() -> Iterator[None]:
 async def test_restart_without_persistence_loses_runs_yet_the_store_reconnects(
     store: RedisStore,
 ) -> None:
-    await store.create_run(_run("before"))
+    await store.create_run(run_record("before"))
     await asyncio.to_thread(_shutdown_server)
     with pytest.raises(StoreError):
         await store.get_run("before")
     with pytest.raises(CheckpointWriteError) as caught:
-        await store.create_run(_run("during"))
+        await store.create_run(run_record("during"))
     assert caught.value.run_id == "during"
     await asyncio.to_thread(_start_server)
     # no persistence: the run is gone (what the warning at open is about) ...
     assert await store.get_run("before") is None
     # ... but the same store object reconnects and reloads its scripts
-    await store.create_run(_run("after"))
+    await store.create_run(run_record("after"))
     lease = await store.acquire_lease("after", owner="a", now_ms=T0, ttl_ms=1000)
     assert lease is not None
-    await store.commit_step(_step("after", 1), fence=lease.fence)
+    await store.commit_step(step_record("after", 1), fence=lease.fence)
     assert len(await store.load_journal("after")) == 1
 
 
@@ -494,7 +465,7 @@ async def test_weird_identifiers_are_stored_and_found_literally(
     await admin.set(sentinel, b"still here")
     try:
         for i, weird in enumerate(WEIRD_IDS):
-            run = _run(
+            run = run_record(
                 weird,
                 workflow=weird,
                 queue=weird,
@@ -522,14 +493,14 @@ async def test_weird_identifiers_are_stored_and_found_literally(
                 queues={weird: QueuePolicy(concurrency=1, rate=1)},
             )
             assert [(lease.run_id, lease.owner) for lease in leases] == [(weird, weird)]
-            step_record = _step(
+            journaled = step_record(
                 weird,
                 1,
                 name=weird,
                 output=b"\x00" + weird.encode("utf-8", "surrogatepass"),
             )
-            await store.commit_step(step_record, fence=leases[0].fence)
-            assert await store.load_journal(weird) == [step_record]
+            await store.commit_step(journaled, fence=leases[0].fence)
+            assert await store.load_journal(weird) == [journaled]
             assert await store.send_input(
                 InputRecord(run_id=weird, key=weird, value=b"v\x00", sent_at_ms=T0)
             )
@@ -578,8 +549,8 @@ async def test_drop_deletes_only_its_own_prefix_even_with_glob_characters() -> N
     globbing = RedisStore(_url(base, f"{tag}*"))
     bystander = RedisStore(_url(base, f"{tag}x"))
     try:
-        await globbing.create_run(_run("a"))
-        await bystander.create_run(_run("b"))
+        await globbing.create_run(run_record("a"))
+        await bystander.create_run(run_record("b"))
         await globbing.drop()
         assert await globbing.get_run("a") is None
         assert await bystander.get_run("b") is not None
@@ -595,7 +566,7 @@ async def test_list_runs_agrees_with_the_memory_store(store: RedisStore) -> None
     memory = MemoryStore()
     statuses: list[RunStatus] = ["queued", "running", "failed", "succeeded", "waiting"]
     for i in range(260):
-        run = _run(
+        run = run_record(
             f"r{i:03d}",
             created_at_ms=T0 + rng.randrange(40),  # many ties: ordered by run_id
             updated_at_ms=T0 + rng.randrange(100),
@@ -658,7 +629,7 @@ async def test_run_state_machine_agrees_with_the_memory_store(  # noqa: PLR0912 
             status = rng.choice(["queued", "queued", "sleeping", "waiting"])
             await both(
                 "create_run",
-                _run(
+                run_record(
                     run_id,
                     created_at_ms=now,
                     updated_at_ms=now,
@@ -743,9 +714,11 @@ async def test_run_state_machine_agrees_with_the_memory_store(  # noqa: PLR0912 
 # --- concurrency -----------------------------------------------------------------------
 async def test_concurrent_claimers_never_claim_a_run_twice(store: RedisStore) -> None:
     for i in range(200):
-        await store.create_run(_run(f"r{i:03d}", created_at_ms=T0 + i))
+        await store.create_run(run_record(f"r{i:03d}", created_at_ms=T0 + i))
     for i in range(30):
-        await store.create_run(_run(f"q{i:02d}", queue="narrow", created_at_ms=T0 + i))
+        await store.create_run(
+            run_record(f"q{i:02d}", queue="narrow", created_at_ms=T0 + i)
+        )
     claimers = [RedisStore(_url(_base_url(), store.prefix)) for _ in range(8)]
     policy = {"narrow": QueuePolicy(concurrency=3)}
 
@@ -852,11 +825,11 @@ async def test_wait_for_work_returns_early_when_a_run_is_queued(
     assert time.monotonic() - started >= 0.09
     other = RedisStore(_url(_base_url(), store.prefix))
     try:
-        await other.create_run(_run("queued"))
+        await other.create_run(run_record("queued"))
         started = time.monotonic()
         await store.wait_for_work(10)
         assert time.monotonic() - started < 2
-        await other.create_run(_run("waiting", status="waiting"))
+        await other.create_run(run_record("waiting", status="waiting"))
         await store.wait_for_work(0.05)  # nothing new: a waiting run is not work
         await other.send_input(
             InputRecord(run_id="waiting", key="k", value=b"", sent_at_ms=T0)
