@@ -107,13 +107,13 @@ _SCRIPTS_WITH_LIB: Final = (
     "claim_runs",
     "delete_runs",
     "send_input",
+    "put_chunks",
     "save_snapshot",
     "list_snapshots",
     "delete_thread",
 )
 _PLAIN_SCRIPTS: Final = (
     "commit_step",
-    "put_chunks",
     "load_snapshot",
     "delete_unreferenced_chunks",
 )
@@ -764,15 +764,15 @@ class RedisStore:
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         keys = [self._keys.chunks, self._keys.chunkrefs, self._keys.orphans]
-        args: list[bytes] = []
+        args: list[bytes] = [self._keys.base]
         size = 0
         for digest, data in chunks.items():
             args += [_b(digest), data]
             size += len(data)
             if size >= _PUT_BATCH_BYTES:  # chunks are independent: batches may split
                 await self._script("put_chunks", keys, args)
-                args, size = [], 0
-        if args:
+                args, size = [self._keys.base], 0
+        if len(args) > 1:
             await self._script("put_chunks", keys, args)
 
     async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:

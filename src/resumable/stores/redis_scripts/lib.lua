@@ -145,6 +145,15 @@ local function incref(hash)
   redis.call('HINCRBY', B .. 'chunkrefs', hash, 1)
 end
 
+-- store a chunk by content hash (a hash already present is left alone); a new one
+-- no snapshot references yet joins `orphans`, the GC's worklist
+local function put_chunk(hash, data)
+  if redis.call('HSETNX', B .. 'chunks', hash, data) == 1
+    and redis.call('HEXISTS', B .. 'chunkrefs', hash) == 0 then
+    redis.call('SADD', B .. 'orphans', hash)
+  end
+end
+
 local function decref(hash)
   if redis.call('HINCRBY', B .. 'chunkrefs', hash, -1) <= 0 then
     redis.call('HDEL', B .. 'chunkrefs', hash)

@@ -1,7 +1,7 @@
--- save_snapshot: store new chunks (as put_chunks does), insert (or replace) a
+-- save_snapshot: store new chunks (lib.lua's put_chunk), insert (or replace) a
 -- checkpoint and count its chunk references, atomically.
 -- KEYS[1] cps (ids), KEYS[2] cp (records), KEYS[3] nss (namespaces), KEYS[4] chunks,
--- KEYS[5] chunkrefs, KEYS[6] orphans.
+-- KEYS[5] chunkrefs, KEYS[6] orphans (the last three as lib.lua names them).
 -- ARGV: base, checkpoint_id, packed record, namespace, n, n refs, then hash, data...
 -- Atomic with delete_unreferenced_chunks, so a ref found here stays found.
 -- Returns the refs that are neither stored nor given, and then saves nothing.
@@ -25,10 +25,7 @@ for i = 6, last_ref do
   incref(ARGV[i])
 end
 for i = last_ref + 1, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[4], ARGV[i], ARGV[i + 1]) == 1
-    and redis.call('HEXISTS', KEYS[5], ARGV[i]) == 0 then
-    redis.call('SADD', KEYS[6], ARGV[i])
-  end
+  put_chunk(ARGV[i], ARGV[i + 1])
 end
 if previous then
   for _, ref in ipairs(snapshot_refs(previous)) do
