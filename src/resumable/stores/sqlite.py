@@ -143,6 +143,8 @@ _PUT_CHUNK: Final = (
     "INSERT INTO resumable_chunks (hash, data) VALUES (?, ?) "
     "ON CONFLICT (hash) DO NOTHING"
 )
+_SELECT_CHUNKS: Final = "SELECT hash, data FROM resumable_chunks WHERE hash IN "
+_SELECT_CHUNK_HASHES: Final = "SELECT hash FROM resumable_chunks WHERE hash IN "
 _SNAPSHOT_COLUMNS: Final = (
     "thread_id, namespace, checkpoint_id, parent_id, manifest, chunk_refs, label, "
     "metadata, created_at_ms"
@@ -768,14 +770,8 @@ class SQLiteStore:
         wanted = list(hashes)
 
         def get(conn: Conn) -> dict[str, bytes]:
-            found: dict[str, bytes] = {}
-            for part in _slices(wanted):
-                rows = conn.execute(
-                    f"SELECT hash, data FROM resumable_chunks WHERE hash IN ({', '.join('?' * len(part))})",  # noqa: S608 - placeholders only
-                    part,
-                )
-                found.update((row["hash"], bytes(row["data"])) for row in rows)
-            return found
+            rows = _chunk_rows(conn, _SELECT_CHUNKS, wanted)
+            return {row[0]: bytes(row[1]) for row in rows}
 
         return await self._call(get, write=False) if wanted else {}
 
@@ -924,22 +920,20 @@ class SQLiteStore:
         return await self._call(delete, write=True)
 
 
-def _slices(items: list[str]) -> Iterator[list[str]]:
-    """`items` in slices that stay under SQLite's limit of variables per statement."""
-    for start in range(0, len(items), 500):
-        yield items[start : start + 500]
+def _chunk_rows(conn: Conn, select: str, hashes: list[str]) -> Iterator[Any]:
+    """The rows `select` (ending in "IN ") finds for `hashes`.
+
+    Asked in slices that stay under SQLite's limit of variables per statement.
+    """
+    for start in range(0, len(hashes), 500):
+        part = hashes[start : start + 500]
+        marks = ", ".join("?" * len(part))  # placeholders only: hashes are parameters
+        yield from conn.execute(f"{select}({marks})", part)
 
 
 def _stored_chunks(conn: Conn, hashes: list[str]) -> set[str]:
     """Which of `hashes` the chunks table holds."""
-    found: set[str] = set()
-    for part in _slices(hashes):
-        rows = conn.execute(
-            f"SELECT hash FROM resumable_chunks WHERE hash IN ({', '.join('?' * len(part))})",  # noqa: S608 - placeholders only
-            part,
-        )
-        found.update(row[0] for row in rows)
-    return found
+    return {row[0] for row in _chunk_rows(conn, _SELECT_CHUNK_HASHES, hashes)}
 
 
 def _deliver(outcomes: list[tuple[_Job, bool, Any]]) -> None:
