@@ -317,12 +317,7 @@ class PostgresStore:
         except _DRIVER_ERRORS as exc:
             self._on_failure(exc)
             if run_id is not None:
-                raise CheckpointWriteError(
-                    run_id=run_id,
-                    seq=seq,
-                    detail=f"postgresql: {exc}",
-                    transient=not isinstance(exc, _REFUSED),
-                ) from exc
+                raise _write_error(run_id, seq, exc) from exc
             raise StoreError(store=self.url, detail=f"postgresql: {exc}") from exc
 
     def _on_failure(self, exc: BaseException) -> None:
@@ -671,11 +666,11 @@ class PostgresStore:
                     await self._write_batch([pending])
                 return
             for pending in batch:
-                _settle(pending, _write_error(pending, exc))
+                _settle(pending, _batch_error(pending, exc))
             return
         except Exception as exc:  # noqa: BLE001 - e.g. closed meanwhile: callers must hear
             for pending in batch:
-                _settle(pending, _write_error(pending, exc))
+                _settle(pending, _batch_error(pending, exc))
             return
         # in autocommit the statement's own transaction has committed when execute()
         # returns (the server answers only after COMMIT), so callers may go on now
@@ -957,14 +952,21 @@ def _is_lost_connection(exc: BaseException | None) -> bool:
     return state == "" or state.startswith(("08", "57P"))
 
 
-def _write_error(pending: _Pending, exc: BaseException) -> CheckpointWriteError:
+def _write_error(
+    run_id: str, seq: int | None, exc: BaseException
+) -> CheckpointWriteError:
+    """The error a failed write for a run raises; data refused is not transient."""
     detail = exc.detail if isinstance(exc, StoreError) else f"postgresql: {exc}"
-    error = CheckpointWriteError(
-        run_id=pending.step.run_id,
-        seq=pending.step.seq,
+    return CheckpointWriteError(
+        run_id=run_id,
+        seq=seq,
         detail=detail,
         transient=not isinstance(exc, _REFUSED),
     )
+
+
+def _batch_error(pending: _Pending, exc: BaseException) -> CheckpointWriteError:
+    error = _write_error(pending.step.run_id, pending.step.seq, exc)
     error.__cause__ = exc  # raised in the caller's task, chained as `from exc` would
     return error
 
