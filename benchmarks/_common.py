@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import email
+import json
+import random
+import sqlite3
 import statistics
+import tempfile
 import time
+import typing
 from collections.abc import Awaitable, Callable, Sequence
 
 
@@ -27,3 +35,28 @@ def table(rows: Sequence[Sequence[str]]) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))
         for row in rows
     )
+
+
+# real English prose (the standard library's own documentation), so that storage
+# and compression figures are what LLM text would see, not a repeated toy sentence
+PROSE = " ".join(
+    " ".join((module.__doc__ or "").split())
+    for module in (
+        asyncio,
+        json,
+        random,
+        sqlite3,
+        statistics,
+        tempfile,
+        time,
+        argparse,
+        email,
+        typing,
+    )
+)
+
+
+def prose(rng: random.Random, size: int) -> str:
+    """`size` characters of PROSE from a random place."""
+    start = rng.randrange(0, len(PROSE) - size)
+    return PROSE[start : start + size]

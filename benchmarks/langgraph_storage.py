@@ -22,25 +22,21 @@ Needs `pip install langgraph-checkpoint-sqlite` (LangGraph's SqliteSaver).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import email
 import itertools
-import json
 import random
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-import typing
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import table
+from _common import prose, table
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -57,21 +53,6 @@ STEPS = 200
 MESSAGE_BYTES = 500
 RUNS = 5
 DURABILITIES: tuple[Literal["async", "sync"], ...] = ("async", "sync")
-PROSE = " ".join(
-    " ".join((module.__doc__ or "").split())
-    for module in (
-        asyncio,
-        json,
-        random,
-        sqlite3,
-        statistics,
-        tempfile,
-        time,
-        argparse,
-        email,
-        typing,
-    )
-)
 
 
 class State(TypedDict):
@@ -83,8 +64,7 @@ def build_graph() -> StateGraph[State]:
 
     def speak(state: State) -> dict[str, list[AnyMessage]]:
         turn = len(state["messages"])
-        start = rng.randrange(0, len(PROSE) - MESSAGE_BYTES)
-        text = PROSE[start : start + MESSAGE_BYTES]
+        text = prose(rng, MESSAGE_BYTES)
         kind = HumanMessage if turn % 2 == 0 else AIMessage
         return {"messages": [kind(text, id=f"msg-{turn}")]}
 

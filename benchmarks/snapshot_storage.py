@@ -6,9 +6,7 @@ in the same run (what a checkpointer that rewrites the state each time stores).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import email
 import json
 import random
 import sqlite3
@@ -16,14 +14,13 @@ import statistics
 import sys
 import tempfile
 import time
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import table
+from _common import prose, table
 
 from resumable import Engine
 from resumable.stores.protocol import NO_CHUNKS
@@ -31,28 +28,10 @@ from resumable.stores.sqlite import SQLiteStore
 
 TURNS = 200
 MESSAGE_BYTES = 500
-# real English prose (the standard library's own documentation), so that
-# compression figures are what LLM text would see, not a repeated toy sentence
-PROSE = " ".join(
-    " ".join((module.__doc__ or "").split())
-    for module in (
-        asyncio,
-        json,
-        random,
-        sqlite3,
-        statistics,
-        tempfile,
-        time,
-        argparse,
-        email,
-        typing,
-    )
-)
 
 
 def message(turn: int, rng: random.Random) -> dict[str, str]:
-    start = rng.randrange(0, len(PROSE) - MESSAGE_BYTES)
-    text = PROSE[start : start + MESSAGE_BYTES]
+    text = prose(rng, MESSAGE_BYTES)
     return {"role": "user" if turn % 2 == 0 else "assistant", "content": text}
 
 
