@@ -13,7 +13,7 @@ from typing import Any
 from resumable._engine import outcome, replay
 from resumable._engine.context import RunContext
 from resumable._engine.decorators import WorkflowSpec
-from resumable._engine.steps import commit, replayed, step_place
+from resumable._engine.steps import commit, decide_call, replayed, step_place
 from resumable.errors import WorkflowFailed
 from resumable.stores.protocol import StepRecord
 
@@ -31,20 +31,9 @@ async def run_child(
     kwargs: dict[str, Any],
 ) -> Any:
     """Return the child's recorded result, or run the child and record its outcome."""
-    if ctx.failure is not None:
-        raise ctx.failure
     runtime = ctx.runtime
     name = f"child:{spec.name}"
-    fingerprint = runtime.serde.fingerprint((args, kwargs) if kwargs else args)
-    decision = replay.decide(
-        ctx.journal.get(seq),
-        run_id=ctx.run_id,
-        seq=seq,
-        name=name,
-        fingerprint=fingerprint,
-        attempts=1,
-        retry_failed=ctx.retry_failed,
-    )
+    fingerprint, decision = decide_call(ctx, seq, name, args, kwargs, attempts=1)
     place = step_place(ctx.run_id, seq, name)
     if isinstance(decision, replay.Replay):
         ctx.replayed += 1

@@ -35,19 +35,9 @@ async def execute_step(
     kwargs: dict[str, Any],
 ) -> Any:
     """Return the step's recorded result, or run it and commit the result first."""
-    if ctx.failure is not None:
-        raise ctx.failure
-    runtime = ctx.runtime
     spec.register_types()
-    fingerprint = runtime.serde.fingerprint((args, kwargs) if kwargs else args)
-    decision = replay.decide(
-        ctx.journal.get(seq),
-        run_id=ctx.run_id,
-        seq=seq,
-        name=spec.name,
-        fingerprint=fingerprint,
-        attempts=spec.retry.attempts,
-        retry_failed=ctx.retry_failed,
+    fingerprint, decision = decide_call(
+        ctx, seq, spec.name, args, kwargs, attempts=spec.retry.attempts
     )
     if isinstance(decision, replay.Replay):
         ctx.replayed += 1
@@ -68,6 +58,33 @@ async def execute_step(
     finally:
         if task is not None:
             ctx.inflight.discard(task)
+
+
+def decide_call(
+    ctx: RunContext,
+    seq: int,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    attempts: int,
+) -> tuple[str, replay.Replay | replay.Execute]:
+    """The call's args fingerprint, and whether `seq` replays its record or executes.
+
+    Raises the run's failure first: once a write failed, nothing more runs.
+    """
+    if ctx.failure is not None:
+        raise ctx.failure
+    fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
+    return fingerprint, replay.decide(
+        ctx.journal.get(seq),
+        run_id=ctx.run_id,
+        seq=seq,
+        name=name,
+        fingerprint=fingerprint,
+        attempts=attempts,
+        retry_failed=ctx.retry_failed,
+    )
 
 
 def replayed(ctx: RunContext, record: StepRecord) -> Any:
