@@ -109,11 +109,12 @@ def row_bytes(path: Path) -> int:
 
 
 def breakdown(path: Path, steps: int) -> str:
-    """ResumableSaver's row bytes per step: message chunks, checkpoints, writes."""
+    """ResumableSaver's row bytes per step: chunks, packs, loose checkpoints, writes."""
     parts = {
         "chunks": "SELECT SUM(LENGTH(hash) + LENGTH(data)) FROM resumable_chunks",
-        "checkpoint rows": _SNAPSHOT_BYTES + "namespace NOT LIKE ':%'",
-        "pending-writes rows": _SNAPSHOT_BYTES + "namespace LIKE ':writes:%'",
+        "packs": _SNAPSHOT_BYTES + "namespace LIKE ':pack:%'",
+        "loose checkpoint rows": _SNAPSHOT_BYTES + "namespace NOT LIKE ':%'",
+        "loose pending-writes rows": _SNAPSHOT_BYTES + "namespace LIKE ':writes:%'",
     }
     with sqlite3.connect(path) as conn:
         sizes = {

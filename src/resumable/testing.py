@@ -626,6 +626,51 @@ class StoreContract:
             else:
                 assert await store.get_chunks([chunk]) == {chunk: b"L"}
 
+    async def test_snapshots_are_swapped_for_a_pack_in_one_step(
+        self, store: Store
+    ) -> None:
+        await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
+        for n, refs in enumerate((("a",), ("a", "b"), ("c",)), start=1):
+            await store.save_snapshot(_snapshot("t", f"000{n}", refs))
+        pack = _snapshot("t", "0001", ("a", "b"), namespace=":pack:", label="0002")
+        assert await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
+        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0003"]
+        loaded = await store.load_snapshot("t", namespace=":pack:")
+        assert loaded is not None
+        assert dataclasses.replace(loaded, chunk_refs=()) == dataclasses.replace(
+            pack, chunk_refs=()
+        )
+        assert sorted(loaded.chunk_refs) == ["a", "b"]
+        # the pack holds every chunk the swapped snapshots used
+        assert await store.delete_unreferenced_chunks(100) == 0
+        # one of them is gone: nothing changes
+        again = _snapshot("t", "0003", ("c",), namespace=":pack:")
+        assert not await store.replace_snapshots("t", "", ["0003", "0002"], by=again)
+        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0003"]
+        assert len(await store.list_snapshots("t", namespace=":pack:")) == 1
+        assert await store.delete_thread("t") == 2
+        assert await store.delete_unreferenced_chunks(100) == 3
+
+    async def test_two_swaps_of_the_same_snapshots_cannot_both_happen(
+        self, store: Store
+    ) -> None:
+        await store.put_chunks({"a": b"A"})
+        for n in range(1, 5):
+            await store.save_snapshot(_snapshot("t", f"000{n}", ("a",)))
+        ids = ["0001", "0002", "0003"]
+        packs = [
+            _snapshot("t", "0001", ("a",), namespace=":pack:", label=who)
+            for who in ("one", "two")
+        ]
+        done = await asyncio.gather(
+            *(store.replace_snapshots("t", "", ids, by=pack) for pack in packs)
+        )
+        assert sorted(done) == [False, True]
+        loaded = await store.load_snapshot("t", namespace=":pack:")
+        assert loaded is not None
+        assert loaded.label == ("one" if done[0] else "two")
+        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0004"]
+
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
         await store.save_snapshot(_snapshot("t", "0001", ("a",)))

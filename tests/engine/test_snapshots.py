@@ -9,7 +9,8 @@ import pytest
 
 from resumable import Engine, ResumableError, register
 from resumable._engine import snapshots
-from resumable._engine.snapshots import FULL_EVERY, SEGMENT, snapshot_place
+from resumable._engine.packs import snapshot_place
+from resumable._engine.snapshots import FULL_EVERY, SEGMENT
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 
 

@@ -21,6 +21,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
 from conftest import store_url
+from resumable._engine import packs
 from resumable.integrations.langgraph import ResumableSaver
 
 
@@ -95,11 +96,29 @@ async def close(saver: ResumableSaver, *, drop: bool) -> None:
     await saver.aclose()
 
 
-@pytest.mark.parametrize("face", ["async", "sync"])
+@pytest.mark.parametrize(
+    ("face", "packing"), [("async", False), ("sync", False), ("async", True)]
+)
 async def test_saver_passes_every_conformance_capability(
-    backend: str, tmp_path: Path, face: str
+    backend: str,
+    tmp_path: Path,
+    face: str,
+    packing: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url = store_url(backend, tmp_path)
+    packed: list[int] = []
+    if packing:  # pack after every save: checkpoints and writes are read from packs
+        for name, value in ("PACK_EVERY", 1), ("KEEP_LOOSE", 1), ("PACK_MIN", 1):
+            monkeypatch.setattr(packs, name, value)
+        monkeypatch.setattr(packs, "PACK_MAX", 3)
+        pack = packs.Packs.pack
+
+        async def counted(self: packs.Packs, thread_id: str, namespace: str) -> int:
+            packed.append(await pack(self, thread_id, namespace))
+            return packed[-1]
+
+        monkeypatch.setattr(packs.Packs, "pack", counted)
 
     @checkpointer_test(name=f"ResumableSaver[{backend}, {face}]")
     async def factory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
@@ -118,4 +137,5 @@ async def test_saver_passes_every_conformance_capability(
     }
     assert report.passed_all()
     assert report.conformance_level() == "FULL"
+    assert sum(packed) > 0 if packing else not packed
     await close(ResumableSaver.from_url(url), drop=True)

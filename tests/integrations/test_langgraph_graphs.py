@@ -20,7 +20,17 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, Send, interrupt
 
 from conftest import store_url
+from resumable._engine import packs
 from resumable.integrations.langgraph import ResumableSaver
+
+
+@pytest.fixture(autouse=True, params=["rows", "packed"])
+def packing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every graph runs twice: as saved, and with its records packed at every save."""
+    if request.param == "packed":
+        for name, value in ("PACK_EVERY", 1), ("KEEP_LOOSE", 1), ("PACK_MIN", 1):
+            monkeypatch.setattr(packs, name, value)
+        monkeypatch.setattr(packs, "PACK_MAX", 3)
 
 
 @asynccontextmanager

@@ -28,6 +28,7 @@ from langgraph.graph.message import add_messages
 
 from conftest import store_url
 from resumable import Engine, ResumableError, SerializationError
+from resumable._engine import packs
 from resumable._engine.snapshots import chunk_place
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
@@ -403,9 +404,41 @@ async def stored_bytes(saver: ResumableSaver, thread_id: str) -> int:
     ) + sum(len(data) for data in chunks.values())
 
 
-async def test_an_appending_messages_channel_costs_the_same_at_every_step(
-    tmp_path: Path,
+async def test_packing_shrinks_what_a_long_thread_stores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def reply(state: Conversation) -> dict[str, list[AnyMessage]]:
+        n = len(state["messages"])
+        return {"messages": [AIMessage(f"reply {n} " + "lorem " * 80, id=f"m{n}")]}
+
+    builder = StateGraph(Conversation)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    sizes = {}
+    for every in (10**9, packs.PACK_EVERY):  # rows only, then packed as by default
+        monkeypatch.setattr(packs, "PACK_EVERY", every)
+        async with open_saver("memory", tmp_path) as saver:
+            graph = builder.compile(checkpointer=saver)
+            for _ in range(100):
+                await graph.ainvoke({"messages": []}, config("chat"))
+            sizes[every] = await saver._acall(stored_bytes(saver, "chat"))
+            history = [s async for s in graph.aget_state_history(config("chat"))]
+            assert len(history) == 300
+            assert len(history[-2].values["messages"]) == 0
+            assert len(history[0].values["messages"]) == 100
+    rows, packed = sizes.values()
+    # the messages themselves (~100 x 200 compressed bytes) stay as they were
+    assert packed < 0.6 * rows
+
+
+async def test_an_appending_messages_channel_costs_the_same_at_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # rows alone, the way they are written: packing them (tested on its own) would
+    # make the growth depend on where the measures fall between two packs
+    monkeypatch.setattr(packs, "PACK_EVERY", 10**9)
+
     def reply(state: Conversation) -> dict[str, list[AnyMessage]]:
         n = len(state["messages"])
         return {

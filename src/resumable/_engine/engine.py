@@ -496,7 +496,7 @@ class Engine:
                 sort in the order versions are saved (e.g. uuid6/uuid7 strings).
         """
         if parent is None:
-            latest = await self.store.load_snapshot(thread_id, namespace=namespace)
+            latest = await self._snapshots.packs.find(thread_id, namespace, None)
             parent = None if latest is None else latest.checkpoint_id
         record = await self._snapshots.save(
             thread_id,
@@ -566,7 +566,7 @@ class Engine:
         namespace: str | None = "",
     ) -> list[Checkpoint]:
         """The thread's checkpoints, newest first (every namespace if `namespace` is None)."""
-        records = await self.store.list_snapshots(
+        records = await self._snapshots.packs.history(
             thread_id, namespace=namespace, before=before, limit=limit
         )
         return [self._checkpoint(record) for record in records]

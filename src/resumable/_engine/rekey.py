@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from resumable._engine.packs import is_pack_namespace, pack_place, snapshot_place
 from resumable._engine.runs import run_place
-from resumable._engine.snapshots import chunk_place, snapshot_place
+from resumable._engine.snapshots import chunk_place
 from resumable._engine.steps import step_place
 from resumable._engine.waits import input_place
 from resumable.serde import Serde
@@ -48,9 +49,17 @@ def place_of(payload: Payload) -> str:
     if kind == "input.value":
         return input_place(str(key[0]), str(key[1]))
     if kind in ("snapshot.manifest", "snapshot.metadata"):
-        what = "manifest" if kind == "snapshot.manifest" else "metadata"
-        return snapshot_place(str(key[0]), str(key[2]), what)
+        return _snapshot_payload_place(payload)
     return chunk_place(str(key[0]))
+
+
+def _snapshot_payload_place(payload: Payload) -> str:
+    thread_id, namespace, checkpoint_id = map(str, payload.key[:3])
+    if payload.kind == "snapshot.metadata":
+        return snapshot_place(thread_id, checkpoint_id, "metadata")
+    if is_pack_namespace(namespace):
+        return pack_place(thread_id, checkpoint_id)
+    return snapshot_place(thread_id, checkpoint_id)
 
 
 async def rekey(

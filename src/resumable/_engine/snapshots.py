@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from resumable._engine.packs import Packs, is_pack_namespace, snapshot_place
 from resumable.errors import ChunksMissing, CorruptCheckpointError, ResumableError
 from resumable.serde import Serde
 from resumable.serde.codec import Codec
@@ -374,6 +375,7 @@ class Snapshots:
     def __init__(self, store: Store, serde: Serde) -> None:
         self.store, self.codec = store, SnapshotCodec(serde)
         self.serde = serde
+        self.packs = Packs(store, serde)
         # the last shape saved or loaded per (thread, namespace, checkpoint): saving
         # the next snapshot of a conversation diffs against it without a read
         self._shapes: dict[tuple[str, str], tuple[str, Shape, int]] = {}
@@ -393,6 +395,11 @@ class Snapshots:
         checkpoint_id: str | None = None,
     ) -> SnapshotRecord:
         """Store `value` as a new snapshot whose parent is `parent_id`."""
+        if is_pack_namespace(namespace):
+            raise ValueError(
+                f"namespace {namespace!r}: names starting with ':pack:' are where "
+                f"resumable packs older snapshots; choose another"
+            )
         chunks: dict[str, bytes] = {}
         manifest: dict[str, Any] | None = None
         if parent_id is None:
@@ -430,6 +437,7 @@ class Snapshots:
             shape,
             int(manifest["depth"]),
         )
+        await self.packs.saved(thread_id, namespace)
         return record
 
     async def _write(
@@ -460,9 +468,7 @@ class Snapshots:
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
     ) -> tuple[SnapshotRecord, Any] | None:
         """The snapshot (latest, or the given one) and its value; None if none exists."""
-        record = await self.store.load_snapshot(
-            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
-        )
+        record = await self.packs.find(thread_id, namespace, checkpoint_id)
         if record is None:
             return None
         shape, _ = await self._resolve(record)
@@ -486,6 +492,7 @@ class Snapshots:
         """Drop what is cached about a thread (after it was deleted)."""
         for key in [key for key in self._shapes if key[0] == thread_id]:
             del self._shapes[key]
+        self.packs.forget(thread_id)
 
     def metadata(self, record: SnapshotRecord) -> Any:
         """The snapshot's decoded metadata (None if it has none)."""
@@ -502,9 +509,7 @@ class Snapshots:
         cached = self._shapes.get((thread_id, namespace))
         if cached is not None and cached[0] == checkpoint_id:
             return cached[1], cached[2]
-        record = await self.store.load_snapshot(
-            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
-        )
+        record = await self.packs.find(thread_id, namespace, checkpoint_id)
         if record is None:
             raise ResumableError(
                 f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}; "
@@ -517,7 +522,7 @@ class Snapshots:
         chain = [self._manifest(record)]
         if "full" not in chain[0]:
             # a linear thread's previous snapshots are the chain: one query fetches it
-            earlier = await self.store.list_snapshots(
+            earlier = await self.packs.history(
                 record.thread_id,
                 namespace=record.namespace,
                 before=record.checkpoint_id,
@@ -531,10 +536,8 @@ class Snapshots:
                         place=snapshot_place(record.thread_id, record.checkpoint_id),
                         detail="its chain of delta manifests does not end in a full one",
                     )
-                parent = by_id.get(parent_id) or await self.store.load_snapshot(
-                    record.thread_id,
-                    namespace=record.namespace,
-                    checkpoint_id=parent_id,
+                parent = by_id.get(parent_id) or await self.packs.find(
+                    record.thread_id, record.namespace, parent_id
                 )
                 if parent is None:
                     raise CorruptCheckpointError(
@@ -610,8 +613,3 @@ def _build(shape: Shape, leaves: dict[str, Any], codec: Codec) -> Any:
     if "d" in shape:
         return {k: _build(v, leaves, codec) for k, v in shape["d"].items()}
     return [_build(item, leaves, codec) for item in shape["l"]]
-
-
-def snapshot_place(thread_id: str, checkpoint_id: str, what: str = "manifest") -> str:
-    """How messages (and encryption's associated data) name a snapshot's payloads."""
-    return f"thread {thread_id!r} checkpoint {checkpoint_id!r} {what}"

@@ -267,6 +267,46 @@ WITH missing AS (
 )
 SELECT ARRAY(SELECT h FROM missing) AS missing
 """
+# Nothing changes unless every checkpoint named still exists (rows deleted by a
+# concurrent swap or delete_thread drop out of `doomed` once their lock is free).
+_REPLACE_SNAPSHOTS: Final = """
+WITH doomed AS (
+    SELECT checkpoint_id FROM {schema}.resumable_snapshots
+     WHERE thread_id = %(thread_id)s AND namespace = %(namespace)s
+       AND checkpoint_id = ANY(%(ids)s::text[])
+       FOR UPDATE
+), complete AS (
+    SELECT count(*) = cardinality(%(ids)s::text[]) AS ok FROM doomed
+), released AS (
+    DELETE FROM {schema}.resumable_snapshot_chunks r
+     WHERE (SELECT ok FROM complete)
+       AND r.thread_id = %(thread_id)s AND r.namespace = %(namespace)s
+       AND r.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
+), gone AS (
+    DELETE FROM {schema}.resumable_snapshots s
+     WHERE (SELECT ok FROM complete)
+       AND s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
+       AND s.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
+), saved AS (
+    INSERT INTO {schema}.resumable_snapshots (thread_id, namespace, checkpoint_id,
+        parent_id, manifest, label, metadata, created_at_ms)
+    SELECT %(by_thread_id)s, %(by_namespace)s, %(checkpoint_id)s, %(parent_id)s,
+        %(manifest)s, %(label)s, %(metadata)s::bytea, %(created_at_ms)s
+     WHERE (SELECT ok FROM complete)
+    ON CONFLICT (thread_id, namespace, checkpoint_id) DO UPDATE
+       SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
+           label = EXCLUDED.label, metadata = EXCLUDED.metadata,
+           created_at_ms = EXCLUDED.created_at_ms
+), referenced AS (
+    INSERT INTO {schema}.resumable_snapshot_chunks (thread_id, namespace,
+        checkpoint_id, hash)
+    SELECT %(by_thread_id)s, %(by_namespace)s, %(checkpoint_id)s, h
+      FROM unnest(%(chunk_refs)s::text[]) AS h
+     WHERE (SELECT ok FROM complete)
+    ON CONFLICT DO NOTHING
+)
+SELECT ok FROM complete
+"""
 _SNAPSHOT_COLUMNS: Final = """
 SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
                    WHERE c.thread_id = s.thread_id AND c.namespace = s.namespace
@@ -381,6 +421,7 @@ class Statements:
         self.put_chunks = compose(_PUT_CHUNKS)
         self.get_chunks = compose(_GET_CHUNKS)
         self.save_snapshot = compose(_SAVE_SNAPSHOT)
+        self.replace_snapshots = compose(_REPLACE_SNAPSHOTS)
         self.load_snapshot = compose(_LOAD_SNAPSHOT)
         self.list_snapshots = compose(_LIST_SNAPSHOTS)
         self.delete_thread = compose(_DELETE_THREAD)

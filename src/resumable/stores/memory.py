@@ -219,6 +219,25 @@ class MemoryStore:
         found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
         return found if limit is None else found[:limit]
 
+    async def replace_snapshots(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_ids: Collection[str],
+        *,
+        by: SnapshotRecord,
+    ) -> bool:
+        thread = self._snapshots.get((thread_id, namespace), {})
+        doomed = set(checkpoint_ids)
+        if not doomed <= thread.keys():
+            return False
+        for checkpoint_id in doomed:
+            del thread[checkpoint_id]
+        self._snapshots.setdefault((by.thread_id, by.namespace), {})[
+            by.checkpoint_id
+        ] = by
+        return True
+
     async def delete_thread(self, thread_id: str) -> int:
         keys = [key for key in self._snapshots if key[0] == thread_id]
         return sum(len(self._snapshots.pop(key)) for key in keys)

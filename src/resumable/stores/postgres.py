@@ -791,6 +791,33 @@ class PostgresStore:
         rows = await self._read(self._sql.list_snapshots, params)
         return [_snapshot_from_row(row) for row in rows]
 
+    async def replace_snapshots(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_ids: Collection[str],
+        *,
+        by: SnapshotRecord,
+    ) -> bool:
+        params = {
+            "thread_id": _t(thread_id),
+            "namespace": _t(namespace),
+            "ids": [_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],
+            "by_thread_id": _t(by.thread_id),
+            "by_namespace": _t(by.namespace),
+            "checkpoint_id": _t(by.checkpoint_id),
+            "parent_id": _sql.maybe_text(by.parent_id),
+            "manifest": by.manifest,
+            "label": _sql.maybe_text(by.label),
+            "metadata": by.metadata,
+            "created_at_ms": by.created_at_ms,
+            "chunk_refs": list(by.chunk_refs),
+        }
+        async with self._connection() as conn:
+            cursor = await conn.execute(self._sql.replace_snapshots, params)
+            row = await cursor.fetchone()
+        return row is not None and bool(row["ok"])
+
     async def delete_thread(self, thread_id: str) -> int:
         async with self._connection() as conn:
             cur = await conn.execute(

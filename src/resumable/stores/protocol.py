@@ -370,6 +370,24 @@ class Store(Protocol):
         """A thread's snapshots, newest first (all namespaces if `namespace` is None)."""
         ...
 
+    async def replace_snapshots(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_ids: Collection[str],
+        *,
+        by: SnapshotRecord,
+    ) -> bool:
+        """Swap a thread's snapshots for one record that holds them all (a pack).
+
+        In one transaction: if every snapshot `checkpoint_ids` of `thread_id` in
+        `namespace` exists, delete them and insert `by` (same thread; its chunk
+        refs cover theirs, so no chunk is released) and return True. If any is
+        gone (deleted meanwhile, or swapped by another engine), change nothing and
+        return False.
+        """
+        ...
+
     async def delete_thread(self, thread_id: str) -> int:
         """Delete every snapshot of a thread; returns how many."""
         ...

@@ -109,6 +109,7 @@ _SCRIPTS_WITH_LIB: Final = (
     "send_input",
     "put_chunks",
     "save_snapshot",
+    "replace_snapshots",
     "list_snapshots",
     "delete_thread",
 )
@@ -869,6 +870,33 @@ class RedisStore:
         ]
         found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
         return found if limit is None else found[:limit]
+
+    async def replace_snapshots(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_ids: Collection[str],
+        *,
+        by: SnapshotRecord,
+    ) -> bool:
+        replaced = await self._script(
+            "replace_snapshots",
+            [
+                *self._keys.snapshots(thread_id, namespace),
+                *self._keys.snapshots(by.thread_id, by.namespace),
+                self._keys.of(b"nss:", by.thread_id),
+            ],
+            [
+                self._keys.base,
+                _b(by.checkpoint_id),
+                _snapshot_packed(by),
+                _b(by.namespace),
+                str(len(by.chunk_refs)).encode(),
+                *(_b(ref) for ref in by.chunk_refs),
+                *(_b(checkpoint_id) for checkpoint_id in set(checkpoint_ids)),
+            ],
+        )
+        return bool(replaced)
 
     async def delete_thread(self, thread_id: str) -> int:
         deleted = await self._script(

@@ -149,6 +149,15 @@ _SNAPSHOT_COLUMNS: Final = (
     "thread_id, namespace, checkpoint_id, parent_id, manifest, chunk_refs, label, "
     "metadata, created_at_ms"
 )
+_INSERT_SNAPSHOT: Final = (
+    f"INSERT OR REPLACE INTO resumable_snapshots ({_SNAPSHOT_COLUMNS}) "  # noqa: S608 - constant column list
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SNAPSHOT_KEY: Final = "thread_id = ? AND namespace = ? AND checkpoint_id = ?"
+_COUNT_SNAPSHOT: Final = (
+    f"SELECT count(*) FROM resumable_snapshots WHERE {_SNAPSHOT_KEY}"  # noqa: S608 - constant condition
+)
+_DELETE_SNAPSHOT: Final = f"DELETE FROM resumable_snapshots WHERE {_SNAPSHOT_KEY}"  # noqa: S608 - constant condition
 
 
 def parse_url(url: str) -> tuple[Path, str, int]:
@@ -779,18 +788,7 @@ class SQLiteStore:
         self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
     ) -> None:
         new_chunks = list(chunks.items())
-        row = (
-            _t(snapshot.thread_id),
-            _t(snapshot.namespace),
-            _t(snapshot.checkpoint_id),
-            _sql.maybe_text(snapshot.parent_id),
-            snapshot.manifest,
-            json.dumps(list(snapshot.chunk_refs)),
-            _sql.maybe_text(snapshot.label),
-            snapshot.metadata,
-            snapshot.created_at_ms,
-        )
-
+        row = _snapshot_row(snapshot)
         older = [ref for ref in snapshot.chunk_refs if ref not in chunks]
 
         def save(conn: Conn) -> None:
@@ -802,11 +800,7 @@ class SQLiteStore:
                 )
             if new_chunks:
                 conn.executemany(_PUT_CHUNK, new_chunks)
-            conn.execute(
-                f"INSERT OR REPLACE INTO resumable_snapshots ({_SNAPSHOT_COLUMNS}) "  # noqa: S608 - constant column list
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                row,
-            )
+            conn.execute(_INSERT_SNAPSHOT, row)
 
         await self._call(save, write=True)
 
@@ -855,6 +849,30 @@ class SQLiteStore:
             return [_snapshot(row) for row in rows]
 
         return await self._call(select, write=False)
+
+    async def replace_snapshots(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_ids: Collection[str],
+        *,
+        by: SnapshotRecord,
+    ) -> bool:
+        keys = [(_t(thread_id), _t(namespace), _t(i)) for i in set(checkpoint_ids)]
+        row = _snapshot_row(by)
+
+        def replace(conn: Conn) -> bool:
+            # writers are serialized: rows counted here stay until the commit
+            found = sum(
+                conn.execute(_COUNT_SNAPSHOT, key).fetchone()[0] for key in keys
+            )
+            if found != len(keys):
+                return False
+            conn.executemany(_DELETE_SNAPSHOT, keys)
+            conn.execute(_INSERT_SNAPSHOT, row)
+            return True
+
+        return await self._call(replace, write=True)
 
     async def delete_thread(self, thread_id: str) -> int:
         def delete(conn: Conn) -> int:
@@ -929,6 +947,21 @@ def _chunk_rows(conn: Conn, select: str, hashes: list[str]) -> Iterator[Any]:
         part = hashes[start : start + 500]
         marks = ", ".join("?" * len(part))  # placeholders only: hashes are parameters
         yield from conn.execute(f"{select}({marks})", part)
+
+
+def _snapshot_row(snapshot: SnapshotRecord) -> tuple[object, ...]:
+    """`_INSERT_SNAPSHOT`'s parameters."""
+    return (
+        _t(snapshot.thread_id),
+        _t(snapshot.namespace),
+        _t(snapshot.checkpoint_id),
+        _sql.maybe_text(snapshot.parent_id),
+        snapshot.manifest,
+        json.dumps(list(snapshot.chunk_refs)),
+        _sql.maybe_text(snapshot.label),
+        snapshot.metadata,
+        snapshot.created_at_ms,
+    )
 
 
 def _stored_chunks(conn: Conn, hashes: list[str]) -> set[str]:

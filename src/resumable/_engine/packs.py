@@ -1,0 +1,339 @@
+"""Packs: a thread's older snapshots, swapped for one compressed record per run.
+
+A conversation or a LangGraph thread adds a snapshot (and LangGraph a pending-writes
+record) at every step. Such rows are small and alike: ids, a parent, a delta
+manifest, metadata. On their own they cost more bytes than the content a step adds.
+Every PACK_EVERY saves in a namespace, the engine swaps that namespace's older loose
+snapshots for one record in namespace PACK_PREFIX + namespace, their frames' bodies
+compressed together (`Store.replace_snapshots`: atomic, and refused if another
+engine got there first). Readers see the same records either way: `find` and
+`history` merge packs with loose rows.
+
+A pack's checkpoint_id is its oldest row's id and its label the newest row's. The
+packs of a namespace never overlap, and its newest KEEP_LOOSE snapshots stay loose,
+so a thread's latest snapshot is a loose row.
+
+A pack's body is a 4-byte header length, the header (JSON: one entry per row with
+its fields and the lengths of its manifest and metadata bodies), then the bodies.
+The pack is sealed (checksummed or encrypted, compressed) like any manifest, so
+`rekey` rewrites it like one; its rows' bodies are sealed again when read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+from collections.abc import Sequence
+from typing import Any, Final
+
+from resumable.errors import CorruptCheckpointError
+from resumable.serde import Serde
+from resumable.stores.protocol import SnapshotRecord, Store
+
+PACK_PREFIX: Final = ":pack:"
+PACK_EVERY = 16
+"""Saves in one namespace between two attempts to pack it."""
+KEEP_LOOSE = 2
+"""The newest snapshots of a namespace that are never packed."""
+PACK_MIN = 8
+"""Fewer packable snapshots than this are left loose until the next attempt."""
+PACK_MAX = 256
+"""Rows per pack at most."""
+_DECODED_MAX = 16  # decoded packs kept per engine
+_COUNTED_MAX = 10_000  # (thread, namespace) save counters kept per engine
+_HEADER_LEN: Final = struct.Struct(">I")
+_FORMAT: Final = 1
+_log = logging.getLogger("resumable")
+
+
+def pack_namespace(namespace: str) -> str:
+    """Where the packs of `namespace` are stored."""
+    return PACK_PREFIX + namespace
+
+
+def is_pack_namespace(namespace: str) -> bool:
+    """Whether records in `namespace` are packs."""
+    return namespace.startswith(PACK_PREFIX)
+
+
+class Packs:
+    """Finds snapshots loose or packed, and packs a namespace's older ones."""
+
+    def __init__(self, store: Store, serde: Serde) -> None:
+        self.store, self.serde = store, serde
+        self._envelope = serde.envelope.with_compress_over(0)
+        self._saves: dict[tuple[str, str], int] = {}
+        # pack key -> (its manifest bytes, its rows): reused only for the same bytes
+        self._decoded: dict[tuple[str, str, str], tuple[bytes, list[SnapshotRecord]]]
+        self._decoded = {}
+
+    async def find(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None
+    ) -> SnapshotRecord | None:
+        """The snapshot (the latest if `checkpoint_id` is None), loose or packed."""
+        record = await self.store.load_snapshot(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        if record is not None or is_pack_namespace(namespace):
+            return record
+        # the smallest string after the id that every store accepts (no NUL)
+        before = None if checkpoint_id is None else checkpoint_id + "\x01"
+        packs = await self.store.list_snapshots(
+            thread_id, namespace=pack_namespace(namespace), before=before, limit=1
+        )
+        if not packs:
+            return None
+        rows = self.rows(packs[0], namespace)
+        if checkpoint_id is None:  # every loose row is gone: the newest packed one
+            return rows[-1] if rows else None
+        return next((row for row in rows if row.checkpoint_id == checkpoint_id), None)
+
+    async def history(
+        self,
+        thread_id: str,
+        *,
+        namespace: str | None,
+        before: str | None,
+        limit: int | None,
+    ) -> list[SnapshotRecord]:
+        """A thread's snapshots newest first, as `Store.list_snapshots`, packs unpacked."""
+        if namespace is None:
+            return await self._every_namespace(thread_id, before, limit)
+        loose = await self.store.list_snapshots(
+            thread_id, namespace=namespace, before=before, limit=limit
+        )
+        if is_pack_namespace(namespace):
+            return loose
+        packed: list[SnapshotRecord] = []
+        cursor = before
+        while limit is None or len(packed) < limit:
+            # packs never overlap: the newest ones hold the newest packed rows
+            packs = await self.store.list_snapshots(
+                thread_id,
+                namespace=pack_namespace(namespace),
+                before=cursor,
+                limit=None if limit is None else 1,
+            )
+            for pack in packs:
+                rows = self.rows(pack, namespace)
+                packed.extend(
+                    row
+                    for row in reversed(rows)
+                    if before is None or row.checkpoint_id < before
+                )
+            if limit is None or not packs:
+                break
+            cursor = packs[-1].checkpoint_id
+        return _newest_first([*loose, *packed], limit)
+
+    async def _every_namespace(
+        self, thread_id: str, before: str | None, limit: int | None
+    ) -> list[SnapshotRecord]:
+        # a pack sorts by its oldest row: read them all, then cut
+        found: list[SnapshotRecord] = []
+        for record in await self.store.list_snapshots(
+            thread_id, namespace=None, before=None, limit=None
+        ):
+            if not is_pack_namespace(record.namespace):
+                found.append(record)
+                continue
+            namespace = record.namespace[len(PACK_PREFIX) :]
+            found.extend(self.rows(record, namespace))
+        if before is not None:
+            found = [record for record in found if record.checkpoint_id < before]
+        return _newest_first(found, limit)
+
+    async def saved(self, thread_id: str, namespace: str) -> None:
+        """Count a save; every PACK_EVERY saves in a namespace, pack it."""
+        key = (thread_id, namespace)
+        if len(self._saves) >= _COUNTED_MAX and key not in self._saves:
+            self._saves.clear()
+        count = self._saves.get(key, 0) + 1
+        if count < PACK_EVERY:
+            self._saves[key] = count
+            return
+        self._saves[key] = 0
+        try:
+            await self.pack(thread_id, namespace)
+        except Exception as exc:  # noqa: BLE001 - the save itself succeeded
+            # packing only saves space: the rows stay loose and readable, and the
+            # next attempt (PACK_EVERY saves on) packs them
+            _log.warning(
+                "thread %r namespace %r: packing older snapshots failed, they stay "
+                "as they are (%s: %s)",
+                thread_id,
+                namespace,
+                type(exc).__name__,
+                exc,
+            )
+
+    async def pack(self, thread_id: str, namespace: str) -> int:
+        """Pack a namespace's older loose snapshots; returns how many were packed.
+
+        They fill up the newest pack first (rewritten under the same id), then new
+        ones. Loose rows are listed before the newest pack is read: a pack that
+        changed after that listing took some of those rows, so the swap is refused
+        and nothing is lost (every packer takes the oldest loose rows first).
+        """
+        loose = await self.store.list_snapshots(thread_id, namespace=namespace)
+        newest = await self.store.list_snapshots(
+            thread_id, namespace=pack_namespace(namespace), limit=1
+        )
+        # rows older than the newest pack's newest row (a late save) stay loose
+        after = newest[0].label if newest else None
+        candidates = [
+            row
+            for row in reversed(loose[KEEP_LOOSE:])
+            if after is None or row.checkpoint_id > after
+        ]
+        if len(candidates) < PACK_MIN:
+            return 0
+        held = self.rows(newest[0], namespace) if newest else []
+        if len(held) >= PACK_MAX:
+            held = []
+        packed, start = 0, 0
+        while start < len(candidates):
+            taken = candidates[start : start + PACK_MAX - len(held)]
+            pack = self._pack_record(thread_id, namespace, [*held, *taken])
+            ids = [row.checkpoint_id for row in taken]
+            if not await self.store.replace_snapshots(
+                thread_id, namespace, ids, by=pack
+            ):
+                break  # another engine packed them, or the thread was deleted
+            packed += len(taken)
+            start += len(taken)
+            held = []
+        return packed
+
+    def forget(self, thread_id: str) -> None:
+        """Drop what is cached about a thread (after it was deleted)."""
+        for key in [key for key in self._saves if key[0] == thread_id]:
+            del self._saves[key]
+
+    def rows(self, pack: SnapshotRecord, namespace: str) -> list[SnapshotRecord]:
+        """The snapshots a pack holds, oldest first."""
+        key = (pack.thread_id, pack.namespace, pack.checkpoint_id)
+        cached = self._decoded.get(key)
+        if cached is not None and cached[0] == pack.manifest:
+            return cached[1]
+        rows = self._unpack(pack, namespace)
+        if len(self._decoded) >= _DECODED_MAX:
+            del self._decoded[next(iter(self._decoded))]
+        self._decoded[key] = (pack.manifest, rows)
+        return rows
+
+    def _pack_record(
+        self, thread_id: str, namespace: str, rows: Sequence[SnapshotRecord]
+    ) -> SnapshotRecord:
+        open_ = self.serde.envelope.open
+        entries: list[list[Any]] = []
+        bodies: list[bytes] = []
+        for row in rows:
+            manifest = open_(row.manifest, place=_place(row))
+            metadata = (
+                None
+                if row.metadata is None
+                else open_(row.metadata, place=_place(row, "metadata"))
+            )
+            entries.append(
+                [
+                    row.checkpoint_id,
+                    row.parent_id,
+                    row.created_at_ms,
+                    row.label,
+                    list(row.chunk_refs),
+                    len(manifest),
+                    -1 if metadata is None else len(metadata),
+                ]
+            )
+            bodies.append(manifest)
+            if metadata is not None:
+                bodies.append(metadata)
+        header = json.dumps(
+            {"v": _FORMAT, "rows": entries}, ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8", "surrogatepass")
+        body = b"".join((_HEADER_LEN.pack(len(header)), header, *bodies))
+        first, last = rows[0].checkpoint_id, rows[-1].checkpoint_id
+        refs = dict.fromkeys(ref for row in rows for ref in row.chunk_refs)
+        return SnapshotRecord(
+            thread_id=thread_id,
+            namespace=pack_namespace(namespace),
+            checkpoint_id=first,
+            parent_id=None,
+            manifest=self._envelope.seal(body, place=pack_place(thread_id, first)),
+            chunk_refs=tuple(refs),
+            created_at_ms=max(row.created_at_ms for row in rows),
+            label=last,
+        )
+
+    def _unpack(self, pack: SnapshotRecord, namespace: str) -> list[SnapshotRecord]:
+        place = pack_place(pack.thread_id, pack.checkpoint_id)
+        body = self._envelope.open(pack.manifest, place=place)
+        seal = self.serde.envelope.seal
+        try:
+            (length,) = _HEADER_LEN.unpack_from(body)
+            header = json.loads(body[4 : 4 + length].decode("utf-8", "surrogatepass"))
+            if header["v"] != _FORMAT:
+                raise ValueError(f"unknown pack format {header['v']!r}")
+            pos = 4 + length
+            rows: list[SnapshotRecord] = []
+            for entry in header["rows"]:
+                checkpoint_id, parent, created, label, refs, size, meta = entry
+                manifest = body[pos : pos + size]
+                pos += size
+                metadata = None if meta < 0 else body[pos : pos + meta]
+                pos += max(meta, 0)
+                checkpoint_id = str(checkpoint_id)
+                rows.append(
+                    SnapshotRecord(
+                        thread_id=pack.thread_id,
+                        namespace=namespace,
+                        checkpoint_id=checkpoint_id,
+                        parent_id=None if parent is None else str(parent),
+                        manifest=seal(
+                            manifest,
+                            place=snapshot_place(pack.thread_id, checkpoint_id),
+                        ),
+                        chunk_refs=tuple(map(str, refs)),
+                        created_at_ms=int(created),
+                        label=None if label is None else str(label),
+                        metadata=None
+                        if metadata is None
+                        else seal(
+                            metadata,
+                            place=snapshot_place(
+                                pack.thread_id, checkpoint_id, "metadata"
+                            ),
+                        ),
+                    )
+                )
+            if pos != len(body):
+                raise ValueError(f"{len(body) - pos} bytes after the last row")
+        except (ValueError, TypeError, KeyError, struct.error) as exc:
+            raise CorruptCheckpointError(
+                place=place, detail=f"unreadable pack of snapshots ({exc})"
+            ) from exc
+        return rows
+
+
+def _newest_first(
+    records: list[SnapshotRecord], limit: int | None
+) -> list[SnapshotRecord]:
+    unique = {(r.namespace, r.checkpoint_id): r for r in records}.values()
+    ordered = sorted(unique, key=lambda r: (r.checkpoint_id, r.namespace), reverse=True)
+    return ordered if limit is None else ordered[:limit]
+
+
+def snapshot_place(thread_id: str, checkpoint_id: str, what: str = "manifest") -> str:
+    """How messages (and encryption's associated data) name a snapshot's payloads."""
+    return f"thread {thread_id!r} checkpoint {checkpoint_id!r} {what}"
+
+
+def pack_place(thread_id: str, checkpoint_id: str) -> str:
+    """Where a pack is sealed: never where one of its rows' manifests was."""
+    return snapshot_place(thread_id, checkpoint_id, "pack")
+
+
+def _place(record: SnapshotRecord, what: str = "manifest") -> str:
+    return snapshot_place(record.thread_id, record.checkpoint_id, what)

@@ -1,0 +1,33 @@
+-- replace_snapshots: swap checkpoints of one namespace for one record (a pack),
+-- atomically; nothing changes unless every checkpoint named still exists.
+-- KEYS[1] cps, KEYS[2] cp (the namespace swapped out), KEYS[3] cps, KEYS[4] cp (the
+-- record's namespace), KEYS[5] nss. ARGV: base, record id, packed record, record
+-- namespace, n, n refs, then the checkpoint ids to delete. Returns 1, or 0 if one
+-- of them is gone.
+local last_ref = 5 + tonumber(ARGV[5])
+for i = last_ref + 1, #ARGV do
+  if redis.call('HEXISTS', KEYS[2], ARGV[i]) == 0 then
+    return 0
+  end
+end
+-- references first: a chunk both sides name never reaches zero on the way
+for i = 6, last_ref do
+  incref(ARGV[i])
+end
+local previous = redis.call('HGET', KEYS[4], ARGV[2])
+if previous then
+  for _, ref in ipairs(snapshot_refs(previous)) do
+    decref(ref)
+  end
+end
+for i = last_ref + 1, #ARGV do
+  for _, ref in ipairs(snapshot_refs(redis.call('HGET', KEYS[2], ARGV[i]))) do
+    decref(ref)
+  end
+  redis.call('HDEL', KEYS[2], ARGV[i])
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
+redis.call('ZADD', KEYS[3], 0, ARGV[2])
+redis.call('SADD', KEYS[5], ARGV[4])
+return 1
