@@ -195,12 +195,14 @@ class Packs:
         packed, start = 0, 0
         while start < len(candidates):
             taken = candidates[start : start + PACK_MAX - len(held)]
-            pack = self._pack_record(thread_id, namespace, [*held, *taken])
+            rows = [*held, *taken]
+            pack = self._pack_record(thread_id, namespace, rows)
             ids = [row.checkpoint_id for row in taken]
             if not await self.store.replace_snapshots(
                 thread_id, namespace, ids, by=pack
             ):
                 break  # another engine packed them, or the thread was deleted
+            self._remember(pack, rows)  # the next merge reads it back: no decoding
             packed += len(taken)
             start += len(taken)
             held = []
@@ -218,10 +220,15 @@ class Packs:
         if cached is not None and cached[0] == pack.manifest:
             return cached[1]
         rows = self._unpack(pack, namespace)
+        self._remember(pack, rows)
+        return rows
+
+    def _remember(self, pack: SnapshotRecord, rows: list[SnapshotRecord]) -> None:
+        key = (pack.thread_id, pack.namespace, pack.checkpoint_id)
+        self._decoded.pop(key, None)
         if len(self._decoded) >= _DECODED_MAX:
             del self._decoded[next(iter(self._decoded))]
         self._decoded[key] = (pack.manifest, rows)
-        return rows
 
     def _pack_record(
         self, thread_id: str, namespace: str, rows: Sequence[SnapshotRecord]
