@@ -236,77 +236,67 @@ SELECT * FROM unnest(%s::text[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING
 _GET_CHUNKS: Final = (
     "SELECT hash, data FROM {schema}.resumable_chunks WHERE hash = ANY(%s::text[])"
 )
-_SAVE_SNAPSHOT: Final = """
-WITH missing AS (
-    SELECT unnest(%(chunk_refs)s::text[]) AS h
-    EXCEPT SELECT unnest(%(hashes)s::text[])
-    EXCEPT SELECT c.hash FROM {schema}.resumable_chunks c
-            WHERE c.hash = ANY(%(chunk_refs)s::text[])
-), stored AS (
-    INSERT INTO {schema}.resumable_chunks (hash, data)
-    SELECT * FROM unnest(%(hashes)s::text[], %(chunks)s::bytea[])
-     WHERE NOT EXISTS (SELECT 1 FROM missing)
-    ON CONFLICT (hash) DO NOTHING
-), saved AS (
-    INSERT INTO {schema}.resumable_snapshots (thread_id, namespace, checkpoint_id,
+
+
+def _insert_snapshot(condition: str) -> str:
+    """The CTEs `saved` and `referenced`: insert (or replace) a snapshot, its refs."""
+    return f"""saved AS (
+    INSERT INTO {{schema}}.resumable_snapshots (thread_id, namespace, checkpoint_id,
         parent_id, manifest, label, metadata, created_at_ms)
     SELECT %(thread_id)s, %(namespace)s, %(checkpoint_id)s, %(parent_id)s,
         %(manifest)s, %(label)s, %(metadata)s::bytea, %(created_at_ms)s
-     WHERE NOT EXISTS (SELECT 1 FROM missing)
+     WHERE {condition}
     ON CONFLICT (thread_id, namespace, checkpoint_id) DO UPDATE
        SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
            label = EXCLUDED.label, metadata = EXCLUDED.metadata,
            created_at_ms = EXCLUDED.created_at_ms
 ), referenced AS (
-    INSERT INTO {schema}.resumable_snapshot_chunks (thread_id, namespace,
+    INSERT INTO {{schema}}.resumable_snapshot_chunks (thread_id, namespace,
         checkpoint_id, hash)
     SELECT %(thread_id)s, %(namespace)s, %(checkpoint_id)s, h
       FROM unnest(%(chunk_refs)s::text[]) AS h
-     WHERE NOT EXISTS (SELECT 1 FROM missing)
+     WHERE {condition}
     ON CONFLICT DO NOTHING
-)
+)"""  # noqa: S608 - constant SQL; `condition` is one of two constants
+
+
+_SAVE_SNAPSHOT: Final = f"""
+WITH missing AS (
+    SELECT unnest(%(chunk_refs)s::text[]) AS h
+    EXCEPT SELECT unnest(%(hashes)s::text[])
+    EXCEPT SELECT c.hash FROM {{schema}}.resumable_chunks c
+            WHERE c.hash = ANY(%(chunk_refs)s::text[])
+), stored AS (
+    INSERT INTO {{schema}}.resumable_chunks (hash, data)
+    SELECT * FROM unnest(%(hashes)s::text[], %(chunks)s::bytea[])
+     WHERE NOT EXISTS (SELECT 1 FROM missing)
+    ON CONFLICT (hash) DO NOTHING
+), {_insert_snapshot("NOT EXISTS (SELECT 1 FROM missing)")}
 SELECT ARRAY(SELECT h FROM missing) AS missing
-"""
+"""  # noqa: S608 - constant SQL
 # Nothing changes unless every checkpoint named still exists (rows deleted by a
 # concurrent swap or delete_thread drop out of `doomed` once their lock is free).
-_REPLACE_SNAPSHOTS: Final = """
+_REPLACE_SNAPSHOTS: Final = f"""
 WITH doomed AS (
-    SELECT checkpoint_id FROM {schema}.resumable_snapshots
-     WHERE thread_id = %(thread_id)s AND namespace = %(namespace)s
+    SELECT checkpoint_id FROM {{schema}}.resumable_snapshots
+     WHERE thread_id = %(thread_id)s AND namespace = %(from_namespace)s
        AND checkpoint_id = ANY(%(ids)s::text[])
        FOR UPDATE
 ), complete AS (
     SELECT count(*) = cardinality(%(ids)s::text[]) AS ok FROM doomed
 ), released AS (
-    DELETE FROM {schema}.resumable_snapshot_chunks r
+    DELETE FROM {{schema}}.resumable_snapshot_chunks r
      WHERE (SELECT ok FROM complete)
-       AND r.thread_id = %(thread_id)s AND r.namespace = %(namespace)s
+       AND r.thread_id = %(thread_id)s AND r.namespace = %(from_namespace)s
        AND r.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
 ), gone AS (
-    DELETE FROM {schema}.resumable_snapshots s
+    DELETE FROM {{schema}}.resumable_snapshots s
      WHERE (SELECT ok FROM complete)
-       AND s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
+       AND s.thread_id = %(thread_id)s AND s.namespace = %(from_namespace)s
        AND s.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
-), saved AS (
-    INSERT INTO {schema}.resumable_snapshots (thread_id, namespace, checkpoint_id,
-        parent_id, manifest, label, metadata, created_at_ms)
-    SELECT %(by_thread_id)s, %(by_namespace)s, %(checkpoint_id)s, %(parent_id)s,
-        %(manifest)s, %(label)s, %(metadata)s::bytea, %(created_at_ms)s
-     WHERE (SELECT ok FROM complete)
-    ON CONFLICT (thread_id, namespace, checkpoint_id) DO UPDATE
-       SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
-           label = EXCLUDED.label, metadata = EXCLUDED.metadata,
-           created_at_ms = EXCLUDED.created_at_ms
-), referenced AS (
-    INSERT INTO {schema}.resumable_snapshot_chunks (thread_id, namespace,
-        checkpoint_id, hash)
-    SELECT %(by_thread_id)s, %(by_namespace)s, %(checkpoint_id)s, h
-      FROM unnest(%(chunk_refs)s::text[]) AS h
-     WHERE (SELECT ok FROM complete)
-    ON CONFLICT DO NOTHING
-)
+), {_insert_snapshot("(SELECT ok FROM complete)")}
 SELECT ok FROM complete
-"""
+"""  # noqa: S608 - constant SQL
 _SNAPSHOT_COLUMNS: Final = """
 SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
                    WHERE c.thread_id = s.thread_id AND c.namespace = s.namespace

@@ -799,12 +799,13 @@ class PostgresStore:
         *,
         by: SnapshotRecord,
     ) -> bool:
+        if by.thread_id != thread_id:
+            raise ValueError("replace_snapshots: `by` must belong to the same thread")
         params = {
-            "thread_id": _t(thread_id),
-            "namespace": _t(namespace),
+            "from_namespace": _t(namespace),
             "ids": [_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],
-            "by_thread_id": _t(by.thread_id),
-            "by_namespace": _t(by.namespace),
+            "thread_id": _t(by.thread_id),
+            "namespace": _t(by.namespace),
             "checkpoint_id": _t(by.checkpoint_id),
             "parent_id": _sql.maybe_text(by.parent_id),
             "manifest": by.manifest,
