@@ -238,7 +238,7 @@ _GET_CHUNKS: Final = (
 )
 
 
-def _insert_snapshot(condition: str) -> str:
+def _insert_snapshot(condition: LiteralString) -> LiteralString:
     """The CTEs `saved` and `referenced`: insert (or replace) a snapshot, its refs."""
     return f"""saved AS (
     INSERT INTO {{schema}}.resumable_snapshots (thread_id, namespace, checkpoint_id,
@@ -260,7 +260,7 @@ def _insert_snapshot(condition: str) -> str:
 )"""  # noqa: S608 - constant SQL; `condition` is one of two constants
 
 
-_SAVE_SNAPSHOT: Final = f"""
+_SAVE_SNAPSHOT: Final[LiteralString] = f"""
 WITH missing AS (
     SELECT unnest(%(chunk_refs)s::text[]) AS h
     EXCEPT SELECT unnest(%(hashes)s::text[])
@@ -276,7 +276,7 @@ SELECT ARRAY(SELECT h FROM missing) AS missing
 """  # noqa: S608 - constant SQL
 # Nothing changes unless every checkpoint named still exists (rows deleted by a
 # concurrent swap or delete_thread drop out of `doomed` once their lock is free).
-_REPLACE_SNAPSHOTS: Final = f"""
+_REPLACE_SNAPSHOTS: Final[LiteralString] = f"""
 WITH doomed AS (
     SELECT checkpoint_id FROM {{schema}}.resumable_snapshots
      WHERE thread_id = %(thread_id)s AND namespace = %(from_namespace)s
