@@ -45,6 +45,7 @@ _COUNTED_MAX = 10_000  # (thread, namespace) save counters kept per engine
 _HEADER_LEN: Final = struct.Struct(">I")
 _FORMAT: Final = 1
 _log = logging.getLogger("resumable")
+_PackKey = tuple[str, str, str]  # thread_id, pack namespace, checkpoint_id
 
 
 def pack_namespace(namespace: str) -> str:
@@ -65,8 +66,7 @@ class Packs:
         self._envelope = serde.envelope.with_compress_over(0)
         self._saves: dict[tuple[str, str], int] = {}
         # pack key -> (its manifest bytes, its rows): reused only for the same bytes
-        self._decoded: dict[tuple[str, str, str], tuple[bytes, list[SnapshotRecord]]]
-        self._decoded = {}
+        self._decoded: dict[_PackKey, tuple[bytes, list[SnapshotRecord]]] = {}
 
     async def find(
         self, thread_id: str, namespace: str, checkpoint_id: str | None
