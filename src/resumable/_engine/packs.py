@@ -237,11 +237,15 @@ class Packs:
         entries: list[list[Any]] = []
         bodies: list[bytes] = []
         for row in rows:
-            manifest = open_(row.manifest, place=_place(row))
+            place = snapshot_place(row.thread_id, row.checkpoint_id)
+            manifest = open_(row.manifest, place=place)
             metadata = (
                 None
                 if row.metadata is None
-                else open_(row.metadata, place=_place(row, "metadata"))
+                else open_(
+                    row.metadata,
+                    place=snapshot_place(row.thread_id, row.checkpoint_id, "metadata"),
+                )
             )
             entries.append(
                 [
@@ -340,7 +344,3 @@ def snapshot_place(thread_id: str, checkpoint_id: str, what: str = "manifest") -
 def pack_place(thread_id: str, checkpoint_id: str) -> str:
     """Where a pack is sealed: never where one of its rows' manifests was."""
     return snapshot_place(thread_id, checkpoint_id, "pack")
-
-
-def _place(record: SnapshotRecord, what: str = "manifest") -> str:
-    return snapshot_place(record.thread_id, record.checkpoint_id, what)
