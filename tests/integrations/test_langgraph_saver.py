@@ -10,6 +10,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -325,6 +326,74 @@ async def test_a_sync_method_on_the_saver_loop_raises_instead_of_deadlocking(
 
         with pytest.raises(RuntimeError, match="would deadlock"):
             await saver._acall(call_sync())  # runs on the saver's own loop
+
+
+async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_taking_turns(
+    backend: str, tmp_path: Path
+) -> None:
+    # SQLite and memory stores run on any loop: a sync call runs on its caller's
+    # thread, with no crossing to the saver's loop, and calls take turns, from
+    # threads and from async callers alike. PostgreSQL's and Redis's clients belong
+    # to one loop: every call runs there, interleaved at its awaits.
+    async with open_saver(backend, tmp_path) as saver:
+        stored = await put(saver, "turns")
+        threads: set[str] = set()
+        running, most = 0, 0
+        put_writes = saver._storage.put_writes
+
+        async def watched(*args: Any) -> None:
+            nonlocal running, most
+            threads.add(threading.current_thread().name)
+            running += 1
+            most = max(most, running)
+            try:
+                await asyncio.sleep(0.002)  # a window for another call to enter
+                await put_writes(*args)
+            finally:
+                running -= 1
+
+        saver._storage.put_writes = watched  # type: ignore[method-assign]  # a probe
+
+        def sync_writes(i: int) -> None:
+            saver.put_writes(stored, [("ch", i)], f"s{i:02d}")
+
+        with ThreadPoolExecutor(6, thread_name_prefix="caller") as pool:
+            calls = [
+                asyncio.wrap_future(pool.submit(sync_writes, i)) for i in range(12)
+            ]
+            await asyncio.gather(
+                *calls,
+                *(
+                    saver.aput_writes(stored, [("ch", i)], f"a{i:02d}")
+                    for i in range(12)
+                ),
+            )
+        found = await saver.aget_tuple(stored)
+
+    if backend in ("memory", "sqlite"):
+        assert most == 1
+        callers = threads - {"resumable-bridge"}  # where the async calls ran
+        assert callers and all(name.startswith("caller_") for name in callers)
+        assert "resumable-bridge" in threads
+    else:
+        assert most > 1
+        assert threads == {"resumable-bridge"}
+    assert found is not None
+    assert sorted(found.pending_writes or []) == sorted(
+        [(f"a{i:02d}", "ch", i) for i in range(12)]
+        + [(f"s{i:02d}", "ch", i) for i in range(12)]
+    )
+
+
+async def test_a_sync_call_from_a_thread_running_a_loop_crosses_to_the_saver_loop(
+    tmp_path: Path,
+) -> None:
+    async with open_saver("sqlite", tmp_path) as saver:
+        stored = await put(saver, "t")
+        # this thread runs the test's loop: the call cannot run here, and blocks it
+        found = saver.get_tuple(stored)
+        assert found == await saver.aget_tuple(stored)
+        assert found is not None
 
 
 async def test_sync_and_async_calls_share_one_store(tmp_path: Path) -> None:

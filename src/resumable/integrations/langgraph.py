@@ -48,10 +48,14 @@ implementation.
 **Inspect.** `resumable threads` and `resumable show-thread THREAD_ID` list the
 threads and checkpoint history the saver wrote (see `langgraph_threads`).
 
-**Sync and async.** The async methods are the implementation. Both faces run it on
-the saver's own event loop thread (`resumable._engine.bridge.Bridge`), so one
-store connection serves a graph used from `invoke` and `ainvoke` alike; a sync
-method called on that thread raises `RuntimeError` instead of deadlocking.
+**Sync and async.** The async methods are the implementation. The async face runs
+it on the saver's own event loop thread (`resumable._engine.bridge.Bridge`), so one
+store connection serves a graph used from `invoke` and `ainvoke` alike. The sync
+face does too on PostgreSQL and Redis, whose clients belong to one loop; on SQLite
+and memory stores it runs the call on the caller's own thread instead
+(`bridge.run_here`), which saves two thread wake-ups per call, and calls take
+turns, so the saver's caches never see two threads at once. A sync method called
+on the saver's loop thread raises `RuntimeError` instead of deadlocking.
 
 **Limits.** The Store protocol can neither delete single snapshots nor list
 threads, so `prune` and `delete_for_runs` rewrite each affected thread (staged in
@@ -78,10 +82,11 @@ from collections.abc import (
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from resumable._engine.bridge import Bridge
+from resumable._engine.bridge import Bridge, loop_running, run_here
 from resumable._engine.engine import Engine
 from resumable.errors import SerializationError
 from resumable.serde import Serde, TypeRegistry
+from resumable.stores.protocol import runs_on_any_loop
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -168,6 +173,12 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         super().__init__(serde=_CodecSerializer(self.engine.serde))
         self._bridge = Bridge()
         self._home: tuple[asyncio.AbstractEventLoop, threading.Thread] | None = None
+        # On a store that runs on any loop, a sync call runs on its caller's thread
+        # (`_call`), so calls on several threads take turns: `_turn` is held by the
+        # one running, and calls on the saver's loop queue for it in `_queue`.
+        self._direct = runs_on_any_loop(self.engine.store)
+        self._turn = threading.Lock()
+        self._queue = asyncio.Lock()
         self._storage = CheckpointStorage(self.engine)
         register_langgraph_types(self.engine.serde.registry)
         self.register(*types)
@@ -222,7 +233,15 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         return self._home
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the saver's loop for a synchronous caller."""
+        """Run `coro` for a synchronous caller: on its own thread when it can.
+
+        That needs a store that runs on any loop and a caller with no loop running
+        (LangGraph's `invoke` calls from its executor threads); the call then takes
+        its turn and runs here. Otherwise it runs on the saver's loop thread.
+        """
+        if self._direct and not loop_running():
+            with self._turn:
+                return run_here(coro)
         _, thread = self._loop()
         if threading.current_thread() is thread:
             coro.close()
@@ -231,14 +250,36 @@ class ResumableSaver(BaseCheckpointSaver[int]):
                 "event loop thread, which would deadlock; await its async twin "
                 "(aget_tuple, aput, alist, ...) there instead"
             )
-        return self._bridge.run(coro)
+        return self._bridge.run(self._in_turn(coro))
 
     async def _acall(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the saver's loop for an async caller on any loop."""
         loop, _ = self._loop()
         if asyncio.get_running_loop() is loop:
+            return await self._in_turn(coro)
+        return await asyncio.wrap_future(
+            asyncio.run_coroutine_threadsafe(self._in_turn(coro), loop)
+        )
+
+    async def _in_turn(self, coro: Coroutine[Any, Any, T]) -> T:
+        """`coro` on the saver's loop, never beside a call on a caller's thread.
+
+        The calls on this loop queue, and the first waits for `_turn` blocking the
+        loop: only a call on a caller's thread can hold it, and that never needs
+        this loop, so the wait is one call long and cannot deadlock.
+        """
+        if not self._direct:
             return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+        try:
+            await self._queue.acquire()
+        except BaseException:
+            coro.close()  # cancelled while queued: it never ran
+            raise
+        try:
+            with self._turn:
+                return await coro
+        finally:
+            self._queue.release()
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names (or the thread's latest), or None."""
@@ -360,17 +401,19 @@ class ResumableSaver(BaseCheckpointSaver[int]):
 
     def close(self) -> None:
         """Close the store (if the saver opened it) and stop the saver's loop thread."""
-        if self._owns_engine and self._home is not None:
+        if self._owns_engine and (self._direct or self._home is not None):
             self._call(self.engine.close())
         self._bridge.close()
         self._home = None
+        self._queue = asyncio.Lock()  # the next loop's
 
     async def aclose(self) -> None:
         """Close the store (if the saver opened it) and stop the saver's loop thread."""
-        if self._owns_engine and self._home is not None:
+        if self._owns_engine and (self._direct or self._home is not None):
             await self._acall(self.engine.close())
         await asyncio.to_thread(self._bridge.close)
         self._home = None
+        self._queue = asyncio.Lock()  # the next loop's
 
     def __enter__(self) -> Self:
         return self

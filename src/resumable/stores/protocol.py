@@ -227,6 +227,21 @@ class DeleteResult:
     run_ids: tuple[str, ...] = field(default=())
 
 
+def runs_on_any_loop(store: object) -> bool:
+    """Whether the store's coroutines may run on any event loop, in any thread.
+
+    A store declares it with a class attribute `any_loop = True` when it keeps no
+    client bound to the loop that opened it (SQLite's own threads and the memory
+    store qualify; psycopg's pool and redis-py's asyncio client do not). Callers
+    without a loop may then drive it on a private loop of their own thread
+    (`resumable._engine.bridge.run_here`) instead of crossing to a bridge thread.
+    It promises nothing about calls made from several threads at once: a caller
+    that drives it from several threads serializes its calls. Optional: a store
+    without the attribute is driven from one loop.
+    """
+    return getattr(store, "any_loop", False) is True
+
+
 @runtime_checkable
 class Store(Protocol):
     """Where runs, journals, inputs and snapshots live. One transaction per method."""

@@ -208,6 +208,8 @@ class _Job:
 class SQLiteStore:
     """The Store protocol on one SQLite file, in WAL mode."""
 
+    any_loop = True  # see protocol.runs_on_any_loop
+
     def __init__(self, url: str = f"sqlite:///{DEFAULT_PATH}") -> None:
         self.url = url
         self.path, self.durability, self._busy_timeout_ms = parse_url(url)

@@ -1,0 +1,60 @@
+"""Where sync callers run coroutines: `run_here`, on the caller's own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import gc
+import threading
+
+import pytest
+
+from resumable._engine.bridge import loop_running, run_here
+
+_who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
+
+
+async def _where() -> tuple[threading.Thread, asyncio.AbstractEventLoop]:
+    await asyncio.sleep(0)
+    return threading.current_thread(), asyncio.get_running_loop()
+
+
+def test_run_here_runs_on_the_calling_thread_and_keeps_its_loop() -> None:
+    first_thread, first_loop = run_here(_where())
+    second_thread, second_loop = run_here(_where())
+
+    assert first_thread is second_thread is threading.current_thread()
+    assert first_loop is second_loop
+    assert not loop_running()  # the loop runs only during a call
+
+
+def test_each_thread_has_its_own_loop_closed_when_the_thread_ends() -> None:
+    found: list[tuple[threading.Thread, asyncio.AbstractEventLoop]] = []
+    worker = threading.Thread(target=lambda: found.append(run_here(_where())))
+    worker.start()
+    worker.join()
+    gc.collect()
+
+    ((thread, loop),) = found
+    assert thread is worker
+    assert loop is not run_here(_where())[1]
+    assert loop.is_closed()
+
+
+def test_the_callers_context_variables_are_visible() -> None:
+    async def who() -> str:
+        return _who.get()
+
+    token = _who.set("caller")
+    try:
+        assert run_here(who()) == "caller"
+    finally:
+        _who.reset(token)
+
+
+async def test_run_here_refuses_a_thread_that_runs_a_loop() -> None:
+    coro = _where()
+    with pytest.raises(RuntimeError, match="runs an event loop"):
+        run_here(coro)
+    # closed, not left to warn "never awaited" (warnings are errors here)
+    assert coro.cr_frame is None
