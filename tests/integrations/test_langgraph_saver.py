@@ -372,9 +372,10 @@ async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_takin
 
     if backend in ("memory", "sqlite"):
         assert most == 1
-        callers = threads - {"resumable-bridge"}  # where the async calls ran
-        assert callers and all(name.startswith("caller_") for name in callers)
-        assert "resumable-bridge" in threads
+        assert "resumable-bridge" in threads  # the async calls ran there
+        callers = threads - {"resumable-bridge"}
+        assert callers
+        assert all(name.startswith("caller_") for name in callers)
     else:
         assert most > 1
         assert threads == {"resumable-bridge"}
