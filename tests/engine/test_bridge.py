@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import inspect
 import threading
 
 import pytest
@@ -57,4 +58,4 @@ async def test_run_here_refuses_a_thread_that_runs_a_loop() -> None:
     with pytest.raises(RuntimeError, match="runs an event loop"):
         run_here(coro)
     # closed, not left to warn "never awaited" (warnings are errors here)
-    assert coro.cr_frame is None
+    assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED

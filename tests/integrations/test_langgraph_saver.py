@@ -329,7 +329,7 @@ async def test_a_sync_method_on_the_saver_loop_raises_instead_of_deadlocking(
 
 
 async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_taking_turns(
-    backend: str, tmp_path: Path
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # SQLite and memory stores run on any loop: a sync call runs on its caller's
     # thread, with no crossing to the saver's loop, and calls take turns, from
@@ -352,7 +352,7 @@ async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_takin
             finally:
                 running -= 1
 
-        saver._storage.put_writes = watched  # type: ignore[method-assign]  # a probe
+        monkeypatch.setattr(saver._storage, "put_writes", watched)
 
         def sync_writes(i: int) -> None:
             saver.put_writes(stored, [("ch", i)], f"s{i:02d}")
