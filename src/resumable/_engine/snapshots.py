@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from resumable._engine.packs import Packs, is_pack_namespace, snapshot_place
 from resumable.errors import ChunksMissing, CorruptCheckpointError, ResumableError
@@ -43,6 +43,17 @@ _MEMO_MAX_BYTES = 64 << 20
 
 # reads a registered type's encoded fields as a tuple; the names; whether pydantic
 _Reader = tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...], bool]
+
+
+class _Memo(NamedTuple):
+    """A leaf stored as a chunk, and what proves a later save would encode it alike."""
+
+    leaf: object  # held: keeps its id from being reused by another object
+    kind: type  # __class__ can be reassigned
+    image: bytes
+    digest: str
+    unbuffered: bool  # no bytes-like value inside: see SnapshotCodec._unchanged
+
 
 # {"j": encoded value} | {"c": hash} | {"d": {key: Shape}} | {"l": [Shape]}; manifests
 # written before inline values were kept encoded hold {"v": value} instead of "j"
@@ -79,8 +90,8 @@ class SnapshotCodec:
         # conversation messages are small: compress them from CHUNK_COMPRESS_OVER
         # bytes (a no-op unless the zstd extra is installed)
         self.envelope = serde.envelope.with_compress_over(CHUNK_COMPRESS_OVER)
-        # id(leaf) -> (leaf, its type, its image when hashed, hash): see `leaf`
-        self._memo: dict[int, tuple[object, type, bytes, str]] = {}
+        # id(leaf) -> the leaf as it was when stored: see `leaf`
+        self._memo: dict[int, _Memo] = {}
         self._memo_bytes = 0
         self._readers: dict[type, _Reader | Literal[False]] = {}
 
@@ -111,17 +122,15 @@ class SnapshotCodec:
         and reuses the hash. A leaf changed in place has another image and is
         encoded again.
         """
-        image = self._image(value)
-        if image is not None:
-            seen = self._memo.get(id(value))
-            if (
-                seen is not None
-                and seen[0] is value
-                and seen[1] is type(value)  # __class__ can be reassigned
-                and seen[2] == image
-                and (seen[3] in known or seen[3] in chunks)
-            ):
-                return {"c": seen[3]}
+        seen = self._memo.get(id(value))
+        if (
+            seen is not None
+            and seen.leaf is value
+            and seen.kind is type(value)
+            and (seen.digest in known or seen.digest in chunks)
+            and self._unchanged(value, seen)
+        ):
+            return {"c": seen.digest}
         body = self.serde.codec.encode(value, root="state")
         if len(body) <= INLINE_MAX:
             # kept encoded: a shape holds no live object that could change behind
@@ -131,6 +140,7 @@ class SnapshotCodec:
         if digest not in chunks and digest not in known:
             # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
+        image = self._image(value)
         if image is not None:
             self._memorize(value, image, digest)
         return {"c": digest}
@@ -138,31 +148,64 @@ class SnapshotCodec:
     def _memorize(self, value: Any, image: bytes, digest: str) -> None:
         replaced = self._memo.get(id(value))
         if replaced is not None:
-            self._memo_bytes -= _held(replaced[0], replaced[2])
+            self._memo_bytes -= _held(replaced.leaf, replaced.image)
         elif len(self._memo) >= _MEMO_MAX or self._memo_bytes > _MEMO_MAX_BYTES:
             self._memo.clear()
             self._memo_bytes = 0
         self._memo_bytes += _held(value, image)
-        # holding the leaf keeps its id from being reused by another object
-        self._memo[id(value)] = (value, type(value), image, digest)
+        unbuffered = self._image(value, _unbuffered) is not None
+        self._memo[id(value)] = _Memo(value, type(value), image, digest, unbuffered)
 
-    def _image(self, value: Any) -> bytes | None:
+    def _unchanged(self, value: Any, seen: _Memo) -> bool:
+        """Whether `value` would encode as it did when `seen` was memorized.
+
+        Its image must be the same. A leaf that held no bytes-like value then needs
+        no new check that it is made of exact builtin types: every marshal type
+        code but bytes' is written only for its exact type, and a bytes-like value
+        of any type would add a bytes code its old image lacks. That makes the
+        check at each save ~3x cheaper, for the same proof.
+        """
+        if not seen.unbuffered:
+            return self._image(value) == seen.image
+        if type(value) in (str, bytes):
+            return True
+        imaged = self._imaged(value)
+        try:
+            return marshal.dumps(imaged) == seen.image
+        except Exception:  # noqa: BLE001 - whatever marshal refuses now has changed
+            return False
+
+    def _image(
+        self, value: Any, plain: Callable[[object], bool] | None = None
+    ) -> bytes | None:
         """A faithful, type-exact image of what encoding `value` reads, or None.
 
         Text and bytes are immutable: the object is its own image (b""). Dicts and
         lists are imaged whole; a registered dataclass or pydantic model by exactly
-        the attributes the codec reads (wherever they live: slots, class defaults,
-        `...` where one is missing) and pydantic's extra fields and fields-set.
-        Only values made of exact builtin types are imaged (`_plain`): `marshal`
-        then keeps dict order and tells 1, 1.0 and True apart, so equal images mean
-        equal encodings. Anything else (a datetime, a bytearray, a nested model)
-        gets None and is encoded at every save.
+        the attributes the codec reads (`_imaged`). Only values made of exact
+        builtin types are imaged (`plain`, by default `_plain`): `marshal` then
+        keeps dict order and tells 1, 1.0 and True apart, so equal images mean
+        equal encodings. Anything else (a datetime, a nested model) gets None and
+        is encoded at every save.
         """
         kind = type(value)
         if kind is str or kind is bytes:
             return b""
+        imaged = self._imaged(value)
+        if imaged is None or not (plain or _plain)(imaged):
+            return None
+        return marshal.dumps(imaged)
+
+    def _imaged(self, value: Any) -> Any:
+        """What `_image` marshals for `value`; None for a type it cannot image.
+
+        A dict or list is itself; a registered dataclass or pydantic model is the
+        fields the codec reads (wherever they live: slots, class defaults, `...`
+        where one is missing), with pydantic's extra fields and fields-set.
+        """
+        kind = type(value)
         if kind is dict or kind is list:
-            return marshal.dumps(value) if _plain(value) else None
+            return value
         reader = self._readers.get(kind)
         if reader is None:
             reader = self._readers[kind] = self._reader(kind)
@@ -173,17 +216,13 @@ class SnapshotCodec:
             fields = read(value)
         except AttributeError:  # a field unset on this instance
             fields = tuple(getattr(value, name, ...) for name in names)
-        if not _plain_items(fields):
-            return None
         if is_pydantic:
-            extra = getattr(value, "__pydantic_extra__", None)
-            fields_set = getattr(value, "__pydantic_fields_set__", None)
-            if (extra and not _plain(extra)) or not (
-                type(fields_set) is set and _all_atoms(map(type, fields_set))
-            ):
-                return None
-            fields = (fields, extra, fields_set)
-        return marshal.dumps(fields)
+            return (
+                fields,
+                getattr(value, "__pydantic_extra__", None),
+                getattr(value, "__pydantic_fields_set__", None),
+            )
+        return fields
 
     def _reader(self, kind: type) -> _Reader | Literal[False]:
         """How `_image` reads a type's encoded fields at C speed (False: it cannot)."""
@@ -238,37 +277,39 @@ def _held(value: Any, image: bytes) -> int:
     return len(image) or (len(value) if type(value) in (str, bytes) else 0)
 
 
-_PLAIN_ATOMS = frozenset({str, int, float, bool, type(None), bytes, type(...)})
-_PLAIN_CONTAINERS = frozenset({dict, list, tuple, set, frozenset})
-_PLAIN_TYPES = _PLAIN_ATOMS | _PLAIN_CONTAINERS
-_all_atoms = _PLAIN_ATOMS.issuperset
+def _plainness(atoms: frozenset[type]) -> Callable[[object], bool]:
+    """A test that a value is built only of `atoms` and exact builtin containers."""
+    containers = frozenset({dict, list, tuple, set, frozenset})
+    allowed = atoms | containers
+
+    def plain(value: object) -> bool:
+        kind = type(value)
+        if kind in atoms:
+            return True
+        items: Any = value
+        if kind is dict:
+            return plain_items(items.keys()) and plain_items(items.values())
+        return kind in containers and plain_items(items)
+
+    def plain_items(items: Collection[Any]) -> bool:
+        kinds = set(map(type, items))
+        if kinds <= atoms:
+            return True
+        if not kinds <= allowed:
+            return False
+        # only non-empty containers need a look inside (filter(None): the non-empty)
+        if set(map(type, filter(None, items))) <= atoms:
+            return True
+        return all(map(plain, (item for item in items if type(item) in containers)))
+
+    return plain
 
 
-def _plain(value: object) -> bool:
-    """Whether `value` is built only of exact builtin types that marshal images.
-
-    marshal writes any buffer (a bytearray, a memoryview, an array, a bytes
-    subclass) as bytes, so only exact builtin types make its images faithful.
-    """
-    kind = type(value)
-    if kind in _PLAIN_ATOMS:
-        return True
-    items: Any = value
-    if kind is dict:
-        return _plain_items(items.keys()) and _plain_items(items.values())
-    return kind in _PLAIN_CONTAINERS and _plain_items(items)
-
-
-def _plain_items(items: Collection[Any]) -> bool:
-    kinds = set(map(type, items))
-    if kinds <= _PLAIN_ATOMS:
-        return True
-    if not kinds <= _PLAIN_TYPES:
-        return False
-    # only non-empty containers need a look inside (filter(None): the non-empty)
-    if set(map(type, filter(None, items))) <= _PLAIN_ATOMS:
-        return True
-    return all(map(_plain, (item for item in items if type(item) in _PLAIN_CONTAINERS)))
+# marshal writes any buffer (a bytearray, a memoryview, an array, a bytes subclass)
+# as bytes, so only exact builtin types make its images faithful
+_plain = _plainness(frozenset({str, int, float, bool, type(None), bytes, type(...)}))
+# ... and without bytes, an image holds no bytes code at all (SnapshotCodec._unchanged)
+_unbuffered = _plainness(frozenset({str, int, float, bool, type(None), type(...)}))
 
 
 def chunk_place(digest: str) -> str:
