@@ -364,6 +364,8 @@ class SQLiteStore:
                 store=self.url, detail=f"cannot migrate: {exc}"
             )
         else:
+            with self._inline_lock:
+                self._open_inline()  # now, not in the first write's time
             return conn
         conn.close()
         return None
@@ -483,12 +485,9 @@ class SQLiteStore:
         if not self._inline_lock.acquire(blocking=False):
             return _NOT_INLINE
         try:
-            conn = self._inline
-            if conn is None:
-                try:
-                    conn = self._inline = self._connect(inline=True)
-                except sqlite3.OperationalError:  # locked right now: the thread will do
-                    return _NOT_INLINE
+            conn = self._inline if self._inline is not None else self._open_inline()
+            if conn is None:  # locked right now: the thread will do
+                return _NOT_INLINE
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError:  # busy: let the store thread wait for it
@@ -509,6 +508,17 @@ class SQLiteStore:
             return result
         finally:
             self._inline_lock.release()
+
+    def _open_inline(self) -> Conn | None:
+        """The connection for inline writes, opened now; None while the file is locked.
+
+        The caller holds `_inline_lock`.
+        """
+        try:
+            self._inline = self._connect(inline=True)
+        except sqlite3.OperationalError:
+            return None
+        return self._inline
 
     def _checkpoint_soon(self) -> None:
         self._jobs.put(_CHECKPOINT)
