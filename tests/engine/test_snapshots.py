@@ -162,6 +162,33 @@ async def test_a_leaf_changed_in_place_is_saved_as_it_now_is(
     ]
 
 
+async def test_a_leaf_changed_while_it_was_encoded_is_encoded_again_next_time(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LangGraph saves from a background thread while the graph runs on: a message
+    # can change just after it was encoded. What the memo remembers must be what
+    # was encoded, so that the next save sees the change.
+    engine = Engine(store)
+    item: dict[str, object] = {"content": "x" * 100, "n": 1}
+    codec = engine.serde.codec
+    real_encode = codec.encode
+
+    def encode_then_change(value: object, *, root: str = "value") -> bytes:
+        body = real_encode(value, root=root)
+        if value is item:
+            item["n"] = 2  # "another thread", right after the encoding
+        return body
+
+    monkeypatch.setattr(codec, "encode", encode_then_change)
+    await engine.save_state("doc", {"items": [item]})
+    monkeypatch.setattr(codec, "encode", real_encode)
+    await engine.save_state("doc", {"items": [item]})
+
+    assert await Engine(store).load_state("doc") == {
+        "items": [{"content": "x" * 100, "n": 2}]
+    }
+
+
 def test_the_leaf_memo_is_bounded_in_entries_and_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -131,6 +131,10 @@ class SnapshotCodec:
             and self._unchanged(value, seen)
         ):
             return {"c": seen.digest}
+        # imaged before it is encoded: should another thread change it meanwhile,
+        # the image is the older one, and the next save encodes it again
+        unbuffered = self._image(value, _unbuffered)
+        image = unbuffered if unbuffered is not None else self._image(value)
         body = self.serde.codec.encode(value, root="state")
         if len(body) <= INLINE_MAX:
             # kept encoded: a shape holds no live object that could change behind
@@ -140,12 +144,13 @@ class SnapshotCodec:
         if digest not in chunks and digest not in known:
             # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
-        image = self._image(value)
         if image is not None:
-            self._memorize(value, image, digest)
+            self._memorize(value, image, digest, unbuffered=unbuffered is not None)
         return {"c": digest}
 
-    def _memorize(self, value: Any, image: bytes, digest: str) -> None:
+    def _memorize(
+        self, value: Any, image: bytes, digest: str, *, unbuffered: bool
+    ) -> None:
         replaced = self._memo.get(id(value))
         if replaced is not None:
             self._memo_bytes -= _held(replaced.leaf, replaced.image)
@@ -153,7 +158,6 @@ class SnapshotCodec:
             self._memo.clear()
             self._memo_bytes = 0
         self._memo_bytes += _held(value, image)
-        unbuffered = self._image(value, _unbuffered) is not None
         self._memo[id(value)] = _Memo(value, type(value), image, digest, unbuffered)
 
     def _unchanged(self, value: Any, seen: _Memo) -> bool:
