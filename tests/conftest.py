@@ -2,54 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from resumable import Engine
 from resumable.stores import create_store
-from resumable.stores.protocol import RunRecord, StepRecord, Store
+from resumable.stores.protocol import Store
 from resumable.testing import FakeClock
-
-T0 = 1_800_000_000_000
-"""A fixed time (ms) for records built by the store tests."""
-
-
-def run_record(run_id: str, **fields: Any) -> RunRecord:
-    """A queued run of workflow "wf" created at T0, with `fields` replaced."""
-    base = RunRecord(
-        run_id=run_id,
-        workflow="wf",
-        status="queued",
-        input=b"in",
-        created_at_ms=T0,
-        updated_at_ms=T0,
-    )
-    return dataclasses.replace(base, **fields)
-
-
-def step_record(
-    run_id: str, seq: int, *, name: str = "s", output: bytes = b"out"
-) -> StepRecord:
-    """A succeeded first attempt of step `name` at `seq`, run at T0."""
-    return StepRecord(
-        run_id=run_id,
-        seq=seq,
-        name=name,
-        fingerprint="f" * 16,
-        status="ok",
-        output=output,
-        attempts=1,
-        started_at_ms=T0,
-        finished_at_ms=T0 + 1,
-    )
-
 
 BACKENDS = [
     "memory",

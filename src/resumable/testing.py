@@ -27,13 +27,13 @@ from resumable.stores.protocol import (
     RunUpdate,
     SnapshotRecord,
     StepRecord,
-    StepStatus,
     Store,
 )
 
-__all__ = ["FakeClock", "StoreContract"]
+__all__ = ["T0", "FakeClock", "StoreContract", "run_record", "step_record"]
 
-_T0 = 1_800_000_000_000  # a fixed "now" in ms, far from 0 so subtraction bugs show
+T0 = 1_800_000_000_000
+"""A fixed "now" (ms) for records built in tests: far from 0, so subtraction bugs show."""
 
 
 class FakeClock:
@@ -43,7 +43,7 @@ class FakeClock:
     that waits for an hour finishes at once with the clock an hour later.
     """
 
-    def __init__(self, start_ms: int = _T0) -> None:
+    def __init__(self, start_ms: int = T0) -> None:
         self._now_ms = start_ms
         self.sleeps: list[float] = []
         """Every duration passed to sleep(), in order."""
@@ -70,32 +70,33 @@ def _raises(kind: type[BaseException]) -> Iterator[None]:
     raise AssertionError(f"expected {kind.__name__}")
 
 
-def _run(run_id: str, **fields: Any) -> RunRecord:
+def run_record(run_id: str, **fields: Any) -> RunRecord:
+    """A queued run of workflow "wf" created at T0, with `fields` replaced."""
     base = RunRecord(
         run_id=run_id,
         workflow="wf",
         status="queued",
         input=b"in",
-        created_at_ms=_T0,
-        updated_at_ms=_T0,
+        created_at_ms=T0,
+        updated_at_ms=T0,
     )
     return dataclasses.replace(base, **fields)
 
 
-def _step(
-    run_id: str, seq: int, *, output: bytes = b"out", status: StepStatus = "ok"
-) -> StepRecord:
-    return StepRecord(
+def step_record(run_id: str, seq: int, **fields: Any) -> StepRecord:
+    """A succeeded first attempt of step "step<seq>" at T0, with `fields` replaced."""
+    base = StepRecord(
         run_id=run_id,
         seq=seq,
         name=f"step{seq}",
         fingerprint="f" * 16,
-        status=status,
-        output=output,
+        status="ok",
+        output=b"out",
         attempts=1,
-        started_at_ms=_T0,
-        finished_at_ms=_T0 + 5,
+        started_at_ms=T0,
+        finished_at_ms=T0 + 5,
     )
+    return dataclasses.replace(base, **fields)
 
 
 def _snapshot(
@@ -107,7 +108,7 @@ def _snapshot(
         parent_id=None,
         manifest=b"m-" + checkpoint.encode(),
         chunk_refs=refs,
-        created_at_ms=_T0,
+        created_at_ms=T0,
     )
     return dataclasses.replace(base, **fields)
 
@@ -134,23 +135,25 @@ class StoreContract:
 
     # --- runs -------------------------------------------------------------------
     async def test_create_run_keeps_the_first_record(self, store: Store) -> None:
-        first = await store.create_run(_run("r1", input=b"first"))
-        again = await store.create_run(_run("r1", input=b"second", workflow="other"))
+        first = await store.create_run(run_record("r1", input=b"first"))
+        again = await store.create_run(
+            run_record("r1", input=b"second", workflow="other")
+        )
         assert first.input == b"first"
         assert again.input == b"first"
         assert again.workflow == "wf"
         assert await store.get_run("missing") is None
 
     async def test_run_fields_round_trip(self, store: Store) -> None:
-        run = _run(
+        run = run_record(
             "r-full",
             output=b"\x00\xffbinary",
             parent_id="p",
             forked_from="f",
             fork_seq=3,
             queue="q",
-            wake_at_ms=_T0 + 9,
-            expires_at_ms=_T0 + 99,
+            wake_at_ms=T0 + 9,
+            expires_at_ms=T0 + 99,
         )
         await store.create_run(run)
         assert await store.get_run("r-full") == run
@@ -160,9 +163,9 @@ class StoreContract:
     ) -> None:
         for i in range(5):
             await store.create_run(
-                _run(
+                run_record(
                     f"r{i}",
-                    created_at_ms=_T0 + i,
+                    created_at_ms=T0 + i,
                     workflow="even" if i % 2 == 0 else "odd",
                     parent_id="p" if i < 2 else None,
                     queue="q" if i == 4 else None,
@@ -189,18 +192,16 @@ class StoreContract:
 
     # --- leases -------------------------------------------------------------------
     async def test_lease_is_exclusive_until_it_expires(self, store: Store) -> None:
-        await store.create_run(_run("r"))
-        first = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        first = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert first is not None
         assert first.fence == 1
         assert (await store.get_run("r")).status == "running"  # type: ignore[union-attr]
         assert (
-            await store.acquire_lease("r", owner="b", now_ms=_T0 + 999, ttl_ms=1000)
+            await store.acquire_lease("r", owner="b", now_ms=T0 + 999, ttl_ms=1000)
             is None
         )
-        taken = await store.acquire_lease(
-            "r", owner="b", now_ms=_T0 + 1000, ttl_ms=1000
-        )
+        taken = await store.acquire_lease("r", owner="b", now_ms=T0 + 1000, ttl_ms=1000)
         assert taken is not None
         assert taken.fence == 2
         assert taken.owner == "b"
@@ -208,64 +209,61 @@ class StoreContract:
     async def test_lease_can_be_taken_from_a_named_dead_owner(
         self, store: Store
     ) -> None:
-        await store.create_run(_run("r"))
-        await store.acquire_lease("r", owner="dead", now_ms=_T0, ttl_ms=60_000)
-        assert (
-            await store.acquire_lease("r", owner="b", now_ms=_T0, ttl_ms=1000) is None
-        )
+        await store.create_run(run_record("r"))
+        await store.acquire_lease("r", owner="dead", now_ms=T0, ttl_ms=60_000)
+        assert await store.acquire_lease("r", owner="b", now_ms=T0, ttl_ms=1000) is None
         lease = await store.acquire_lease(
-            "r", owner="b", now_ms=_T0, ttl_ms=1000, take_over="dead"
+            "r", owner="b", now_ms=T0, ttl_ms=1000, take_over="dead"
         )
         assert lease is not None
         assert lease.fence == 2
 
     async def test_lease_on_missing_or_finished_run(self, store: Store) -> None:
         with _raises(RunNotFound):
-            await store.acquire_lease("missing", owner="a", now_ms=_T0, ttl_ms=1000)
-        await store.create_run(_run("done", status="succeeded"))
+            await store.acquire_lease("missing", owner="a", now_ms=T0, ttl_ms=1000)
+        await store.create_run(run_record("done", status="succeeded"))
         assert (
-            await store.acquire_lease("done", owner="a", now_ms=_T0, ttl_ms=1000)
-            is None
+            await store.acquire_lease("done", owner="a", now_ms=T0, ttl_ms=1000) is None
         )
 
     async def test_stale_fence_cannot_write_anything(self, store: Store) -> None:
-        await store.create_run(_run("r"))
-        old = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
-        new = await store.acquire_lease("r", owner="b", now_ms=_T0 + 5000, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        old = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
+        new = await store.acquire_lease("r", owner="b", now_ms=T0 + 5000, ttl_ms=1000)
         assert old is not None
         assert new is not None
         with _raises(LeaseLost):
-            await store.commit_step(_step("r", 1), fence=old.fence)
+            await store.commit_step(step_record("r", 1), fence=old.fence)
         with _raises(LeaseLost):
-            await store.renew_lease("r", fence=old.fence, now_ms=_T0, ttl_ms=1000)
+            await store.renew_lease("r", fence=old.fence, now_ms=T0, ttl_ms=1000)
         with _raises(LeaseLost):
             await store.update_run(
-                "r", fence=old.fence, update=RunUpdate(status="succeeded", now_ms=_T0)
+                "r", fence=old.fence, update=RunUpdate(status="succeeded", now_ms=T0)
             )
         assert await store.load_journal("r") == []
         assert (await store.get_run("r")).status == "running"  # type: ignore[union-attr]
-        await store.commit_step(_step("r", 1), fence=new.fence)
+        await store.commit_step(step_record("r", 1), fence=new.fence)
         assert len(await store.load_journal("r")) == 1
 
     async def test_renew_extends_the_lease(self, store: Store) -> None:
-        await store.create_run(_run("r"))
-        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
-        await store.renew_lease("r", fence=lease.fence, now_ms=_T0 + 900, ttl_ms=1000)
+        await store.renew_lease("r", fence=lease.fence, now_ms=T0 + 900, ttl_ms=1000)
         assert (
-            await store.acquire_lease("r", owner="b", now_ms=_T0 + 1500, ttl_ms=1000)
+            await store.acquire_lease("r", owner="b", now_ms=T0 + 1500, ttl_ms=1000)
             is None
         )
-        assert (await store.get_run("r")).lease_expires_at_ms == _T0 + 1900  # type: ignore[union-attr]
+        assert (await store.get_run("r")).lease_expires_at_ms == T0 + 1900  # type: ignore[union-attr]
 
     async def test_update_run_to_an_end_releases_the_lease(self, store: Store) -> None:
-        await store.create_run(_run("r"))
-        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
         await store.update_run(
             "r",
             fence=lease.fence,
-            update=RunUpdate(status="succeeded", now_ms=_T0 + 7, output=b"result"),
+            update=RunUpdate(status="succeeded", now_ms=T0 + 7, output=b"result"),
         )
         run = await store.get_run("r")
         assert run is not None
@@ -273,58 +271,60 @@ class StoreContract:
             "succeeded",
             b"result",
             None,
-            _T0 + 7,
+            T0 + 7,
         )
 
     async def test_finishing_a_run_keeps_its_ttl(self, store: Store) -> None:
-        await store.create_run(_run("r", expires_at_ms=_T0 + 60_000))
-        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r", expires_at_ms=T0 + 60_000))
+        lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
         await store.update_run(
-            "r", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=_T0 + 1)
+            "r", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=T0 + 1)
         )
-        assert (await store.get_run("r")).expires_at_ms == _T0 + 60_000  # type: ignore[union-attr]
+        assert (await store.get_run("r")).expires_at_ms == T0 + 60_000  # type: ignore[union-attr]
 
     async def test_cancel_fences_out_the_executor(self, store: Store) -> None:
-        await store.create_run(_run("r"))
-        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
-        cancelled = await store.cancel_run("r", now_ms=_T0 + 1)
+        cancelled = await store.cancel_run("r", now_ms=T0 + 1)
         assert cancelled.status == "cancelled"
         with _raises(LeaseLost):
-            await store.commit_step(_step("r", 1), fence=lease.fence)
-        await store.create_run(_run("done", status="succeeded"))
-        assert (await store.cancel_run("done", now_ms=_T0)).status == "succeeded"
+            await store.commit_step(step_record("r", 1), fence=lease.fence)
+        await store.create_run(run_record("done", status="succeeded"))
+        assert (await store.cancel_run("done", now_ms=T0)).status == "succeeded"
         with _raises(RunNotFound):
-            await store.cancel_run("missing", now_ms=_T0)
+            await store.cancel_run("missing", now_ms=T0)
 
     async def test_reopen_makes_only_failed_runs_queued(self, store: Store) -> None:
-        await store.create_run(_run("f", status="failed", output=b"err"))
-        await store.create_run(_run("s", status="succeeded"))
-        assert await store.reopen_run("f", now_ms=_T0 + 1) is True
+        await store.create_run(run_record("f", status="failed", output=b"err"))
+        await store.create_run(run_record("s", status="succeeded"))
+        assert await store.reopen_run("f", now_ms=T0 + 1) is True
         assert (await store.get_run("f")).status == "queued"  # type: ignore[union-attr]
-        assert await store.reopen_run("s", now_ms=_T0 + 1) is False
+        assert await store.reopen_run("s", now_ms=T0 + 1) is False
         with _raises(RunNotFound):
-            await store.reopen_run("missing", now_ms=_T0)
+            await store.reopen_run("missing", now_ms=T0)
 
     # --- claims -------------------------------------------------------------------
     async def test_claim_picks_queued_expired_and_woken_runs(
         self, store: Store
     ) -> None:
-        await store.create_run(_run("queued", created_at_ms=_T0))
-        await store.create_run(_run("expired", created_at_ms=_T0 + 1))
-        await store.acquire_lease("expired", owner="dead", now_ms=_T0, ttl_ms=10)
-        await store.create_run(_run("live", created_at_ms=_T0 + 2))
-        await store.acquire_lease("live", owner="alive", now_ms=_T0, ttl_ms=60_000)
-        await store.create_run(_run("woken", status="sleeping", wake_at_ms=_T0 + 50))
+        await store.create_run(run_record("queued", created_at_ms=T0))
+        await store.create_run(run_record("expired", created_at_ms=T0 + 1))
+        await store.acquire_lease("expired", owner="dead", now_ms=T0, ttl_ms=10)
+        await store.create_run(run_record("live", created_at_ms=T0 + 2))
+        await store.acquire_lease("live", owner="alive", now_ms=T0, ttl_ms=60_000)
         await store.create_run(
-            _run("asleep", status="sleeping", wake_at_ms=_T0 + 10_000)
+            run_record("woken", status="sleeping", wake_at_ms=T0 + 50)
         )
-        await store.create_run(_run("other", workflow="not-mine"))
-        await store.create_run(_run("done", status="succeeded"))
+        await store.create_run(
+            run_record("asleep", status="sleeping", wake_at_ms=T0 + 10_000)
+        )
+        await store.create_run(run_record("other", workflow="not-mine"))
+        await store.create_run(run_record("done", status="succeeded"))
         leases = await store.claim_runs(
             owner="w",
-            now_ms=_T0 + 100,
+            now_ms=T0 + 100,
             ttl_ms=1000,
             limit=10,
             workflows=["wf"],
@@ -337,7 +337,7 @@ class StoreContract:
         ]
         again = await store.claim_runs(
             owner="w2",
-            now_ms=_T0 + 100,
+            now_ms=T0 + 100,
             ttl_ms=1000,
             limit=10,
             workflows=["wf"],
@@ -349,16 +349,18 @@ class StoreContract:
         self, store: Store
     ) -> None:
         for i in range(6):
-            await store.create_run(_run(f"q{i}", queue="docs", created_at_ms=_T0 + i))
+            await store.create_run(
+                run_record(f"q{i}", queue="docs", created_at_ms=T0 + i)
+            )
         policy = {"docs": QueuePolicy(concurrency=2)}
         first = await store.claim_runs(
-            owner="w", now_ms=_T0, ttl_ms=1000, limit=5, workflows=["wf"], queues=policy
+            owner="w", now_ms=T0, ttl_ms=1000, limit=5, workflows=["wf"], queues=policy
         )
         assert [lease.run_id for lease in first] == ["q0", "q1"]
         assert (
             await store.claim_runs(
                 owner="w",
-                now_ms=_T0,
+                now_ms=T0,
                 ttl_ms=1000,
                 limit=5,
                 workflows=["wf"],
@@ -367,20 +369,22 @@ class StoreContract:
             == []
         )
         await store.update_run(
-            "q0", fence=first[0].fence, update=RunUpdate(status="succeeded", now_ms=_T0)
+            "q0", fence=first[0].fence, update=RunUpdate(status="succeeded", now_ms=T0)
         )
         third = await store.claim_runs(
-            owner="w", now_ms=_T0, ttl_ms=1000, limit=5, workflows=["wf"], queues=policy
+            owner="w", now_ms=T0, ttl_ms=1000, limit=5, workflows=["wf"], queues=policy
         )
         assert [lease.run_id for lease in third] == ["q2"]
 
     async def test_claim_respects_queue_rate(self, store: Store) -> None:
         for i in range(5):
-            await store.create_run(_run(f"q{i}", queue="llm", created_at_ms=_T0 + i))
+            await store.create_run(
+                run_record(f"q{i}", queue="llm", created_at_ms=T0 + i)
+            )
         policy = {"llm": QueuePolicy(rate=2, period_ms=1000)}
         claimed = await store.claim_runs(
             owner="w",
-            now_ms=_T0,
+            now_ms=T0,
             ttl_ms=60_000,
             limit=5,
             workflows=["wf"],
@@ -389,7 +393,7 @@ class StoreContract:
         assert len(claimed) == 2
         later = await store.claim_runs(
             owner="w",
-            now_ms=_T0 + 500,
+            now_ms=T0 + 500,
             ttl_ms=60_000,
             limit=5,
             workflows=["wf"],
@@ -398,7 +402,7 @@ class StoreContract:
         assert later == []
         next_period = await store.claim_runs(
             owner="w",
-            now_ms=_T0 + 1001,
+            now_ms=T0 + 1001,
             ttl_ms=60_000,
             limit=5,
             workflows=["wf"],
@@ -410,34 +414,34 @@ class StoreContract:
     async def test_journal_is_in_seq_order_and_replaces_by_seq(
         self, store: Store
     ) -> None:
-        await store.create_run(_run("r"))
-        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
         for seq in (3, 1, 2):
-            await store.commit_step(_step("r", seq), fence=lease.fence)
+            await store.commit_step(step_record("r", seq), fence=lease.fence)
         await store.commit_step(
-            _step("r", 2, output=b"retried", status="retrying"), fence=lease.fence
+            step_record("r", 2, output=b"retried", status="retrying"), fence=lease.fence
         )
         journal = await store.load_journal("r")
         assert [s.seq for s in journal] == [1, 2, 3]
-        assert journal[1] == _step("r", 2, output=b"retried", status="retrying")
+        assert journal[1] == step_record("r", 2, output=b"retried", status="retrying")
         assert [s.seq for s in await store.load_journal("r", up_to_seq=2)] == [1, 2]
         assert await store.load_journal("nobody") == []
 
     async def test_journal_holds_negative_and_64_bit_seqs(self, store: Store) -> None:
         """Ledger entries live at negative seqs, map_steps items at seqs >= 2**62."""
-        await store.create_run(_run("r"))
-        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
         seqs = [-3, 1, 2, (1 << 62) + 12345, (1 << 63) - 1]
         for seq in reversed(seqs):
-            await store.commit_step(_step("r", seq), fence=lease.fence)
+            await store.commit_step(step_record("r", seq), fence=lease.fence)
         assert [s.seq for s in await store.load_journal("r")] == seqs
         assert [s.seq for s in await store.load_journal("r", up_to_seq=2)] == [-3, 1, 2]
 
     async def test_step_payloads_are_stored_byte_exact(self, store: Store) -> None:
-        await store.create_run(_run("r"))
-        lease = await store.acquire_lease("r", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("r"))
+        lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
         payload = bytes(range(256)) * 40
         step = StepRecord(
@@ -448,8 +452,8 @@ class StoreContract:
             status="ok",
             output=payload,
             attempts=3,
-            started_at_ms=_T0,
-            finished_at_ms=_T0 + 1,
+            started_at_ms=T0,
+            finished_at_ms=T0 + 1,
             usage=b'{"tokens": 1}',
         )
         await store.commit_step(step, fence=lease.fence)
@@ -458,14 +462,14 @@ class StoreContract:
     async def test_delete_runs_removes_only_finished_runs_with_their_data(
         self, store: Store
     ) -> None:
-        await store.create_run(_run("done"))
-        lease = await store.acquire_lease("done", owner="a", now_ms=_T0, ttl_ms=1000)
+        await store.create_run(run_record("done"))
+        lease = await store.acquire_lease("done", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
-        await store.commit_step(_step("done", 1), fence=lease.fence)
+        await store.commit_step(step_record("done", 1), fence=lease.fence)
         await store.update_run(
-            "done", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=_T0)
+            "done", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=T0)
         )
-        await store.create_run(_run("live"))
+        await store.create_run(run_record("live"))
         result = await store.delete_runs(["done", "live", "missing"])
         assert (result.runs, result.steps, result.run_ids) == (1, 1, ("done",))
         assert await store.get_run("done") is None
@@ -476,18 +480,20 @@ class StoreContract:
     async def test_first_input_per_key_wins_and_wakes_a_waiting_run(
         self, store: Store
     ) -> None:
-        await store.create_run(_run("r", status="waiting", wake_at_ms=_T0 + 10_000))
+        await store.create_run(
+            run_record("r", status="waiting", wake_at_ms=T0 + 10_000)
+        )
         assert await store.send_input(
-            InputRecord(run_id="r", key="k", value=b"1", sent_at_ms=_T0)
+            InputRecord(run_id="r", key="k", value=b"1", sent_at_ms=T0)
         )
         assert not await store.send_input(
-            InputRecord(run_id="r", key="k", value=b"2", sent_at_ms=_T0)
+            InputRecord(run_id="r", key="k", value=b"2", sent_at_ms=T0)
         )
         assert await store.get_inputs("r") == {"k": b"1"}
         assert (await store.get_run("r")).status == "queued"  # type: ignore[union-attr]
         with _raises(RunNotFound):
             await store.send_input(
-                InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=_T0)
+                InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=T0)
             )
 
     # --- maintenance ----------------------------------------------------------------
@@ -495,13 +501,13 @@ class StoreContract:
         self, store: Store
     ) -> None:
         for n in range(5):
-            await store.create_run(_run(f"r{n}", input=f"in-{n}".encode()))
+            await store.create_run(run_record(f"r{n}", input=f"in-{n}".encode()))
             lease = await store.acquire_lease(
-                f"r{n}", owner="a", now_ms=_T0, ttl_ms=1000
+                f"r{n}", owner="a", now_ms=T0, ttl_ms=1000
             )
             assert lease is not None
             await store.commit_step(
-                _step(f"r{n}", 1, output=f"out-{n}".encode()), fence=lease.fence
+                step_record(f"r{n}", 1, output=f"out-{n}".encode()), fence=lease.fence
             )
         first = await store.scan_payloads("run.input", after=None, limit=3)
         rest = await store.scan_payloads("run.input", after=first[-1].key, limit=3)
@@ -526,24 +532,22 @@ class StoreContract:
         for n, odd in enumerate(WEIRD_IDS):
             run_id = f"{odd}#{n}"
             await store.create_run(
-                _run(
+                run_record(
                     run_id,
                     workflow=odd,
                     queue=odd,
                     parent_id=odd,
-                    created_at_ms=_T0 + n,
+                    created_at_ms=T0 + n,
                 )
             )
-            lease = await store.acquire_lease(
-                run_id, owner=odd, now_ms=_T0, ttl_ms=1000
-            )
+            lease = await store.acquire_lease(run_id, owner=odd, now_ms=T0, ttl_ms=1000)
             assert lease is not None
             assert lease.run_id == run_id
-            step = dataclasses.replace(_step(run_id, 1), name=odd)
+            step = step_record(run_id, 1, name=odd)
             await store.commit_step(step, fence=lease.fence)
             assert await store.load_journal(run_id) == [step]
             assert await store.send_input(
-                InputRecord(run_id=run_id, key=odd, value=b"v", sent_at_ms=_T0)
+                InputRecord(run_id=run_id, key=odd, value=b"v", sent_at_ms=T0)
             )
             assert await store.get_inputs(run_id) == {odd: b"v"}
             found = await store.get_run(run_id)

@@ -4,7 +4,6 @@ concurrent claims, wake-ups, odd identifiers and a server restart."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -20,7 +19,6 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from conftest import T0, run_record, step_record
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
@@ -37,6 +35,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
 )
+from resumable.testing import T0, run_record, step_record
 
 pytestmark = pytest.mark.postgres
 
@@ -371,9 +370,9 @@ async def test_one_unstorable_record_does_not_fail_its_batch_mates(
     await store.create_run(run_record("r"))
     lease = await store.acquire_lease("r", owner="w", now_ms=T0, ttl_ms=60_000)
     assert lease is not None
-    too_many = dataclasses.replace(step_record("r", 3), attempts=2**40)  # > INTEGER
+    too_many = step_record("r", 3, attempts=2**40)  # > INTEGER
     results = await asyncio.gather(
-        store.commit_step(step_record("r", 1), fence=lease.fence),
+        store.commit_step(step_record("r", 1, name="s"), fence=lease.fence),
         store.commit_step(step_record("r", 2, name="nul\x00byte"), fence=lease.fence),
         store.commit_step(too_many, fence=lease.fence),
         store.commit_step(step_record("r", 4, name="lone \udc80"), fence=lease.fence),

@@ -23,7 +23,6 @@ from redis.asyncio import Redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from conftest import T0, run_record, step_record
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
@@ -44,6 +43,7 @@ from resumable.stores.protocol import (
     StepRecord,
 )
 from resumable.stores.redis import RedisStore, parse_url
+from resumable.testing import T0, run_record, step_record
 
 pytestmark = pytest.mark.redis
 
