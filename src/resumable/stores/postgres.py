@@ -743,15 +743,7 @@ class PostgresStore:
         params = {
             "hashes": list(chunks),
             "chunks": list(chunks.values()),
-            "thread_id": _t(snapshot.thread_id),
-            "namespace": _t(snapshot.namespace),
-            "checkpoint_id": _t(snapshot.checkpoint_id),
-            "parent_id": _sql.maybe_text(snapshot.parent_id),
-            "manifest": snapshot.manifest,
-            "label": _sql.maybe_text(snapshot.label),
-            "metadata": snapshot.metadata,
-            "created_at_ms": snapshot.created_at_ms,
-            "chunk_refs": list(snapshot.chunk_refs),
+            **_snapshot_params(snapshot),
         }
         async with self._connection() as conn:
             cursor = await conn.execute(self._sql.save_snapshot, params)
@@ -804,15 +796,7 @@ class PostgresStore:
         params = {
             "from_namespace": _t(namespace),
             "ids": [_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],
-            "thread_id": _t(by.thread_id),
-            "namespace": _t(by.namespace),
-            "checkpoint_id": _t(by.checkpoint_id),
-            "parent_id": _sql.maybe_text(by.parent_id),
-            "manifest": by.manifest,
-            "label": _sql.maybe_text(by.label),
-            "metadata": by.metadata,
-            "created_at_ms": by.created_at_ms,
-            "chunk_refs": list(by.chunk_refs),
+            **_snapshot_params(by),
         }
         async with self._connection() as conn:
             cursor = await conn.execute(self._sql.replace_snapshots, params)
@@ -1006,6 +990,21 @@ def _settle(pending: _Pending, error: BaseException | None) -> None:
         pending.future.set_result(None)
     else:
         pending.future.set_exception(error)
+
+
+def _snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
+    """The named parameters of the row `_postgres_sql._insert_snapshot` inserts."""
+    return {
+        "thread_id": _t(snapshot.thread_id),
+        "namespace": _t(snapshot.namespace),
+        "checkpoint_id": _t(snapshot.checkpoint_id),
+        "parent_id": _sql.maybe_text(snapshot.parent_id),
+        "manifest": snapshot.manifest,
+        "label": _sql.maybe_text(snapshot.label),
+        "metadata": snapshot.metadata,
+        "created_at_ms": snapshot.created_at_ms,
+        "chunk_refs": list(snapshot.chunk_refs),
+    }
 
 
 def _snapshot_from_row(row: DictRow) -> SnapshotRecord:
