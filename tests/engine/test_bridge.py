@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from resumable._engine.bridge import loop_running, run_here
+from resumable._engine.bridge import run_here, running_loop
 
 _who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 
@@ -26,7 +26,7 @@ def test_run_here_runs_on_the_calling_thread_and_keeps_its_loop() -> None:
 
     assert first_thread is second_thread is threading.current_thread()
     assert first_loop is second_loop
-    assert not loop_running()  # the loop runs only during a call
+    assert running_loop() is None  # the loop runs only during a call
 
 
 def test_each_thread_has_its_own_loop_closed_when_the_thread_ends() -> None:

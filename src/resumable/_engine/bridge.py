@@ -28,13 +28,12 @@ class _PrivateLoop:
 _here = threading.local()
 
 
-def loop_running() -> bool:
-    """Whether an event loop is running in the calling thread."""
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in the calling thread, or None."""
     try:
-        asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
-    return True
+        return None
 
 
 def run_here(coro: Coroutine[Any, Any, T]) -> T:
@@ -48,7 +47,7 @@ def run_here(coro: Coroutine[Any, Any, T]) -> T:
     Raises:
         RuntimeError: an event loop is already running in this thread.
     """
-    if loop_running():
+    if running_loop() is not None:
         coro.close()
         raise RuntimeError("run_here() was called on a thread that runs an event loop")
     private: _PrivateLoop | None = getattr(_here, "private", None)

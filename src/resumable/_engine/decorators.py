@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from resumable._engine.bridge import running_loop
 from resumable._engine.context import active_run
 from resumable._engine.retry import NO_RETRY, Retry
 from resumable.serde import TypeRegistry
@@ -234,7 +235,7 @@ def _journaled(
             ctx = active_run()
             if ctx is None:
                 return fn(*args, **kwargs)
-            if not _on_loop(ctx.loop):
+            if running_loop() is not ctx.loop:
                 raise TypeError(
                     f"async {what} was called from a sync workflow; make the workflow "
                     f"`async def`, or this a plain `def`"
@@ -248,7 +249,7 @@ def _journaled(
         ctx = active_run()
         if ctx is None:
             return fn(*args, **kwargs)
-        if _on_loop(ctx.loop):
+        if running_loop() is ctx.loop:
             raise TypeError(
                 f"sync {what} was called from an async workflow, where it would block the "
                 f"event loop; make it `async def` (wrap blocking code in "
@@ -260,10 +261,3 @@ def _journaled(
         ).result()
 
     return call_sync
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False

@@ -82,7 +82,7 @@ from collections.abc import (
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from resumable._engine.bridge import Bridge, loop_running, run_here
+from resumable._engine.bridge import Bridge, run_here, running_loop
 from resumable._engine.engine import Engine
 from resumable.errors import SerializationError
 from resumable.serde import Serde, TypeRegistry
@@ -239,7 +239,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         (LangGraph's `invoke` calls from its executor threads); the call then takes
         its turn and runs here. Otherwise it runs on the saver's loop thread.
         """
-        if self._direct and not loop_running():
+        if self._direct and running_loop() is None:
             with self._turn:
                 return run_here(coro)
         _, thread = self._loop()
