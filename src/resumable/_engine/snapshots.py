@@ -55,6 +55,41 @@ class _Memo(NamedTuple):
     unbuffered: bool  # no bytes-like value inside: see SnapshotCodec._unchanged
 
 
+def _plainness(atoms: frozenset[type]) -> Callable[[object], bool]:
+    """A test that a value is built only of `atoms` and exact builtin containers."""
+    containers = frozenset({dict, list, tuple, set, frozenset})
+    allowed = atoms | containers
+
+    def plain(value: object) -> bool:
+        kind = type(value)
+        if kind in atoms:
+            return True
+        items: Any = value
+        if kind is dict:
+            return plain_items(items.keys()) and plain_items(items.values())
+        return kind in containers and plain_items(items)
+
+    def plain_items(items: Collection[Any]) -> bool:
+        kinds = set(map(type, items))
+        if kinds <= atoms:
+            return True
+        if not kinds <= allowed:
+            return False
+        # only non-empty containers need a look inside (filter(None): the non-empty)
+        if set(map(type, filter(None, items))) <= atoms:
+            return True
+        return all(map(plain, (item for item in items if type(item) in containers)))
+
+    return plain
+
+
+# marshal writes any buffer (a bytearray, a memoryview, an array, a bytes subclass)
+# as bytes, so only exact builtin types make its images faithful
+_plain = _plainness(frozenset({str, int, float, bool, type(None), bytes, type(...)}))
+# ... and without bytes, an image holds no bytes code at all (SnapshotCodec._unchanged)
+_unbuffered = _plainness(frozenset({str, int, float, bool, type(None), type(...)}))
+
+
 # {"j": encoded value} | {"c": hash} | {"d": {key: Shape}} | {"l": [Shape]}; manifests
 # written before inline values were kept encoded hold {"v": value} instead of "j"
 Shape = dict[str, Any]
@@ -180,14 +215,14 @@ class SnapshotCodec:
             return False
 
     def _image(
-        self, value: Any, plain: Callable[[object], bool] | None = None
+        self, value: Any, plain: Callable[[object], bool] = _plain
     ) -> bytes | None:
         """A faithful, type-exact image of what encoding `value` reads, or None.
 
         Text and bytes are immutable: the object is its own image (b""). Dicts and
         lists are imaged whole; a registered dataclass or pydantic model by exactly
         the attributes the codec reads (`_imaged`). Only values made of exact
-        builtin types are imaged (`plain`, by default `_plain`): `marshal` then
+        builtin types are imaged (`plain`): `marshal` then
         keeps dict order and tells 1, 1.0 and True apart, so equal images mean
         equal encodings. Anything else (a datetime, a nested model) gets None and
         is encoded at every save.
@@ -196,7 +231,7 @@ class SnapshotCodec:
         if kind is str or kind is bytes:
             return b""
         imaged = self._imaged(value)
-        if imaged is None or not (plain or _plain)(imaged):
+        if imaged is None or not plain(imaged):
             return None
         return marshal.dumps(imaged)
 
@@ -279,41 +314,6 @@ class SnapshotCodec:
 def _held(value: Any, image: bytes) -> int:
     """About how many bytes a memo entry keeps alive (text is its own image)."""
     return len(image) or (len(value) if type(value) in (str, bytes) else 0)
-
-
-def _plainness(atoms: frozenset[type]) -> Callable[[object], bool]:
-    """A test that a value is built only of `atoms` and exact builtin containers."""
-    containers = frozenset({dict, list, tuple, set, frozenset})
-    allowed = atoms | containers
-
-    def plain(value: object) -> bool:
-        kind = type(value)
-        if kind in atoms:
-            return True
-        items: Any = value
-        if kind is dict:
-            return plain_items(items.keys()) and plain_items(items.values())
-        return kind in containers and plain_items(items)
-
-    def plain_items(items: Collection[Any]) -> bool:
-        kinds = set(map(type, items))
-        if kinds <= atoms:
-            return True
-        if not kinds <= allowed:
-            return False
-        # only non-empty containers need a look inside (filter(None): the non-empty)
-        if set(map(type, filter(None, items))) <= atoms:
-            return True
-        return all(map(plain, (item for item in items if type(item) in containers)))
-
-    return plain
-
-
-# marshal writes any buffer (a bytearray, a memoryview, an array, a bytes subclass)
-# as bytes, so only exact builtin types make its images faithful
-_plain = _plainness(frozenset({str, int, float, bool, type(None), bytes, type(...)}))
-# ... and without bytes, an image holds no bytes code at all (SnapshotCodec._unchanged)
-_unbuffered = _plainness(frozenset({str, int, float, bool, type(None), type(...)}))
 
 
 def chunk_place(digest: str) -> str:

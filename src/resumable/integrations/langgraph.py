@@ -409,11 +409,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
 
     async def aclose(self) -> None:
         """Close the store (if the saver opened it) and stop the saver's loop thread."""
-        if self._owns_engine and (self._direct or self._home is not None):
-            await self._acall(self.engine.close())
-        await asyncio.to_thread(self._bridge.close)
-        self._home = None
-        self._queue = asyncio.Lock()  # the next loop's
+        await asyncio.to_thread(self.close)  # joins threads: never on the caller's loop
 
     def __enter__(self) -> Self:
         return self
