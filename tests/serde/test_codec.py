@@ -439,6 +439,16 @@ def test_malformed_data_raises_decode_error(data: bytes) -> None:
         Codec(TypeRegistry()).decode(data)
 
 
+def test_whitespace_around_a_payload_is_accepted_as_json_accepts_it() -> None:
+    # encode never writes it; the decoder's fast path hands such text to json
+    codec = Codec(TypeRegistry())
+    assert codec.decode(b' \n{"a": [1, {"~": "tuple", "v": [2]}]}\t ') == {
+        "a": [1, (2,)]
+    }
+    with pytest.raises(DecodeError):
+        codec.decode(b' "a" "b"')
+
+
 def test_decode_error_is_a_value_error_and_not_a_resumable_error() -> None:
     assert issubclass(DecodeError, ValueError)
     assert not issubclass(DecodeError, ResumableError)

@@ -21,17 +21,39 @@ from resumable.stores.sqlite import SQLiteStore, parse_url
 
 
 def test_url_forms_and_options() -> None:
-    assert parse_url("sqlite:///rel/state.db") == (Path("rel/state.db"), "full", 10_000)
-    assert parse_url(
-        "sqlite:////abs/state.db?durability=normal&busy_timeout_ms=50"
-    ) == (
-        Path("/abs/state.db"),
-        "normal",
-        50,
+    assert parse_url("sqlite:///rel/state.db") == (
+        Path("rel/state.db"),
+        "full",
+        10_000,
+        256,
     )
-    for bad in ("sqlite://", "sqlite:///x.db?durability=off", "sqlite:///x.db?nope=1"):
+    assert parse_url(
+        "sqlite:////abs/state.db?durability=normal&busy_timeout_ms=50&mmap_mb=0"
+    ) == (Path("/abs/state.db"), "normal", 50, 0)
+    for bad in (
+        "sqlite://",
+        "sqlite:///x.db?durability=off",
+        "sqlite:///x.db?nope=1",
+        "sqlite:///x.db?mmap_mb=lots",
+        "sqlite:///x.db?busy_timeout_ms=-1",
+    ):
         with pytest.raises(StoreError):
             parse_url(bad)
+
+
+async def test_reads_go_through_a_memory_map_of_the_size_the_url_sets(
+    tmp_path: Path,
+) -> None:
+    for query, expected in (("", 256 * 2**20), ("?mmap_mb=0", 0)):
+        store = await SQLiteStore(f"sqlite:///{tmp_path / 'm.db'}{query}").open()
+        try:
+            sizes = await store._call(
+                lambda conn: conn.execute("PRAGMA mmap_size").fetchone()[0],
+                write=False,
+            )
+        finally:
+            await store.close()
+        assert sizes == expected
 
 
 async def test_store_on_a_newer_schema_is_refused(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ import types
 from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any, Final, cast
 from uuid import UUID
 
 from resumable.errors import SerializationError
@@ -123,6 +123,9 @@ _FLAT_TAGS: dict[type, bytes] = {
 }
 
 
+_FLAT_TUPLE_BLAKE2B: Final = hashlib.blake2b(digest_size=8, person=b"flat-tuple")
+
+
 def _flat_tuple_digest(values: tuple[Any, ...]) -> str:
     """The fingerprint of a tuple of scalars, without a JSON round.
 
@@ -132,7 +135,7 @@ def _flat_tuple_digest(values: tuple[Any, ...]) -> str:
     Python version. A separate personalization keeps these digests apart from
     the JSON-based ones of every other value.
     """
-    digest = hashlib.blake2b(digest_size=8, person=b"flat-tuple")
+    digest = _FLAT_TUPLE_BLAKE2B.copy()  # 3x cheaper than a new personalized one
     for value in values:
         kind = type(value)
         if kind is str:
@@ -556,6 +559,27 @@ def _build_model(
 # ---------------------------------------------------------------- the codec
 
 
+def _json_loads(decoder: json.JSONDecoder) -> Callable[[str], Any]:
+    """`decoder.decode`, without its two whitespace scans when there is none.
+
+    What `encode` wrote has no whitespace around the value: it is scanned once
+    (0.4 us less a payload). Anything else goes to `decode`, which decides.
+    """
+    scan = decoder.scan_once  # type: ignore[attr-defined]  # json's documented-in-source scanner
+    decode = decoder.decode
+
+    def loads(text: str) -> Any:
+        try:
+            value, end = scan(text, 0)
+        except StopIteration:
+            return decode(text)  # raises the JSONDecodeError
+        if end != len(text):
+            return decode(text)
+        return value
+
+    return loads
+
+
 class Codec:
     """Tagged-JSON encoder and decoder over a `TypeRegistry` allowlist.
 
@@ -574,7 +598,9 @@ class Codec:
         # Same output for ASCII text, and CPython's ASCII escaper is faster.
         self._dumps_ascii = json.JSONEncoder(**{**options, "ensure_ascii": True}).encode
         self._canonical_dumps = json.JSONEncoder(sort_keys=True, **options).encode
-        self._loads = json.JSONDecoder(object_hook=_make_object_hook(registry)).decode
+        self._loads = _json_loads(
+            json.JSONDecoder(object_hook=_make_object_hook(registry))
+        )
         self._walk = _make_encoder(registry, safe_ints=False)
         self._walk_safe_ints = _make_encoder(registry, safe_ints=True)
 

@@ -27,7 +27,7 @@ import threading
 import zlib
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Protocol, cast
+from typing import Any, Final, Protocol, cast
 
 from resumable.errors import CorruptCheckpointError
 
@@ -39,6 +39,8 @@ _ENCRYPTED = 0x02
 _KNOWN_FLAGS = _COMPRESSED | _ENCRYPTED
 _CRC = struct.Struct(">I")
 _PLAIN_HEADER_SIZE = 2 + _CRC.size
+_PLAIN_FRAME: Final = bytes((FORMAT_VERSION, 0))
+_PLAIN_FRAME_CRC: Final = zlib.crc32(_PLAIN_FRAME)
 _NONCE_SIZE = 12
 _GCM_TAG_SIZE = 16
 _KEY_SIZE = 32
@@ -293,6 +295,14 @@ class Envelope:
         """
         if type(data) is not bytes:
             data = bytes(data)  # some drivers hand back memoryview or bytearray
+        if (
+            data[:2] == _PLAIN_FRAME
+            and self._keys is None
+            and len(data) >= _PLAIN_HEADER_SIZE
+        ):  # the common frame (plaintext, uncompressed), checked in one go
+            body = data[_PLAIN_HEADER_SIZE:]
+            if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0]:
+                return body
         if len(data) < 2:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
         version, flags = data[0], data[1]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -249,44 +250,66 @@ def step_from_row(row: Row) -> StepRecord:
     )
 
 
-def steps_from_cursor(cursor: Any) -> list[StepRecord]:
-    """Every row of a step query, mapped by column name resolved once per cursor.
+JOURNAL_COLUMNS = STEP_COLUMNS[1:]
+"""The columns `journal_records` reads: a step's, but the run id it was asked for."""
 
-    The cursor must return plain tuples. A journal of thousands of steps is read
-    on every resume, so records are filled through their slots' descriptors: the
-    same assignments a frozen dataclass's __init__ makes, without a call per field
-    (1.2 -> 0.4 us a record).
+
+def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepRecord]:
+    """The StepRecords of one run's journal, from rows of JOURNAL_COLUMNS.
+
+    Every resume reads a journal of thousands of steps, so each record is filled
+    through its slots' descriptors (the assignments a frozen dataclass's __init__
+    makes, without its keyword call), the run id is the one asked for, and each
+    step name is unescaped once: 0.7 us a record, against 1.5 for `StepRecord(...)`.
     """
-    at = {description[0]: index for index, description in enumerate(cursor.description)}
-    plain = [
-        (_STEP_SLOT_SETTERS[name], at[name])
-        for name in STEP_COLUMNS
-        if name not in _CONVERT
-    ]
-    converted = [
-        (_STEP_SLOT_SETTERS[name], at[name], _CONVERT[name])
-        for name in STEP_COLUMNS
-        if name in _CONVERT
-    ]
-    records = []
+    records: list[StepRecord] = []
+    append = records.append
     new = object.__new__
-    for row in cursor:
+    names: dict[str, str] = {}
+    for (
+        seq,
+        name,
+        fingerprint,
+        status,
+        output,
+        attempts,
+        started,
+        finished,
+        usage,
+    ) in rows:
         record = new(StepRecord)
-        for setter, index in plain:
-            setter(record, row[index])
-        for setter, index, convert in converted:
-            setter(record, convert(row[index]))
-        records.append(record)
+        _set_run_id(record, run_id)
+        _set_seq(record, seq)
+        unescaped = names.get(name)
+        if unescaped is None:
+            unescaped = names[name] = from_text(name)
+        _set_name(record, unescaped)
+        _set_fingerprint(record, fingerprint)
+        _set_status(record, status)
+        _set_output(record, output if type(output) is bytes else _blob(output))
+        _set_attempts(record, attempts)
+        _set_started_at_ms(record, started)
+        _set_finished_at_ms(record, finished)
+        _set_usage(record, usage if usage is None else _blob(usage))
+        append(record)
     return records
 
 
-_STEP_SLOT_SETTERS = {name: getattr(StepRecord, name).__set__ for name in STEP_COLUMNS}
-_CONVERT: dict[str, Any] = {
-    "run_id": from_text,
-    "name": from_text,
-    "output": _blob,
-    "usage": _blob,
-}
+def _slot_setter(name: str) -> Callable[[StepRecord, Any], None]:
+    setter: Callable[[StepRecord, Any], None] = getattr(StepRecord, name).__set__
+    return setter
+
+
+_set_run_id = _slot_setter("run_id")
+_set_seq = _slot_setter("seq")
+_set_name = _slot_setter("name")
+_set_fingerprint = _slot_setter("fingerprint")
+_set_status = _slot_setter("status")
+_set_output = _slot_setter("output")
+_set_attempts = _slot_setter("attempts")
+_set_started_at_ms = _slot_setter("started_at_ms")
+_set_finished_at_ms = _slot_setter("finished_at_ms")
+_set_usage = _slot_setter("usage")
 
 
 def input_from_row(row: Row) -> InputRecord:
