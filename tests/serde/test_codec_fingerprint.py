@@ -12,6 +12,8 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from resumable.serde import Codec, TypeRegistry
 
 
@@ -34,6 +36,28 @@ def test_a_fingerprint_is_16_hex_digits() -> None:
     digest = fingerprint({"a": 1})
     assert len(digest) == 16
     assert int(digest, 16) >= 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ((5,), "3017ef75d4587432"),
+        (("abc", 1.5, None, True, False, -7), "e225e7fa014b1de0"),
+        (("\ud800 lone",), "db3a1f11225b079a"),
+        ((), "6fe65140f71d712a"),
+        ((1 << 70,), "f51df8c82ff05579"),
+        ((1, [2]), "26e1f1a52a250d6a"),
+        ("text", "10fc285cc1e9bcef"),
+        ({"b": 1, "a": (2, 3)}, "b1367327d2d2ce1a"),
+    ],
+    ids=repr,
+)
+def test_fingerprints_never_change_between_releases(
+    value: object, expected: str
+) -> None:
+    # journals store them: a new digest for the same call would refuse every
+    # recorded run as changed code (NonDeterminismError) after an upgrade
+    assert fingerprint(value) == expected
 
 
 def test_equal_values_have_equal_fingerprints() -> None:

@@ -298,7 +298,7 @@ async def commit(ctx: RunContext, record: StepRecord) -> None:
 async def durably(
     ctx: RunContext, write: Callable[[], Awaitable[None]], *, seq: int | None
 ) -> None:
-    """Run a fenced store write, retrying a failed one with backoff for `store_retry_s`.
+    """Run a fenced store write; retry it with backoff for `store_retry_s` once it fails.
 
     Every fenced write is an idempotent upsert guarded by the fence, so a retry
     cannot duplicate it. LeaseLost is not retried, nor a record the store refused
@@ -308,7 +308,7 @@ async def durably(
         CheckpointWriteError: the store still failed when the time ran out.
     """
     runtime = ctx.runtime
-    deadline = runtime.clock.now_ms() + int(runtime.store_retry_s * 1000)
+    deadline: int | None = None  # set by the first failure: success reads no clock
     delay = 0.05
     while True:
         try:
@@ -316,7 +316,10 @@ async def durably(
         except (CheckpointWriteError, StoreError) as exc:
             if isinstance(exc, CheckpointWriteError) and not exc.transient:
                 raise
-            if runtime.clock.now_ms() + delay * 1000 >= deadline:
+            now_ms = runtime.clock.now_ms()
+            if deadline is None:
+                deadline = now_ms + int(runtime.store_retry_s * 1000)
+            if now_ms + delay * 1000 >= deadline:
                 if isinstance(exc, CheckpointWriteError):
                     raise
                 raise CheckpointWriteError(
