@@ -655,6 +655,20 @@ class StoreContract:
         assert await store.delete_thread("t") == 2
         assert await store.delete_unreferenced_chunks(100) == 3
 
+    async def test_a_pack_of_another_thread_is_refused_before_anything_changes(
+        self, store: Store
+    ) -> None:
+        for n in (1, 2):
+            await store.save_snapshot(_snapshot("t", f"000{n}", ()))
+        pack = _snapshot("other", "0001", (), namespace=":pack:", label="0002")
+        with _raises(ValueError):
+            await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
+        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == [
+            "0002",
+            "0001",
+        ]
+        assert await store.list_snapshots("other", namespace=":pack:") == []
+
     async def test_two_swaps_of_the_same_snapshots_cannot_both_happen(
         self, store: Store
     ) -> None:

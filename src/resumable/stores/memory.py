@@ -24,6 +24,7 @@ from resumable.stores.protocol import (
     RunUpdate,
     SnapshotRecord,
     StepRecord,
+    check_pack,
 )
 
 
@@ -229,6 +230,7 @@ class MemoryStore:
         *,
         by: SnapshotRecord,
     ) -> bool:
+        check_pack(thread_id, by)
         thread = self._snapshots.get((thread_id, namespace), {})
         doomed = set(checkpoint_ids)
         if not doomed <= thread.keys():

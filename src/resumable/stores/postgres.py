@@ -76,6 +76,7 @@ from resumable.stores.protocol import (
     RunUpdate,
     SnapshotRecord,
     StepRecord,
+    check_pack,
 )
 
 Conn = AsyncConnection[DictRow]
@@ -791,8 +792,7 @@ class PostgresStore:
         *,
         by: SnapshotRecord,
     ) -> bool:
-        if by.thread_id != thread_id:
-            raise ValueError("replace_snapshots: `by` must belong to the same thread")
+        check_pack(thread_id, by)
         params = {
             "from_namespace": _t(namespace),
             "ids": [_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],

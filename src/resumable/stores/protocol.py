@@ -227,6 +227,19 @@ class DeleteResult:
     run_ids: tuple[str, ...] = field(default=())
 
 
+def check_pack(thread_id: str, by: SnapshotRecord) -> None:
+    """The rule every `Store.replace_snapshots` checks first: `by` is of the thread.
+
+    Raises:
+        ValueError: it is not.
+    """
+    if by.thread_id != thread_id:
+        raise ValueError(
+            f"replace_snapshots: the pack belongs to thread {by.thread_id!r}, "
+            f"not to {thread_id!r}, whose snapshots it would replace"
+        )
+
+
 def runs_on_any_loop(store: object) -> bool:
     """Whether the store's coroutines may run on any event loop, in any thread.
 
@@ -400,6 +413,10 @@ class Store(Protocol):
         refs cover theirs, so no chunk is released) and return True. If any is
         gone (deleted meanwhile, or swapped by another engine), change nothing and
         return False.
+
+        Raises:
+            ValueError: `by` belongs to another thread (`check_pack`), before
+                anything is read or written.
         """
         ...
 

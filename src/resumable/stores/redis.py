@@ -86,6 +86,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     StepStatus,
+    check_pack,
 )
 
 if TYPE_CHECKING:
@@ -879,6 +880,7 @@ class RedisStore:
         *,
         by: SnapshotRecord,
     ) -> bool:
+        check_pack(thread_id, by)
         replaced = await self._script(
             "replace_snapshots",
             [

@@ -61,6 +61,7 @@ from resumable.stores.protocol import (
     RunUpdate,
     SnapshotRecord,
     StepRecord,
+    check_pack,
 )
 
 T = TypeVar("T")
@@ -891,6 +892,7 @@ class SQLiteStore:
         *,
         by: SnapshotRecord,
     ) -> bool:
+        check_pack(thread_id, by)
         keys = [(_t(thread_id), _t(namespace), _t(i)) for i in set(checkpoint_ids)]
         row = _snapshot_row(by)
 
