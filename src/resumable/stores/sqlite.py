@@ -200,7 +200,7 @@ def parse_url(url: str) -> SQLiteOptions:
     durability = options.pop("durability", "full").lower()
     if durability not in ("full", "normal"):
         raise StoreError(store=url, detail="durability must be 'full' or 'normal'")
-    numbers = {}
+    numbers: dict[str, int] = {}
     for name, default in (("busy_timeout_ms", "10000"), ("mmap_mb", "256")):
         try:
             numbers[name] = int(options.pop(name, default))
@@ -237,9 +237,9 @@ class SQLiteStore:
 
     def __init__(self, url: str = f"sqlite:///{DEFAULT_PATH}") -> None:
         self.url = url
-        self.path, self.durability, self._busy_timeout_ms, self._mmap_mb = parse_url(
-            url
-        )
+        options = parse_url(url)
+        self.path, self.durability = options.path, options.durability
+        self._busy_timeout_ms, self._mmap_mb = options.busy_timeout_ms, options.mmap_mb
         self._jobs: queue.SimpleQueue[_Job | str | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._opened = threading.Event()
