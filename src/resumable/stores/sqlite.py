@@ -167,11 +167,12 @@ _INSERT_SNAPSHOT: Final = (
     f"INSERT OR REPLACE INTO resumable_snapshots ({_SNAPSHOT_COLUMNS}) "  # noqa: S608 - constant column list
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_SNAPSHOT_KEY: Final = "thread_id = ? AND namespace = ? AND checkpoint_id = ?"
-_COUNT_SNAPSHOT: Final = (
-    f"SELECT count(*) FROM resumable_snapshots WHERE {_SNAPSHOT_KEY}"  # noqa: S608 - constant condition
+_SNAPSHOTS_IN: Final = (
+    "FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
+    "AND checkpoint_id IN "
 )
-_DELETE_SNAPSHOT: Final = f"DELETE FROM resumable_snapshots WHERE {_SNAPSHOT_KEY}"  # noqa: S608 - constant condition
+_COUNT_SNAPSHOTS: Final = "SELECT count(*) " + _SNAPSHOTS_IN
+_DELETE_SNAPSHOTS: Final = "DELETE " + _SNAPSHOTS_IN
 
 
 class SQLiteOptions(NamedTuple):
@@ -893,17 +894,20 @@ class SQLiteStore:
         by: SnapshotRecord,
     ) -> bool:
         check_pack(thread_id, by)
-        keys = [(_t(thread_id), _t(namespace), _t(i)) for i in set(checkpoint_ids)]
+        where = (_t(thread_id), _t(namespace))
+        ids = [_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)]
         row = _snapshot_row(by)
 
         def replace(conn: Conn) -> bool:
             # writers are serialized: rows counted here stay until the commit
             found = sum(
-                conn.execute(_COUNT_SNAPSHOT, key).fetchone()[0] for key in keys
+                conn.execute(_COUNT_SNAPSHOTS + marks, (*where, *part)).fetchone()[0]
+                for marks, part in _in_slices(ids)
             )
-            if found != len(keys):
+            if found != len(ids):
                 return False
-            conn.executemany(_DELETE_SNAPSHOT, keys)
+            for marks, part in _in_slices(ids):
+                conn.execute(_DELETE_SNAPSHOTS + marks, (*where, *part))
             conn.execute(_INSERT_SNAPSHOT, row)
             return True
 
@@ -973,15 +977,21 @@ class SQLiteStore:
         return await self._call(delete, write=True)
 
 
-def _chunk_rows(conn: Conn, select: str, hashes: list[str]) -> Iterator[Any]:
-    """The rows `select` (ending in "IN ") finds for `hashes`.
+def _in_slices(values: list[str]) -> Iterator[tuple[str, list[str]]]:
+    """`values` in slices under SQLite's limit of variables per statement.
 
-    Asked in slices that stay under SQLite's limit of variables per statement.
+    Each comes with the "(?, ?, ...)" that follows an IN: placeholders only, the
+    values are parameters.
     """
-    for start in range(0, len(hashes), 500):
-        part = hashes[start : start + 500]
-        marks = ", ".join("?" * len(part))  # placeholders only: hashes are parameters
-        yield from conn.execute(f"{select}({marks})", part)
+    for start in range(0, len(values), 500):
+        part = values[start : start + 500]
+        yield f"({', '.join('?' * len(part))})", part
+
+
+def _chunk_rows(conn: Conn, select: str, hashes: list[str]) -> Iterator[Any]:
+    """The rows `select` (ending in "IN ") finds for `hashes`."""
+    for marks, part in _in_slices(hashes):
+        yield from conn.execute(select + marks, part)
 
 
 def _snapshot_row(snapshot: SnapshotRecord) -> tuple[object, ...]:
