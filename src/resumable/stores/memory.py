@@ -188,7 +188,7 @@ class MemoryStore:
         )
         if missing:
             raise ChunksMissing(
-                store="memory://", thread_id=snapshot.thread_id, hashes=missing
+                store=self.url, thread_id=snapshot.thread_id, hashes=missing
             )
         await self.put_chunks(chunks)
         thread = self._snapshots.setdefault(
