@@ -184,11 +184,26 @@ def test_special_decimals_round_trip() -> None:
         assert got.as_tuple() == Decimal(text).as_tuple()
 
 
-def test_a_top_level_str_is_stored_as_a_json_string() -> None:
+def test_a_top_level_str_is_stored_as_its_text_after_one_marker_byte() -> None:
     codec = Codec(TypeRegistry())
-    assert codec.encode("hi") == b'"hi"'
-    assert codec.encode("é") == '"é"'.encode()
+    assert codec.encode("hi") == b"\x01hi"
+    assert codec.encode('é\n"') == '\x01é\n"'.encode()
+    for text in ("", "\x01", "\x01\x01x", '"quoted"', "a\ud800b", "\x00é"):
+        assert codec.decode(codec.encode(text)) == text
+    # text inside anything else is JSON, as before
     assert json.loads(codec.encode({"a": [1, "b"]})) == {"a": [1, "b"]}
+    assert json.loads(codec.encode(["hi"])) == ["hi"]
+
+
+def test_a_str_stored_as_json_by_earlier_releases_still_decodes() -> None:
+    codec = Codec(TypeRegistry())
+    assert codec.decode(b'"hi"') == "hi"
+    assert codec.decode('"é\\ud800"'.encode()) == "é\ud800"
+
+
+def test_marked_text_that_is_not_utf8_is_a_decode_error() -> None:
+    with pytest.raises(DecodeError, match="not a valid payload"):
+        Codec(TypeRegistry()).decode(b"\x01\xff\xfe")
 
 
 # ---------------------------------------------------------------- registered types
