@@ -8,7 +8,7 @@ from resumable.errors import NonDeterminismError
 from resumable.stores.protocol import StepRecord
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made for every replayed step, and never kept
 class Replay:
     """Return (or raise) the recorded outcome without running the step."""
 

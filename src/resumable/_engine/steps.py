@@ -35,7 +35,8 @@ async def execute_step(
     kwargs: dict[str, Any],
 ) -> Any:
     """Return the step's recorded result, or run it and commit the result first."""
-    spec.register_types()
+    if not spec.annotations_registered:
+        spec.register_types()
     fingerprint, decision = decide_call(
         ctx, seq, spec.name, args, kwargs, attempts=spec.retry.attempts
     )
