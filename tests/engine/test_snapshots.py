@@ -228,7 +228,6 @@ async def test_bytes_swapped_for_a_bytearray_are_saved_as_a_bytearray(
     store: Store,
 ) -> None:
     engine = Engine(store)
-    # built at run time (a constant's extra reference would change marshal's output)
     item: dict[str, object] = {"blob": bytes(100)}
     await engine.save_state("doc", {"items": [item]})
     item["blob"] = bytearray(100)  # marshal writes both as the same bytes
