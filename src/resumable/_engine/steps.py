@@ -140,7 +140,8 @@ async def _run_attempts(
                     path=exc.path.replace("value", "result", 1),
                     detail=exc.detail,
                 ) from None
-            calls.extend((ctx.fence, usage) for usage in attempt_calls)
+            if attempt_calls:
+                calls.extend((ctx.fence, usage) for usage in attempt_calls)
             if noting is not None:
                 await noting
             await commit(

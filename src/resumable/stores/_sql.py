@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
@@ -13,6 +13,16 @@ from resumable.stores.protocol import (
     RunRecord,
     SnapshotRecord,
     StepRecord,
+    set_attempts,
+    set_fingerprint,
+    set_finished_at_ms,
+    set_name,
+    set_output,
+    set_run_id,
+    set_seq,
+    set_started_at_ms,
+    set_status,
+    set_usage,
 )
 
 
@@ -278,38 +288,21 @@ def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepReco
         usage,
     ) in rows:
         record = new(StepRecord)
-        _set_run_id(record, run_id)
-        _set_seq(record, seq)
+        set_run_id(record, run_id)
+        set_seq(record, seq)
         unescaped = names.get(name)
         if unescaped is None:
             unescaped = names[name] = from_text(name)
-        _set_name(record, unescaped)
-        _set_fingerprint(record, fingerprint)
-        _set_status(record, status)
-        _set_output(record, output if type(output) is bytes else _blob(output))
-        _set_attempts(record, attempts)
-        _set_started_at_ms(record, started)
-        _set_finished_at_ms(record, finished)
-        _set_usage(record, usage if usage is None else _blob(usage))
+        set_name(record, unescaped)
+        set_fingerprint(record, fingerprint)
+        set_status(record, status)
+        set_output(record, output if type(output) is bytes else _blob(output))
+        set_attempts(record, attempts)
+        set_started_at_ms(record, started)
+        set_finished_at_ms(record, finished)
+        set_usage(record, usage if usage is None else _blob(usage))
         append(record)
     return records
-
-
-def _slot_setter(name: str) -> Callable[[StepRecord, Any], None]:
-    setter: Callable[[StepRecord, Any], None] = getattr(StepRecord, name).__set__
-    return setter
-
-
-_set_run_id = _slot_setter("run_id")
-_set_seq = _slot_setter("seq")
-_set_name = _slot_setter("name")
-_set_fingerprint = _slot_setter("fingerprint")
-_set_status = _slot_setter("status")
-_set_output = _slot_setter("output")
-_set_attempts = _slot_setter("attempts")
-_set_started_at_ms = _slot_setter("started_at_ms")
-_set_finished_at_ms = _slot_setter("finished_at_ms")
-_set_usage = _slot_setter("usage")
 
 
 def input_from_row(row: Row) -> InputRecord:
