@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from resumable._engine import outcome, replay
+from resumable._engine import outcome
 from resumable._engine.context import RunContext
 from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.steps import commit, decide_call, replayed, step_place
@@ -35,9 +35,9 @@ async def run_child(
     name = f"child:{spec.name}"
     fingerprint, decision = decide_call(ctx, seq, name, args, kwargs, attempts=1)
     place = step_place(ctx.run_id, seq, name)
-    if isinstance(decision, replay.Replay):
+    if isinstance(decision, StepRecord):
         ctx.replayed += 1
-        return replayed(ctx, decision.record)
+        return replayed(ctx, decision)
     started_at_ms = runtime.clock.now_ms()
     try:
         result = await runtime.run_child(

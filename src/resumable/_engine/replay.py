@@ -8,19 +8,21 @@ from resumable.errors import NonDeterminismError
 from resumable.stores.protocol import StepRecord
 
 
-@dataclass(slots=True)  # not frozen: made for every replayed step, and never kept
-class Replay:
-    """Return (or raise) the recorded outcome without running the step."""
-
-    record: StepRecord
-
-
 @dataclass(frozen=True, slots=True)
 class Execute:
     """Run the step from `first_attempt`; the retry budget counts attempts after `base`."""
 
     first_attempt: int
     base: int
+
+
+def same_success(recorded: StepRecord, name: str, fingerprint: str) -> bool:
+    """Whether `recorded` is a success of this very call: it replays (most do)."""
+    return (
+        recorded.status == "ok"
+        and recorded.name == name
+        and recorded.fingerprint == fingerprint
+    )
 
 
 def decide(
@@ -32,8 +34,8 @@ def decide(
     fingerprint: str,
     attempts: int,
     retry_failed: bool,
-) -> Replay | Execute:
-    """What to do with the call at `seq`, given what the journal holds there.
+) -> StepRecord | Execute:
+    """What to do with the call at `seq`: replay the record returned, or execute.
 
     A recorded failure replays while the run is in progress, so a workflow that
     caught it takes the same path after a crash. When a failed run is run again
@@ -61,10 +63,10 @@ def decide(
             reason="same step, different arguments",
         )
     if recorded.status == "ok":
-        return Replay(recorded)
+        return recorded
     if recorded.status == "failed":
         if not retry_failed:
-            return Replay(recorded)
+            return recorded
         return Execute(first_attempt=recorded.attempts + 1, base=recorded.attempts)
     # "retrying": the process died between attempts; the count goes on from the journal
     return Execute(

@@ -40,9 +40,9 @@ async def execute_step(
     fingerprint, decision = decide_call(
         ctx, seq, spec.name, args, kwargs, attempts=spec.retry.attempts
     )
-    if isinstance(decision, replay.Replay):
+    if isinstance(decision, StepRecord):
         ctx.replayed += 1
-        return replayed(ctx, decision.record)
+        return replayed(ctx, decision)
     task = asyncio.current_task()
     if task is not None:
         ctx.inflight.add(task)
@@ -69,16 +69,19 @@ def decide_call(
     kwargs: dict[str, Any],
     *,
     attempts: int,
-) -> tuple[str, replay.Replay | replay.Execute]:
-    """The call's args fingerprint, and whether `seq` replays its record or executes.
+) -> tuple[str, StepRecord | replay.Execute]:
+    """The call's args fingerprint, and the record `seq` replays, or how it executes.
 
     Raises the run's failure first: once a write failed, nothing more runs.
     """
     if ctx.failure is not None:
         raise ctx.failure
     fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
+    recorded = ctx.journal.get(seq)
+    if recorded is not None and replay.same_success(recorded, name, fingerprint):
+        return fingerprint, recorded  # a resume replays thousands: no more calls
     return fingerprint, replay.decide(
-        ctx.journal.get(seq),
+        recorded,
         run_id=ctx.run_id,
         seq=seq,
         name=name,

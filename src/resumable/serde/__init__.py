@@ -8,6 +8,7 @@ the engine and the callers of stores use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from resumable.errors import CorruptCheckpointError, SerializationError
@@ -41,6 +42,9 @@ class Serde:
         self.codec: Codec = Codec(self.registry)
         self.envelope: Envelope = Envelope(keys=keys, compress_over=compress_over)
         self.max_bytes = max_bytes
+        # the codec's own method, not a wrapper: a resume asks once per replayed step
+        self.fingerprint: Callable[[object], str] = self.codec.fingerprint
+        """A stable 16-hex-digit digest of a value; never raises."""
 
     def __repr__(self) -> str:
         return f"Serde({self.registry!r}, {self.envelope!r})"
@@ -74,7 +78,3 @@ class Serde:
             return self.codec.decode(body)
         except DecodeError as exc:
             raise CorruptCheckpointError(place=place, detail=str(exc)) from exc
-
-    def fingerprint(self, value: object) -> str:
-        """A stable 16-hex-digit digest of a value; never raises."""
-        return self.codec.fingerprint(value)
