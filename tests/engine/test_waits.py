@@ -209,3 +209,42 @@ async def test_a_waiting_run_survives_a_deploy_that_changes_other_code(
     restarted = Engine(store)
     await restarted.send("deploy", "decision", "approved")
     assert await restarted.resume("deploy") == "TICKET: APPROVED"
+
+
+class _SentJustAfterTheLook:
+    """A store on which `send` lands just after wait_for looked at the inputs.
+
+    The run is still running then, so the send wakes nothing; the run must not
+    go on waiting for an input it already has.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.engine: Engine | None = None
+        self.sent = False
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def get_inputs(self, run_id: str) -> dict[str, bytes]:
+        inputs = await self._store.get_inputs(run_id)
+        if not self.sent and self.engine is not None:
+            self.sent = True
+            assert (await self._store.get_run(run_id)).status == "running"  # type: ignore[union-attr]
+            await self.engine.send(run_id, "k", "late")
+        return inputs
+
+
+async def test_an_input_sent_while_the_run_was_suspending_wakes_it(
+    store: Store,
+) -> None:
+    @workflow
+    async def wf() -> str:
+        return str(await wait_for("k"))
+
+    racing = _SentJustAfterTheLook(store)
+    engine = Engine(racing)  # type: ignore[arg-type]  # delegates to a real store
+    racing.engine = engine
+    handle = await engine.start(wf, run_id="raced")
+    assert await asyncio.wait_for(handle.result(), 10) == "late"
+    assert racing.sent

@@ -120,6 +120,7 @@ async def execute_run(
             raise ctx.failure from None
         suspended = _suspension(ctx.suspensions)
         await _finish(ctx, suspended.status, None, wake_at_ms=suspended.wake_at_ms)
+        await _wake_if_sent_meanwhile(ctx)
         raise suspended from None
     except Exception as exc:
         if ctx.failure is not None:
@@ -210,6 +211,23 @@ async def _finish(
         lambda: runtime.store.update_run(ctx.run_id, fence=ctx.fence, update=update),
         seq=None,
     )
+
+
+async def _wake_if_sent_meanwhile(ctx: RunContext) -> None:
+    """Requeue a run recorded as waiting for an input that has arrived meanwhile.
+
+    `send` wakes a run that is waiting when the input lands. An input sent after
+    wait_for looked for it, but before the run was recorded as waiting, woke
+    nothing: the run would wait for its timeout, or forever. Now that the run is
+    recorded as waiting, a later input wakes it; an earlier one is seen here.
+    """
+    keys = {s.key for s in ctx.suspensions if s.key is not None}
+    if not keys or keys.isdisjoint(await ctx.runtime.store.get_inputs(ctx.run_id)):
+        return
+    # the fence is still this execution's unless another engine took the run since;
+    # then that one carries on, and LeaseLost leaves it be
+    with contextlib.suppress(LeaseLost):
+        await _finish(ctx, "queued", None)
 
 
 async def _settle(ctx: RunContext) -> None:

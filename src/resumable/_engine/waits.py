@@ -28,11 +28,16 @@ class Suspend(BaseException):
 
     status: RunStatus
     wake_at_ms: int | None
+    key: str | None
+    """The input a wait_for waits for (None: a sleep)."""
 
-    def __init__(self, status: RunStatus, wake_at_ms: int | None) -> None:
-        super().__init__(status, wake_at_ms)
+    def __init__(
+        self, status: RunStatus, wake_at_ms: int | None, key: str | None = None
+    ) -> None:
+        super().__init__(status, wake_at_ms, key)
         self.status = status
         self.wake_at_ms = wake_at_ms
+        self.key = key
 
 
 async def wait_for(key: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - a durable deadline, which asyncio.timeout cannot express
@@ -77,7 +82,7 @@ async def wait_for(key: str, *, timeout: float | None = None) -> Any:  # noqa: A
         raise WaitTimeout(
             run_id=ctx.run_id, seq=point.seq, key=key, timeout_s=timeout_s
         )
-    ctx.suspensions.append(Suspend("waiting", deadline_ms))
+    ctx.suspensions.append(Suspend("waiting", deadline_ms, key))
     raise ctx.suspensions[-1]
 
 
