@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from resumable import (
 )
 from resumable.stores import _sql
 from resumable.stores.sqlite import SQLiteStore, parse_url
+from resumable.testing import T0, run_record, step_record
 
 
 def test_url_forms_and_options() -> None:
@@ -169,8 +172,6 @@ async def test_concurrent_first_calls_wait_for_the_open_to_finish(
     tmp_path: Path,
 ) -> None:
     """Regression: a caller arriving mid-migration used to write before WAL was set."""
-    import asyncio
-
     from resumable.stores.protocol import RunRecord
 
     for durability in ("full", "normal"):
@@ -195,4 +196,69 @@ async def test_concurrent_first_calls_wait_for_the_open_to_finish(
         assert [run.run_id if run else None for run in created[:20]] == [
             f"r{i}" for i in range(20)
         ]
+        await store.close()
+
+
+async def _leased_run(store: SQLiteStore, run_id: str) -> int:
+    await store.create_run(run_record(run_id))
+    lease = await store.acquire_lease(run_id, owner="me", now_ms=T0, ttl_ms=60_000)
+    assert lease is not None
+    return lease.fence
+
+
+async def test_a_journal_loads_on_the_calling_thread_when_the_inline_connection_is_free(
+    tmp_path: Path,
+) -> None:
+    store = await SQLiteStore(f"sqlite:///{tmp_path / 'j.db'}").open()
+    try:
+        fence = await _leased_run(store, "r")
+        for seq in (1, 2):
+            await store.commit_step(step_record("r", seq), fence=fence)
+
+        def which_thread(_: object) -> int:
+            return threading.get_ident()
+
+        here = threading.get_ident()
+        assert await store._call(which_thread, write=False, inline=True) == here
+        assert await store._call(which_thread, write=False) != here
+        inline = store._inline
+        assert inline is not None
+        statements: list[str] = []
+        inline.set_trace_callback(statements.append)
+        assert [s.seq for s in await store.load_journal("r")] == [1, 2]
+        inline.set_trace_callback(None)
+        assert any("FROM resumable_steps" in sql for sql in statements)
+        # another caller holds the inline connection: the store thread loads it
+        with store._inline_lock:
+            assert await store._call(which_thread, write=False, inline=True) != here
+            assert [s.seq for s in await store.load_journal("r")] == [1, 2]
+        assert [s.seq for s in await store.load_journal("r")] == [1, 2]
+    finally:
+        await store.close()
+
+
+async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
+    tmp_path: Path,
+) -> None:
+    store = await SQLiteStore(f"sqlite:///{tmp_path / 'q.db'}").open()
+    try:
+        fence = await _leased_run(store, "r")
+        release = threading.Event()
+        # the store thread is busy; the next write queues behind this read
+        busy = asyncio.ensure_future(
+            store._call(lambda _: release.wait(10), write=False)
+        )
+        await asyncio.sleep(0.05)
+        with store._inline_lock:  # so that the write cannot commit inline
+            write = asyncio.ensure_future(
+                store.commit_step(step_record("r", 1), fence=fence)
+            )
+            await asyncio.sleep(0)
+        load = asyncio.ensure_future(store.load_journal("r"))
+        await asyncio.sleep(0.05)
+        assert not load.done()  # an inline read now would miss the queued write
+        release.set()
+        await asyncio.gather(busy, write)
+        assert [s.seq for s in await load] == [1]
+    finally:
         await store.close()

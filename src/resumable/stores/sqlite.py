@@ -15,6 +15,14 @@ skips the hop while concurrent runs still share fsyncs on the store thread.
 Otherwise (another process is writing, another caller holds the inline
 connection) the write queues as usual. WAL checkpoints stay on the store thread.
 
+A journal load, most of a resume, takes the inline connection too when it is free
+and no write of this store is queued (which it would have to see). The records
+are then made on the thread that replays them, still in its CPU's cache (the
+replay of 1000 steps: 5.0 ms, against 6.0), and no other thread has to wake,
+which on a busy machine took longer than the load. The loop is busy meanwhile,
+~3 us per recorded step; on the store thread the load would hold the GIL for
+most of that time anyway, making the records.
+
 URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optional
 `?durability=full` (fsync on every commit, the default) or `?durability=normal`
 (WAL without fsync per commit: survives a process crash, not a power cut),
@@ -490,11 +498,20 @@ class SQLiteStore:
         write: bool,
         run_id: str | None = None,
         seq: int | None = None,
+        inline: bool = False,
     ) -> T:
+        """Run `fn` in one transaction, on this thread when it can (see the module doc).
+
+        Writes always try to; a read does when `inline` is set.
+        """
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
         if write and (self.durability == "normal" or not self._queued_writes):
             result = self._write_inline(fn, run_id, seq)
+            if result is not _NOT_INLINE:
+                return result  # type: ignore[return-value]  # fn's own result
+        elif inline and not write and not self._queued_writes:
+            result = self._read_inline(fn)
             if result is not _NOT_INLINE:
                 return result  # type: ignore[return-value]  # fn's own result
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -538,8 +555,33 @@ class SQLiteStore:
         finally:
             self._inline_lock.release()
 
+    def _read_inline(self, fn: Callable[[Conn], Any]) -> object:
+        """Read with `fn` on this thread if the inline connection is free, else _NOT_INLINE.
+
+        A driver error (a busy or damaged file) sends the read to the store thread,
+        which waits out a busy file and reports the rest.
+        """
+        if not self._inline_lock.acquire(blocking=False):
+            return _NOT_INLINE
+        try:
+            conn = self._inline if self._inline is not None else self._open_inline()
+            if conn is None:
+                return _NOT_INLINE
+            try:
+                conn.execute("BEGIN")  # one consistent view, as on the store thread
+                try:
+                    return fn(conn)
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                return _NOT_INLINE
+        finally:
+            self._inline_lock.release()
+
     def _open_inline(self) -> Conn | None:
-        """The connection for inline writes, opened now; None while the file is locked.
+        """The inline connection (writes, journal loads), opened now; None while locked.
 
         The caller holds `_inline_lock`.
         """
@@ -760,9 +802,9 @@ class SQLiteStore:
                 cursor.execute(_LOAD_JOURNAL, (_t(run_id),))
             else:
                 cursor.execute(_LOAD_JOURNAL_UP_TO, (_t(run_id), up_to_seq))
-            return _sql.journal_records(run_id, cursor)
+            return _sql.journal_records(run_id, cursor.fetchall())
 
-        return await self._call(load, write=False)
+        return await self._call(load, write=False, inline=True)
 
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
         values = _sql.step_values(step)
