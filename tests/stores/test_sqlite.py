@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import subprocess
 import sys
@@ -260,5 +261,65 @@ async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
         release.set()
         await asyncio.gather(busy, write)
         assert [s.seq for s in await load] == [1]
+    finally:
+        await store.close()
+
+
+async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
+    tmp_path: Path,
+) -> None:
+    store = await SQLiteStore(f"sqlite:///{tmp_path / 'l.db'}").open()
+    try:
+        inline = store._inline
+        assert inline is not None
+        on_thread: list[str] = []
+        await store._call(
+            lambda conn: conn.set_trace_callback(on_thread.append), write=False
+        )
+        inline_sql: list[str] = []
+        inline.set_trace_callback(inline_sql.append)
+
+        def synchronous_at(statements: list[str], marker: str) -> str:
+            """The `synchronous` setting in force when `marker` ran."""
+            setting = "FULL"  # the store's default: durability=full
+            for sql in statements:
+                if sql.startswith("PRAGMA synchronous"):
+                    setting = sql.split("=")[1].strip()
+                if marker in sql:
+                    return setting
+            raise AssertionError(f"{marker!r} never ran")
+
+        fence = await _leased_run(store, "r")  # inline
+        await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
+        await store.commit_step(step_record("r", 1), fence=fence)
+        assert synchronous_at(inline_sql, "fence = fence + 1") == "NORMAL"
+        assert synchronous_at(inline_sql, "SET lease_expires_at_ms") == "NORMAL"
+        assert synchronous_at(inline_sql, "INSERT OR REPLACE INTO resumable_steps") == (
+            "FULL"
+        )
+        with store._inline_lock:  # the same on the store thread
+            await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
+            await store.commit_step(step_record("r", 2), fence=fence)
+        assert synchronous_at(on_thread, "SET lease_expires_at_ms") == "NORMAL"
+        assert synchronous_at(on_thread, "INSERT OR REPLACE INTO resumable_steps") == (
+            "FULL"
+        )
+
+        def failing(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE resumable_runs SET fence = fence WHERE run_id = 'r'")
+            raise sqlite3.OperationalError("disk I/O error")
+
+        # a lease write that fails mid-transaction leaves no unsynced setting behind
+        for statements, held in ((inline_sql, False), (on_thread, True)):
+            statements.clear()
+            with contextlib.ExitStack() as stack:
+                if held:
+                    stack.enter_context(store._inline_lock)
+                with pytest.raises(StoreError):
+                    await store._call(failing, write=True, durable=False)
+                await store.commit_step(step_record("r", 3), fence=fence)
+            assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
+            assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
+        inline.set_trace_callback(None)
     finally:
         await store.close()
