@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -200,6 +201,13 @@ async def test_concurrent_first_calls_wait_for_the_open_to_finish(
         await store.close()
 
 
+@pytest.fixture
+async def opened(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
+    store = await SQLiteStore(f"sqlite:///{tmp_path / 'store.db'}").open()
+    yield store
+    await store.close()
+
+
 async def _leased_run(store: SQLiteStore, run_id: str) -> int:
     await store.create_run(run_record(run_id))
     lease = await store.acquire_lease(run_id, owner="me", now_ms=T0, ttl_ms=60_000)
@@ -208,118 +216,107 @@ async def _leased_run(store: SQLiteStore, run_id: str) -> int:
 
 
 async def test_a_journal_loads_on_the_calling_thread_when_the_inline_connection_is_free(
-    tmp_path: Path,
+    opened: SQLiteStore,
 ) -> None:
-    store = await SQLiteStore(f"sqlite:///{tmp_path / 'j.db'}").open()
-    try:
-        fence = await _leased_run(store, "r")
-        for seq in (1, 2):
-            await store.commit_step(step_record("r", seq), fence=fence)
+    store = opened
+    fence = await _leased_run(store, "r")
+    for seq in (1, 2):
+        await store.commit_step(step_record("r", seq), fence=fence)
 
-        def which_thread(_: object) -> int:
-            return threading.get_ident()
+    def which_thread(_: object) -> int:
+        return threading.get_ident()
 
-        here = threading.get_ident()
-        assert await store._call(which_thread, write=False, inline=True) == here
-        assert await store._call(which_thread, write=False) != here
-        inline = store._inline
-        assert inline is not None
-        statements: list[str] = []
-        inline.set_trace_callback(statements.append)
+    here = threading.get_ident()
+    assert await store._call(which_thread, write=False, inline=True) == here
+    assert await store._call(which_thread, write=False) != here
+    inline = store._inline
+    assert inline is not None
+    statements: list[str] = []
+    inline.set_trace_callback(statements.append)
+    assert [s.seq for s in await store.load_journal("r")] == [1, 2]
+    inline.set_trace_callback(None)
+    assert any("FROM resumable_steps" in sql for sql in statements)
+    # another caller holds the inline connection: the store thread loads it
+    with store._inline_lock:
+        assert await store._call(which_thread, write=False, inline=True) != here
         assert [s.seq for s in await store.load_journal("r")] == [1, 2]
-        inline.set_trace_callback(None)
-        assert any("FROM resumable_steps" in sql for sql in statements)
-        # another caller holds the inline connection: the store thread loads it
-        with store._inline_lock:
-            assert await store._call(which_thread, write=False, inline=True) != here
-            assert [s.seq for s in await store.load_journal("r")] == [1, 2]
-        assert [s.seq for s in await store.load_journal("r")] == [1, 2]
-    finally:
-        await store.close()
+    assert [s.seq for s in await store.load_journal("r")] == [1, 2]
 
 
 async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
-    tmp_path: Path,
+    opened: SQLiteStore,
 ) -> None:
-    store = await SQLiteStore(f"sqlite:///{tmp_path / 'q.db'}").open()
-    try:
-        fence = await _leased_run(store, "r")
-        release = threading.Event()
-        # the store thread is busy; the next write queues behind this read
-        busy = asyncio.ensure_future(
-            store._call(lambda _: release.wait(10), write=False)
+    store = opened
+    fence = await _leased_run(store, "r")
+    release = threading.Event()
+    # the store thread is busy; the next write queues behind this read
+    busy = asyncio.ensure_future(store._call(lambda _: release.wait(10), write=False))
+    await asyncio.sleep(0.05)
+    with store._inline_lock:  # so that the write cannot commit inline
+        write = asyncio.ensure_future(
+            store.commit_step(step_record("r", 1), fence=fence)
         )
-        await asyncio.sleep(0.05)
-        with store._inline_lock:  # so that the write cannot commit inline
-            write = asyncio.ensure_future(
-                store.commit_step(step_record("r", 1), fence=fence)
-            )
-            await asyncio.sleep(0)
-        load = asyncio.ensure_future(store.load_journal("r"))
-        await asyncio.sleep(0.05)
-        assert not load.done()  # an inline read now would miss the queued write
-        release.set()
-        await asyncio.gather(busy, write)
-        assert [s.seq for s in await load] == [1]
-    finally:
-        await store.close()
+        await asyncio.sleep(0)
+    load = asyncio.ensure_future(store.load_journal("r"))
+    await asyncio.sleep(0.05)
+    assert not load.done()  # an inline read now would miss the queued write
+    release.set()
+    await asyncio.gather(busy, write)
+    assert [s.seq for s in await load] == [1]
 
 
 async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
-    tmp_path: Path,
+    opened: SQLiteStore,
 ) -> None:
-    store = await SQLiteStore(f"sqlite:///{tmp_path / 'l.db'}").open()
-    try:
-        inline = store._inline
-        assert inline is not None
-        on_thread: list[str] = []
-        await store._call(
-            lambda conn: conn.set_trace_callback(on_thread.append), write=False
-        )
-        inline_sql: list[str] = []
-        inline.set_trace_callback(inline_sql.append)
+    store = opened
+    inline = store._inline
+    assert inline is not None
+    on_thread: list[str] = []
+    await store._call(
+        lambda conn: conn.set_trace_callback(on_thread.append), write=False
+    )
+    inline_sql: list[str] = []
+    inline.set_trace_callback(inline_sql.append)
 
-        def synchronous_at(statements: list[str], marker: str) -> str:
-            """The `synchronous` setting in force when `marker` ran."""
-            setting = "FULL"  # the store's default: durability=full
-            for sql in statements:
-                if sql.startswith("PRAGMA synchronous"):
-                    setting = sql.split("=")[1].strip()
-                if marker in sql:
-                    return setting
-            raise AssertionError(f"{marker!r} never ran")
+    def synchronous_at(statements: list[str], marker: str) -> str:
+        """The `synchronous` setting in force when `marker` ran."""
+        setting = "FULL"  # the store's default: durability=full
+        for sql in statements:
+            if sql.startswith("PRAGMA synchronous"):
+                setting = sql.split("=")[1].strip()
+            if marker in sql:
+                return setting
+        raise AssertionError(f"{marker!r} never ran")
 
-        fence = await _leased_run(store, "r")  # inline
+    fence = await _leased_run(store, "r")  # inline
+    await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
+    await store.commit_step(step_record("r", 1), fence=fence)
+    assert synchronous_at(inline_sql, "fence = fence + 1") == "NORMAL"
+    assert synchronous_at(inline_sql, "SET lease_expires_at_ms") == "NORMAL"
+    assert synchronous_at(inline_sql, "INSERT OR REPLACE INTO resumable_steps") == (
+        "FULL"
+    )
+    with store._inline_lock:  # the same on the store thread
         await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
-        await store.commit_step(step_record("r", 1), fence=fence)
-        assert synchronous_at(inline_sql, "fence = fence + 1") == "NORMAL"
-        assert synchronous_at(inline_sql, "SET lease_expires_at_ms") == "NORMAL"
-        assert synchronous_at(inline_sql, "INSERT OR REPLACE INTO resumable_steps") == (
-            "FULL"
-        )
-        with store._inline_lock:  # the same on the store thread
-            await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
-            await store.commit_step(step_record("r", 2), fence=fence)
-        assert synchronous_at(on_thread, "SET lease_expires_at_ms") == "NORMAL"
-        assert synchronous_at(on_thread, "INSERT OR REPLACE INTO resumable_steps") == (
-            "FULL"
-        )
+        await store.commit_step(step_record("r", 2), fence=fence)
+    assert synchronous_at(on_thread, "SET lease_expires_at_ms") == "NORMAL"
+    assert synchronous_at(on_thread, "INSERT OR REPLACE INTO resumable_steps") == (
+        "FULL"
+    )
 
-        def failing(conn: sqlite3.Connection) -> None:
-            conn.execute("UPDATE resumable_runs SET fence = fence WHERE run_id = 'r'")
-            raise sqlite3.OperationalError("disk I/O error")
+    def failing(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE resumable_runs SET fence = fence WHERE run_id = 'r'")
+        raise sqlite3.OperationalError("disk I/O error")
 
-        # a lease write that fails mid-transaction leaves no unsynced setting behind
-        for statements, held in ((inline_sql, False), (on_thread, True)):
-            statements.clear()
-            with contextlib.ExitStack() as stack:
-                if held:
-                    stack.enter_context(store._inline_lock)
-                with pytest.raises(StoreError):
-                    await store._call(failing, write=True, durable=False)
-                await store.commit_step(step_record("r", 3), fence=fence)
-            assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
-            assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
-        inline.set_trace_callback(None)
-    finally:
-        await store.close()
+    # a lease write that fails mid-transaction leaves no unsynced setting behind
+    for statements, held in ((inline_sql, False), (on_thread, True)):
+        statements.clear()
+        with contextlib.ExitStack() as stack:
+            if held:
+                stack.enter_context(store._inline_lock)
+            with pytest.raises(StoreError):
+                await store._call(failing, write=True, durable=False)
+            await store.commit_step(step_record("r", 3), fence=fence)
+        assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
+        assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
+    inline.set_trace_callback(None)
