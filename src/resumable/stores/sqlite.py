@@ -15,11 +15,12 @@ skips the hop while concurrent runs still share fsyncs on the store thread.
 Otherwise (another process is writing, another caller holds the inline
 connection) the write queues as usual. WAL checkpoints stay on the store thread.
 
-Lease writes (acquire, renew, release) are not fsynced, whatever the durability:
-a lease only keeps live processes apart, and SQLite's WAL keeps a file on one
-machine, whose power cut ends every holder. The next durable commit fsyncs the
-WAL, lease writes before it included. A resume takes its lease 0.25 ms sooner
-here, and far more on a disk with slower fsyncs; a heartbeat costs no fsync.
+Lease writes (acquire, renew, release) commit without an fsync, whatever the
+durability. A lease only keeps live processes apart, and a WAL file is shared
+only by processes of one machine (its index is shared memory), which a power cut
+ends together. The next durable commit fsyncs the WAL, and with it every lease
+write before it. A resume takes its lease 0.25 ms sooner here, far more on a disk
+with slow fsyncs, and a heartbeat costs no fsync.
 
 A journal load, most of a resume, takes the inline connection too when it is free
 and no write of this store is queued (which it would have to see). The records
@@ -30,7 +31,7 @@ which on a busy machine took longer than the load. The loop is busy meanwhile,
 most of that time anyway, making the records.
 
 URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optional
-`?durability=full` (fsync on every commit, the default) or `?durability=normal`
+`?durability=full` (fsync on every commit but a lease's, the default) or `?durability=normal`
 (WAL without fsync per commit: survives a process crash, not a power cut),
 `busy_timeout_ms=` (how long to wait for another process's write lock), and
 `mmap_mb=` (how much of the file SQLite reads through a memory map, 256 by
