@@ -19,7 +19,8 @@ can never be mistaken for a tag. Decoding builds registered types only from the
 A step result that is one plain `str` (the common LLM step result) skips JSON: its
 body is the byte 0x01 and then the text's UTF-8. No JSON document starts with that
 byte, so the two forms never mix up; it costs one copy each way instead of a scan
-for characters to escape (a third of the time a resume spends on such a step).
+for characters to escape (decoding 1 KB: 0.4 us against 1.3, when a replayed step
+took 6.5 in all).
 
 Lossy on purpose, and documented: an aware datetime or time keeps its UTC offset
 but a `zoneinfo` zone comes back as a fixed-offset `datetime.timezone`; pydantic
