@@ -156,7 +156,7 @@ class SnapshotCodec:
 
         Saving a conversation meets the same message objects at every save, and
         encoding them is most of a save's cost. So a leaf stored as a chunk is
-        remembered with an *image* of its contents (`_image`); the next save finds
+        remembered with an *image* of its contents (`_proof`); the next save finds
         the same object with an identical image, which proves the same encoding,
         and reuses the hash. A leaf changed in place has another image and is
         encoded again.
@@ -172,8 +172,7 @@ class SnapshotCodec:
             return {"c": seen.digest}
         # imaged before it is encoded: should another thread change it meanwhile,
         # the image is the older one, and the next save encodes it again
-        unbuffered = self._image(value, _unbuffered)
-        image = unbuffered if unbuffered is not None else self._image(value)
+        proof = self._proof(value)
         body = self.serde.codec.encode(value, root="state")
         if len(body) <= INLINE_MAX:
             # kept encoded: a shape holds no live object that could change behind
@@ -183,8 +182,9 @@ class SnapshotCodec:
         if digest not in chunks and digest not in known:
             # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
-        if image is not None:
-            self._memorize(value, image, digest, unbuffered=unbuffered is not None)
+        if proof is not None:
+            image, unbuffered = proof
+            self._memorize(value, image, digest, unbuffered=unbuffered)
         return {"c": digest}
 
     def _memorize(
@@ -209,7 +209,8 @@ class SnapshotCodec:
         check at each save ~3x cheaper, for the same proof.
         """
         if not seen.unbuffered:
-            return self._image(value) == seen.image
+            proof = self._proof(value)
+            return proof is not None and proof[0] == seen.image
         if type(value) in (str, bytes):
             return True
         imaged = self._imaged(value)
@@ -218,29 +219,31 @@ class SnapshotCodec:
         except Exception:  # noqa: BLE001 - whatever marshal refuses now has changed
             return False
 
-    def _image(
-        self, value: Any, plain: Callable[[object], bool] = _plain
-    ) -> bytes | None:
-        """A faithful, type-exact image of what encoding `value` reads, or None.
+    def _proof(self, value: Any) -> tuple[bytes, bool] | None:
+        """An exact image of what encoding `value` reads, and if it has no bytes; or None.
 
-        Text and bytes are immutable: the object is its own image (b""). Dicts and
-        lists are imaged whole; a registered dataclass or pydantic model by exactly
-        the attributes the codec reads (`_imaged`). Only values made of exact
-        builtin types are imaged (`plain`): `marshal` then
-        keeps dict order and tells 1, 1.0 and True apart, so equal images mean
-        equal encodings. Anything else (a datetime, a nested model) gets None and
-        is encoded at every save.
+        The flag says that no bytes-like value is inside (see `_unchanged`). Text
+        and bytes are immutable: the object is its own image (b""). Dicts and lists
+        are imaged whole; a registered dataclass or pydantic model by exactly the
+        attributes the codec reads (`_imaged`). Only values made of exact builtin
+        types are imaged (`_plain`): `marshal` then keeps dict order and tells 1,
+        1.0 and True apart, so equal images mean equal encodings. Anything else (a
+        datetime, a nested model) gets None and is encoded at every save.
         """
         kind = type(value)
         if kind is str or kind is bytes:
-            return b""
+            return b"", True
         imaged = self._imaged(value)
-        if imaged is None or not plain(imaged):
+        if imaged is None:
             return None
-        return marshal.dumps(imaged, _IMAGE_FORMAT)
+        if _unbuffered(imaged):  # the common case: one walk
+            return marshal.dumps(imaged, _IMAGE_FORMAT), True
+        if _plain(imaged):
+            return marshal.dumps(imaged, _IMAGE_FORMAT), False
+        return None
 
     def _imaged(self, value: Any) -> Any:
-        """What `_image` marshals for `value`; None for a type it cannot image.
+        """What `_proof` marshals for `value`; None for a type it cannot image.
 
         A dict or list is itself; a registered dataclass or pydantic model is the
         fields the codec reads (wherever they live: slots, class defaults, `...`
@@ -268,7 +271,7 @@ class SnapshotCodec:
         return fields
 
     def _reader(self, kind: type) -> _Reader | Literal[False]:
-        """How `_image` reads a type's encoded fields at C speed (False: it cannot)."""
+        """How `_proof` reads a type's encoded fields at C speed (False: it cannot)."""
         entry = self.serde.registry.info(kind)
         if entry is None or entry.kind not in ("dataclass", "pydantic"):
             return False
