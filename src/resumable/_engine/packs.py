@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from resumable.errors import CorruptCheckpointError
 from resumable.serde import Serde
-from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.protocol import SnapshotRecord, Store, through
 
 PACK_PREFIX: Final = ":pack:"
 PACK_EVERY = 16
@@ -77,8 +77,7 @@ class Packs:
         )
         if record is not None or is_pack_namespace(namespace):
             return record
-        # the smallest string after the id that every store accepts (no NUL)
-        before = None if checkpoint_id is None else checkpoint_id + "\x01"
+        before = None if checkpoint_id is None else through(checkpoint_id)
         packs = await self.store.list_snapshots(
             thread_id, namespace=pack_namespace(namespace), before=before, limit=1
         )

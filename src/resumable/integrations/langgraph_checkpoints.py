@@ -42,6 +42,7 @@ from resumable.integrations.langgraph_threads import (
     writes_namespace,
     writes_record_owner,
 )
+from resumable.stores.protocol import through
 
 __all__ = ["STAGING_SUFFIX", "CheckpointStorage", "SendPacket"]
 
@@ -397,9 +398,8 @@ class CheckpointStorage:
         self._saved.pop(thread_id, None)
 
     async def _exists(self, thread_id: str, namespace: str, checkpoint_id: str) -> bool:
-        # the smallest string after the id that every store accepts (no NUL)
         found = await self.engine.state_history(
-            thread_id, namespace=namespace, before=checkpoint_id + "\x01", limit=1
+            thread_id, namespace=namespace, before=through(checkpoint_id), limit=1
         )
         return bool(found) and found[0].checkpoint_id == checkpoint_id
 

@@ -273,6 +273,14 @@ class DeleteResult:
     run_ids: tuple[str, ...] = field(default=())
 
 
+def through(checkpoint_id: str) -> str:
+    """The `before` of `Store.list_snapshots` that still lists `checkpoint_id`.
+
+    The smallest string after the id that every store accepts (NUL is not one).
+    """
+    return checkpoint_id + "\x01"
+
+
 def check_pack(thread_id: str, by: SnapshotRecord) -> None:
     """The rule every `Store.replace_snapshots` checks first: `by` is of the thread.
 
