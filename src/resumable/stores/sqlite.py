@@ -108,14 +108,11 @@ _INSERT_RUN: Final = (
     f"INSERT INTO resumable_runs ({', '.join(_sql.RUN_COLUMNS)}) "  # noqa: S608 - constant columns
     f"VALUES ({', '.join('?' * len(_sql.RUN_COLUMNS))}) ON CONFLICT (run_id) DO NOTHING"
 )
-_LOAD_JOURNAL: Final = (
-    f"SELECT {', '.join(_sql.JOURNAL_COLUMNS)} FROM resumable_steps "  # noqa: S608 - constant columns
-    "WHERE run_id = ? ORDER BY seq"
+_SELECT_JOURNAL: Final = (
+    f"SELECT {', '.join(_sql.JOURNAL_COLUMNS)} FROM resumable_steps WHERE run_id = ?"  # noqa: S608 - constant columns
 )
-_LOAD_JOURNAL_UP_TO: Final = (
-    f"SELECT {', '.join(_sql.JOURNAL_COLUMNS)} FROM resumable_steps "  # noqa: S608 - constant columns
-    "WHERE run_id = ? AND seq <= ? ORDER BY seq"
-)
+_LOAD_JOURNAL: Final = _SELECT_JOURNAL + " ORDER BY seq"
+_LOAD_JOURNAL_UP_TO: Final = _SELECT_JOURNAL + " AND seq <= ? ORDER BY seq"
 # the fence check and the write are one statement, so no other writer can slip between
 _COMMIT_STEP: Final = (
     f"INSERT OR REPLACE INTO resumable_steps ({', '.join(_sql.STEP_COLUMNS)}) "  # noqa: S608 - constant columns
