@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from dataclasses import dataclass
 
 from resumable import Engine, step, wait_for, workflow
 
@@ -29,14 +30,23 @@ async def research(agent: str, part: int) -> str:
     return f"{agent}-{part}"
 
 
+@dataclass
+class Findings:
+    """Named only by the agent's annotation: a resumed team decodes it all the same."""
+
+    agent: str
+    parts: list[str]
+
+
 @workflow(name="crash.agent")
-async def agent(name: str) -> str:
-    return "+".join([await research(name, part) for part in range(3)])
+async def agent(name: str) -> Findings:
+    return Findings(name, [await research(name, part) for part in range(3)])
 
 
 @workflow(name="crash.team")
 async def team() -> list[str]:
-    return list(await asyncio.gather(agent("fast"), agent("slow"), agent("other")))
+    found = await asyncio.gather(agent("fast"), agent("slow"), agent("other"))
+    return ["+".join(findings.parts) for findings in found]
 
 
 @step
