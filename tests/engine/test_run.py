@@ -125,6 +125,62 @@ def test_sync_workflow_with_sync_steps_runs_and_replays(tmp_path: Any) -> None:
     assert calls == [1, 2, 3]
 
 
+async def test_a_sync_workflow_replays_on_its_own_thread(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trip to the run's loop and back costs two thread wake-ups: replays make none."""
+    calls: list[int] = []
+    crash = [True]
+
+    @step
+    def double(x: int) -> int:
+        calls.append(x)
+        return x * 2
+
+    @workflow
+    def total(xs: list[int]) -> int:
+        done = sum(double(x) for x in xs)
+        if crash:
+            raise Crash
+        return done + double(100)
+
+    with pytest.raises(Crash):
+        await engine.run(total, [1, 2, 3], run_id="s")
+    trips: list[object] = []
+    to_loop = asyncio.run_coroutine_threadsafe
+
+    def counted(coro: Any, loop: asyncio.AbstractEventLoop) -> Any:
+        trips.append(coro)
+        return to_loop(coro, loop)
+
+    monkeypatch.setattr(asyncio, "run_coroutine_threadsafe", counted)
+    crash.clear()
+    assert await engine.run(total, [1, 2, 3], run_id="s") == 212
+    assert calls == [1, 2, 3, 100]
+    assert len(trips) == 1  # double(100) alone, which executes
+
+
+async def test_a_sync_workflow_refuses_a_changed_call_on_replay(engine: Engine) -> None:
+    arg = [1]
+
+    @step
+    def double(x: int) -> int:
+        return x * 2
+
+    @workflow
+    def twice() -> int:
+        first = double(arg[0])
+        if arg[0] == 1:
+            raise Crash
+        return first
+
+    with pytest.raises(Crash):
+        await engine.run(twice, run_id="nd")
+    arg[0] = 2
+    with pytest.raises(NonDeterminismError, match="different arguments"):
+        await engine.run(twice, run_id="nd")
+
+
 async def test_gather_takes_seq_when_called_not_when_finished(engine: Engine) -> None:
     @step
     async def slow(i: int) -> int:

@@ -32,13 +32,12 @@ async def run_child(
 ) -> Any:
     """Return the child's recorded result, or run the child and record its outcome."""
     runtime = ctx.runtime
-    name = f"child:{spec.name}"
+    name = spec.journal_name
     if not spec.annotations_registered:
         spec.register_types()  # its recorded result may hold them
     fingerprint, decision = decide_call(ctx, seq, name, args, kwargs, attempts=1)
     place = step_place(ctx.run_id, seq, name)
     if isinstance(decision, StepRecord):
-        ctx.replayed += 1
         return replayed(ctx, decision)
     started_at_ms = runtime.clock.now_ms()
     try:

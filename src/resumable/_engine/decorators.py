@@ -55,6 +55,11 @@ class WorkflowSpec:
     budget_tokens: int | None = None
     annotations_registered: bool = field(default=False)
 
+    @property
+    def journal_name(self) -> str:
+        """The step name its calls record in a parent run's journal (as child runs)."""
+        return f"child:{self.name}"
+
     def register_types(self) -> None:
         """Allow the types in the workflow's annotations to be decoded (once)."""
         if not self.annotations_registered:
@@ -159,7 +164,9 @@ def step(
         STEPS[spec.name] = spec
         from resumable._engine.steps import execute_step
 
-        wrapper = _journaled(fn, spec, f"step {spec.name!r}", execute_step)
+        wrapper = _journaled(
+            fn, spec, f"step {spec.name!r}", execute_step, journal_name=spec.name
+        )
         wrapper.__resumable_step__ = spec  # type: ignore[attr-defined]  # marker read by the engine
         return typing.cast("F", wrapper)
 
@@ -209,7 +216,11 @@ def workflow(
 
         # called inside a run, a workflow is a child run: it takes a seq like a step
         wrapper = _journaled(
-            fn, spec, f"workflow {spec.name!r} (as a child run)", run_child
+            fn,
+            spec,
+            f"workflow {spec.name!r} (as a child run)",
+            run_child,
+            journal_name=spec.journal_name,
         )
         wrapper.__resumable_workflow__ = spec  # type: ignore[attr-defined]  # marker read by the engine
         return typing.cast("F", wrapper)
@@ -222,12 +233,18 @@ def _journaled(
     spec: StepSpec | WorkflowSpec,
     what: str,
     execute: Callable[..., Coroutine[Any, Any, Any]],
+    *,
+    journal_name: str,
 ) -> Callable[..., Any]:
     """The decorated callable: a plain call outside a run, a journaled one inside.
 
     Inside a run the call takes the next seq when it is made, not when it is
-    awaited, so gather() replays in the same order in any process.
+    awaited, so gather() replays in the same order in any process. `execute` runs
+    the call on the run's loop; a sync workflow's thread replays a recorded
+    success of it (under `journal_name`) itself.
     """
+    from resumable._engine.steps import recorded_success, replayed
+
     if spec.is_async:
 
         @functools.wraps(fn)
@@ -256,6 +273,11 @@ def _journaled(
                 f"`await asyncio.to_thread(...)`), or the workflow a plain `def`"
             )
         seq = ctx.take_seq()
+        if not spec.annotations_registered:
+            spec.register_types()
+        record = recorded_success(ctx, seq, journal_name, args, kwargs)
+        if record is not None:
+            return replayed(ctx, record)
         return asyncio.run_coroutine_threadsafe(
             execute(ctx, seq, spec, args, kwargs), ctx.loop
         ).result()

@@ -41,7 +41,6 @@ async def execute_step(
         ctx, seq, spec.name, args, kwargs, attempts=spec.retry.attempts
     )
     if isinstance(decision, StepRecord):
-        ctx.replayed += 1
         return replayed(ctx, decision)
     task = asyncio.current_task()
     if task is not None:
@@ -76,7 +75,7 @@ def decide_call(
     """
     if ctx.failure is not None:
         raise ctx.failure
-    fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
+    fingerprint = _call_fingerprint(ctx, args, kwargs)
     recorded = ctx.journal.get(seq)
     if recorded is not None and replay.same_success(recorded, name, fingerprint):
         return fingerprint, recorded  # a resume replays thousands: no more calls
@@ -91,8 +90,38 @@ def decide_call(
     )
 
 
+def recorded_success(
+    ctx: RunContext,
+    seq: int,
+    name: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> StepRecord | None:
+    """The success recorded at `seq` of this very call, if there is one to replay.
+
+    For a sync workflow's thread, which replays it without a trip to the run's
+    loop: that trip costs two thread wake-ups, 40 times the replay. None leaves
+    the call to `decide_call` on the loop (which also raises the run's failure).
+    """
+    recorded = ctx.journal.get(seq)
+    if recorded is None or ctx.failure is not None:
+        return None
+    fingerprint = _call_fingerprint(ctx, args, kwargs)
+    return recorded if replay.same_success(recorded, name, fingerprint) else None
+
+
+def _call_fingerprint(
+    ctx: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> str:
+    return ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
+
+
 def replayed(ctx: RunContext, record: StepRecord) -> Any:
-    """The recorded outcome: its result, or its failure raised as StepFailed."""
+    """The recorded outcome: its result, or its failure raised as StepFailed.
+
+    Counts the step as replayed by this execution (its ledger entry says so).
+    """
+    ctx.replayed += 1
     # a forked run replays its parent's records, sealed under the parent's run id
     place = step_place(record.run_id, record.seq, record.name)
     if record.usage is not None:
