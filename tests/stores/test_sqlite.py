@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,7 @@ from resumable import (
     workflow,
 )
 from resumable.stores import _sql
+from resumable.stores.protocol import RunQuery
 from resumable.stores.sqlite import SQLiteStore, parse_url
 from resumable.testing import T0, run_record, step_record
 
@@ -241,6 +242,42 @@ async def test_a_journal_loads_on_the_calling_thread_when_the_inline_connection_
         assert await store._call(which_thread, write=False, inline=True) != here
         assert [s.seq for s in await store.load_journal("r")] == [1, 2]
     assert [s.seq for s in await store.load_journal("r")] == [1, 2]
+
+
+POINT_READS: list[tuple[str, Callable[[SQLiteStore], Awaitable[object]]]] = [
+    ("resumable_runs", lambda store: store.get_run("r")),
+    ("resumable_inputs", lambda store: store.get_inputs("r")),
+    ("resumable_chunks", lambda store: store.get_chunks(["0" * 64])),
+    ("resumable_snapshots", lambda store: store.load_snapshot("t")),
+    ("resumable_snapshots", lambda store: store.list_snapshots("t", limit=3)),
+]
+
+
+@pytest.mark.parametrize(
+    ("table", "read"),
+    POINT_READS,
+    ids=["get_run", "get_inputs", "get_chunks", "load_snapshot", "list_snapshots"],
+)
+async def test_reads_of_one_run_or_thread_take_the_inline_connection(
+    opened: SQLiteStore,
+    table: str,
+    read: Callable[[SQLiteStore], Awaitable[object]],
+) -> None:
+    """A saver's get_tuple on LangGraph's thread pays no wake-up of the store thread."""
+    store = opened
+    await store.get_run("warm-up")  # opens the inline connection
+    inline = store._inline
+    assert inline is not None
+    statements: list[str] = []
+    inline.set_trace_callback(statements.append)
+    await read(store)
+    await store.list_runs(RunQuery())  # a scan of every run: on the store thread
+    inline.set_trace_callback(None)
+    assert (
+        [sql for sql in statements if "FROM" in sql]
+        == [sql for sql in statements if f"FROM {table}" in sql]
+        != []
+    )
 
 
 async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(

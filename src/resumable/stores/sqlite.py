@@ -22,13 +22,16 @@ ends together. The next durable commit fsyncs the WAL, and with it every lease
 write before it. A resume takes its lease 0.25 ms sooner here, far more on a disk
 with slow fsyncs, and a heartbeat costs no fsync.
 
-A journal load, most of a resume, takes the inline connection too when it is free
-and no write of this store is queued (which it would have to see). The records
-are then made on the thread that replays them, still in its CPU's cache (the
-replay of 1000 steps: 5.0 ms, against 6.0), and no other thread has to wake,
-which on a busy machine took longer than the load. The loop is busy meanwhile,
-~3 us per recorded step; on the store thread the load would hold the GIL for
-most of that time anyway, making the records.
+Reads of one run or one thread (its journal, record, inputs, snapshots and
+chunks) take the inline connection too when it is free and no write of this store
+is queued (which they would have to see). No other thread has to wake, which on a
+busy machine takes longer than the read: two wake-ups cost ~0.2 ms here, and a
+LangGraph `get_tuple` makes up to three reads. A journal load, most of a resume,
+then makes its records on the thread that replays them, still in its CPU's cache
+(the replay of 1000 steps: 5.0 ms, against 6.0). The loop is busy meanwhile, ~3 us
+per recorded step; on the store thread the load would hold the GIL for most of
+that time anyway, making the records. Scans of every run (`list_runs`, the
+payload scan of key rotation) stay on the store thread.
 
 URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optional
 `?durability=full` (fsync on every commit but a lease's, the default) or `?durability=normal`
@@ -530,8 +533,8 @@ class SQLiteStore:
     ) -> T:
         """Run `fn` in one transaction, on this thread when it can (see the module doc).
 
-        Writes always try to; a read does when `inline` is set. A write that is not
-        `durable` (a lease's) commits without an fsync.
+        Writes always try to; a read does when `inline` is set (reads of one run or
+        thread). A write that is not `durable` (a lease's) commits without an fsync.
         """
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
@@ -654,7 +657,7 @@ class SQLiteStore:
             row = conn.execute(_SELECT_RUN, (_t(run_id),)).fetchone()
             return None if row is None else _sql.run_from_row(row)
 
-        return await self._call(get, write=False)
+        return await self._call(get, write=False, inline=True)
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
         clauses: list[str] = []
@@ -885,7 +888,7 @@ class SQLiteStore:
             )
             return {_sql.from_text(row["key"]): bytes(row["value"]) for row in rows}
 
-        return await self._call(get, write=False)
+        return await self._call(get, write=False, inline=True)
 
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
@@ -904,7 +907,7 @@ class SQLiteStore:
             rows = _chunk_rows(conn, _SELECT_CHUNKS, wanted)
             return {row[0]: bytes(row[1]) for row in rows}
 
-        return await self._call(get, write=False) if wanted else {}
+        return await self._call(get, write=False, inline=True) if wanted else {}
 
     async def save_snapshot(
         self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
@@ -944,7 +947,7 @@ class SQLiteStore:
                 ).fetchone()
             return None if row is None else _snapshot(row)
 
-        return await self._call(load, write=False)
+        return await self._call(load, write=False, inline=True)
 
     async def list_snapshots(
         self,
@@ -970,7 +973,7 @@ class SQLiteStore:
             )
             return [_snapshot(row) for row in rows]
 
-        return await self._call(select, write=False)
+        return await self._call(select, write=False, inline=True)
 
     async def replace_snapshots(
         self,
