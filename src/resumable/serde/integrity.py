@@ -23,6 +23,7 @@ import binascii
 import importlib
 import os
 import struct
+import sys
 import threading
 import zlib
 from collections.abc import Mapping
@@ -70,6 +71,10 @@ class Aead(Protocol):
 # The optional extras are imported by name at run time, so type checkers of a
 # checkout without them installed see no unresolved import.
 def _import_optional(name: str) -> ModuleType | None:
+    # every compressed frame asks: an imported module skips importlib's frames
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
     try:
         return importlib.import_module(name)
     except ImportError:
