@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from resumable.errors import NonDeterminismError
 from resumable.stores.protocol import StepRecord
@@ -14,6 +15,10 @@ class Execute:
 
     first_attempt: int
     base: int
+
+
+FIRST_RUN: Final = Execute(first_attempt=1, base=0)
+"""A step with nothing recorded at its seq yet (most executions)."""
 
 
 def same_success(recorded: StepRecord, name: str, fingerprint: str) -> bool:
@@ -45,7 +50,7 @@ def decide(
         NonDeterminismError: the journal holds a different step or arguments at seq.
     """
     if recorded is None:
-        return Execute(first_attempt=1, base=0)
+        return FIRST_RUN
     if recorded.name != name:
         raise NonDeterminismError(
             run_id=run_id,

@@ -75,9 +75,11 @@ def decide_call(
     """
     if ctx.failure is not None:
         raise ctx.failure
-    fingerprint = _call_fingerprint(ctx, args, kwargs)
+    fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     recorded = ctx.journal.get(seq)
-    if recorded is not None and replay.same_success(recorded, name, fingerprint):
+    if recorded is None:
+        return fingerprint, replay.FIRST_RUN  # a new step: no more calls
+    if replay.same_success(recorded, name, fingerprint):
         return fingerprint, recorded  # a resume replays thousands: no more calls
     return fingerprint, replay.decide(
         recorded,
@@ -106,14 +108,8 @@ def recorded_success(
     recorded = ctx.journal.get(seq)
     if recorded is None or ctx.failure is not None:
         return None
-    fingerprint = _call_fingerprint(ctx, args, kwargs)
+    fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     return recorded if replay.same_success(recorded, name, fingerprint) else None
-
-
-def _call_fingerprint(
-    ctx: RunContext, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> str:
-    return ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
 
 
 def replayed(ctx: RunContext, record: StepRecord) -> Any:
