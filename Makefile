@@ -30,6 +30,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/step_overhead.py
+	$(BIN)/python benchmarks/step_work.py
 	$(BIN)/python benchmarks/resume_latency.py
 	$(BIN)/python benchmarks/snapshot_storage.py
 	$(BIN)/python benchmarks/compression.py
