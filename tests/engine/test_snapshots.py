@@ -127,6 +127,55 @@ async def test_saving_again_encodes_only_the_new_leaves(store: Store) -> None:
     assert await Engine(store).load_state("conv") == {"messages": messages}
 
 
+async def test_saving_what_was_loaded_encodes_only_the_new_leaves(store: Store) -> None:
+    """A chat turn: load the thread in a new process, add a message, save."""
+    await Engine(store).save_state(
+        "conv",
+        {"messages": [Draft(text=f"turn {i}", tags=["t"] * 20) for i in range(30)]},
+    )
+    engine = Engine(store)  # nothing of the thread in its caches
+    counted = Counted(engine)
+    state = await engine.load_state("conv")
+    state["messages"].append(Draft(text="turn 30", tags=[]))
+    state["messages"][3].tags.append("edited in place")
+    await engine.save_state("conv", state)
+    assert counted.leaves == 2  # the new message and the one changed since the load
+    assert await Engine(store).load_state("conv") == state
+    older = await engine.state_history("conv")
+    # a load of an older checkpoint is not what the next save extends: not memorized
+    await engine.load_state("conv", checkpoint_id=older[-1].checkpoint_id)
+    await engine.save_state("conv", state)
+    assert counted.leaves == 2
+
+
+async def test_a_load_after_a_save_reads_no_delta_chain(store: Store) -> None:
+    engine = Engine(store)
+    messages = [message(i) for i in range(5)]
+    for i in range(5, 10):  # a full manifest, then four deltas
+        messages.append(message(i))
+        await engine.save_state("conv", {"messages": messages})
+    reads: list[str | None] = []
+    real_list = store.list_snapshots
+
+    async def counting_list(
+        thread_id: str,
+        *,
+        namespace: str | None = "",
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[SnapshotRecord]:
+        reads.append(before)
+        return await real_list(
+            thread_id, namespace=namespace, before=before, limit=limit
+        )
+
+    store.list_snapshots = counting_list  # type: ignore[method-assign]  # spy on a real store
+    assert await engine.load_state("conv") == {"messages": messages}
+    assert all(before is None for before in reads)  # only the latest was looked up
+    assert await Engine(store).load_state("conv") == {"messages": messages}
+    assert any(before is not None for before in reads)  # a new engine reads the chain
+
+
 @pytest.mark.parametrize(
     "change",
     [

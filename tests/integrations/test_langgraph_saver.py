@@ -84,10 +84,15 @@ async def put(
 
 
 # --- safe data -----------------------------------------------------------------
-async def forge_chunk(saver: ResumableSaver, thread_id: str, tag: str) -> None:
-    """Point the thread's checkpoint at a stored payload naming `tag`."""
+async def forge_chunk(
+    saver: ResumableSaver, thread_id: str, tag: str, checkpoint_id: str
+) -> None:
+    """Point a checkpoint at a stored payload naming `tag`.
+
+    The saver must not have saved it last: that one it knows without a read.
+    """
     store, serde = saver.engine.store, saver.engine.serde
-    record = await store.load_snapshot(thread_id)
+    record = await store.load_snapshot(thread_id, checkpoint_id=checkpoint_id)
     assert record is not None
     manifest = serde.loads(record.manifest, place="test")
     (legit,) = record.chunk_refs
@@ -116,7 +121,9 @@ async def test_a_stored_payload_naming_an_unregistered_class_is_refused(
     monkeypatch.setattr(os, "system", calls.append)
     async with open_saver(backend, tmp_path) as saver:
         stored = await put(saver, "forged")
-        await saver._acall(forge_chunk(saver, "forged", tag))
+        forged = stored["configurable"]["checkpoint_id"]
+        await put(saver, "forged", forged)  # a newer one: the saver holds that one
+        await saver._acall(forge_chunk(saver, "forged", tag, forged))
 
         with pytest.raises(SerializationError, match="is not registered") as caught:
             await saver.aget_tuple(stored)

@@ -187,6 +187,17 @@ class SnapshotCodec:
             self._memorize(value, image, digest, unbuffered=unbuffered)
         return {"c": digest}
 
+    def loaded(self, value: Any, digest: str) -> None:
+        """Remember a leaf just decoded from chunk `digest`, as `leaf` does one it stored.
+
+        Saved again unchanged, it reuses the chunk. Should encoding it now give
+        other bytes, the old chunk still decodes to an equal value.
+        """
+        proof = self._proof(value)
+        if proof is not None:
+            image, unbuffered = proof
+            self._memorize(value, image, digest, unbuffered=unbuffered)
+
     def _memorize(
         self, value: Any, image: bytes, digest: str, *, unbuffered: bool
     ) -> None:
@@ -349,7 +360,8 @@ def _diff(path: Path, old: Shape, new: Shape, ops: list[list[Any]]) -> None:
 
 
 def _apply(shape: Shape, ops: Sequence[Sequence[Any]]) -> Shape:
-    result = _copy(shape)
+    """`shape` changed by one delta manifest's ops, in place: the caller's own copy."""
+    result = shape
     for op in ops:
         kind, path = op[0], tuple(op[1])
         if kind == "append":
@@ -361,14 +373,6 @@ def _apply(shape: Shape, ops: Sequence[Sequence[Any]]) -> Shape:
         else:
             raise ValueError(f"unknown snapshot op {kind!r}")
     return result
-
-
-def _copy(shape: Shape) -> Shape:
-    if "d" in shape:
-        return {"d": {k: _copy(v) for k, v in shape["d"].items()}}
-    if "l" in shape:
-        return {"l": list(shape["l"])}
-    return shape
 
 
 def _at(shape: Shape, path: Path) -> Shape:
@@ -523,7 +527,11 @@ class Snapshots:
         record = await self.packs.find(thread_id, namespace, checkpoint_id)
         if record is None:
             return None
-        shape, _ = await self._resolve(record)
+        cached = self._shapes.get((thread_id, namespace))
+        if cached is not None and cached[0] == record.checkpoint_id:
+            shape = cached[1]  # saved or loaded last here: its chain is resolved
+        else:
+            shape, _ = await self._resolve(record)
         hashes = list(dict.fromkeys(_leaf_hashes(shape)))
         found = await self.store.get_chunks(hashes)
         missing = [h for h in hashes if h not in found]
@@ -538,6 +546,11 @@ class Snapshots:
             )
             for h in hashes
         }
+        if checkpoint_id is None:
+            # the latest state is what the next save extends: its leaves are then
+            # known objects, checked, not encoded again (a chat turn's first save)
+            for digest, leaf in leaves.items():
+                self.codec.loaded(leaf, digest)
         return record, _build(shape, leaves, self.serde.codec)
 
     def forget(self, thread_id: str) -> None:
@@ -598,7 +611,7 @@ class Snapshots:
                     )
                 chain.append(self._manifest(parent))
                 parent_id = parent.parent_id
-        shape = await self._unfold(chain[-1]["full"])
+        shape = await self._unfold(chain[-1]["full"])  # new containers: ours to change
         for manifest in reversed(chain[:-1]):
             shape = _apply(shape, manifest["ops"])
         depth = int(chain[0]["depth"])
