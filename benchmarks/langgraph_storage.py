@@ -11,7 +11,10 @@ on one thread. For each saver it prints:
 - per-step time: the median time between two steps of `graph.stream`, with
   LangGraph's default `durability="async"` (checkpoints saved in the background)
   and with `durability="sync"` (each step waits for its checkpoint), and the
-  whole run's time per step.
+  whole run's time per step;
+- chat turn: a second graph answers one message per `invoke`, as a chat app
+  does, for 100 turns; the median turn (load the thread, save the input and the
+  reply, `durability="sync"`).
 
 Both savers fsync every commit; `--no-fsync` runs both with SQLite's
 `synchronous=NORMAL` instead (ResumableSaver: `?durability=normal`).
@@ -50,6 +53,7 @@ except ImportError:
     sys.exit("needs LangGraph's SqliteSaver: pip install langgraph-checkpoint-sqlite")
 
 STEPS = 200
+TURNS = 100
 MESSAGE_BYTES = 500
 RUNS = 5
 DURABILITIES: tuple[Literal["async", "sync"], ...] = ("async", "sync")
@@ -150,6 +154,48 @@ def run_graph(
     return [later - earlier for earlier, later in itertools.pairwise(stamps)]
 
 
+def build_chat() -> StateGraph[State]:
+    """One reply per `invoke`: a chat app's turn."""
+    rng = random.Random(11)
+
+    def reply(state: State) -> dict[str, list[AnyMessage]]:
+        text = prose(rng, MESSAGE_BYTES)
+        return {"messages": [AIMessage(text, id=f"reply-{len(state['messages'])}")]}
+
+    builder = StateGraph(State)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", END)
+    return builder
+
+
+def run_chat(saver: BaseCheckpointSaver[Any]) -> list[float]:
+    """TURNS turns on a fresh thread, each `invoke` adding a message and a reply.
+
+    A turn loads the thread (`get_tuple`) and saves the input and the reply with
+    `durability="sync"`; the thread grows to 2 * TURNS messages.
+    """
+    graph = build_chat().compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": f"chat-{time.time_ns()}"}}
+    rng = random.Random(13)
+    times = []
+    for turn in range(TURNS):
+        message = HumanMessage(prose(rng, MESSAGE_BYTES), id=f"user-{turn}")
+        start = time.perf_counter()
+        graph.invoke({"messages": [message]}, config, durability="sync")
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def measure_turns(savers: dict[str, BaseCheckpointSaver[Any]]) -> dict[str, float]:
+    """Median time of a chat turn, the savers interleaved run by run."""
+    medians: dict[str, list[float]] = {name: [] for name in savers}
+    for _ in range(RUNS):
+        for name, saver in savers.items():
+            medians[name].append(statistics.median(run_chat(saver)))
+    return {name: statistics.median(values) * 1000 for name, values in medians.items()}
+
+
 def measure_storage(saver: BaseCheckpointSaver[Any], path: Path) -> dict[str, Any]:
     """Bytes one graph run adds to the saver's file, and ResumableSaver's breakdown."""
     empty = used_bytes(path)
@@ -235,6 +281,8 @@ def main() -> None:
             results[name] = measure_storage(savers[name], path)
         for name, times in measure_times(savers).items():
             results[name].update(times)
+        for name, turn in measure_turns(savers).items():
+            results[name]["turn"] = turn
     kb = 1024
     rows: list[tuple[str, ...]] = [
         (
@@ -245,6 +293,7 @@ def main() -> None:
             "step (async)",
             "step (sync)",
             "run / step",
+            "chat turn",
         )
     ]
     for name, r in results.items():
@@ -257,13 +306,16 @@ def main() -> None:
                 f"{r['async']:.3f} ms",
                 f"{r['sync']:.3f} ms",
                 f"{r['total']:.3f} ms",
+                f"{r['turn']:.2f} ms",
             )
         )
     print(
         f"{STEPS} steps, one {MESSAGE_BYTES}-byte message per step: "
         f"{content / kb:.0f} KB of new message text ('x new text': row bytes / "
         f"file growth); per-step times are medians of {RUNS} runs, "
-        f"{'fsync on every commit' if FSYNC else 'no fsync per commit'}"
+        f"{'fsync on every commit' if FSYNC else 'no fsync per commit'}; chat turn: "
+        f"the median `invoke` of a chat adding a message and a reply per turn for "
+        f"{TURNS} turns (the thread grows to {2 * TURNS} messages)"
     )
     print(table(rows))
     for name, r in results.items():
