@@ -102,7 +102,7 @@ def recorded_success(
     """The success recorded at `seq` of this very call, if there is one to replay.
 
     For a sync workflow's thread, which replays it without a trip to the run's
-    loop: that trip costs two thread wake-ups, 40 times the replay. None leaves
+    loop: that trip costs two thread wake-ups, some 30 replays. None leaves
     the call to `decide_call` on the loop (which also raises the run's failure).
     """
     recorded = ctx.journal.get(seq)

@@ -26,7 +26,7 @@ Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store
 is queued (which they would have to see). No other thread has to wake, which on a
 busy machine takes longer than the read: two wake-ups cost ~0.2 ms here, and a
-LangGraph `get_tuple` makes up to three reads. A journal load, most of a resume,
+LangGraph `get_tuple` makes several reads. A journal load, most of a resume,
 then makes its records on the thread that replays them, still in its CPU's cache
 (the replay of 1000 steps: 5.0 ms, against 6.0). The loop is busy meanwhile, ~3 us
 per recorded step; on the store thread the load would hold the GIL for most of
