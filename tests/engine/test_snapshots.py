@@ -261,6 +261,26 @@ def test_the_leaf_memo_is_bounded_in_entries_and_bytes(
     assert codec.leaf(leaves[0], chunks) == codec.leaf(first, chunks)
 
 
+def test_a_full_memo_forgets_the_leaves_it_met_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chat turn loads the thread as new objects: last turn's are the ones to drop."""
+    monkeypatch.setattr(snapshots, "_MEMO_MAX", 50)
+    engine = Engine("memory://")
+    codec = snapshots.SnapshotCodec(engine.serde)
+    chunks: dict[str, bytes] = {}
+    state: list[dict[str, str]] = []
+    for turn in range(3):
+        state = [{"text": f"message {i}: " + "x" * 100} for i in range(20 + turn)]
+        for leaf in state:
+            codec.leaf(leaf, chunks)
+    counted = Counted(engine)
+    for leaf in state:
+        codec.leaf(leaf, chunks)
+    assert counted.leaves == 0  # this turn's leaves were all still remembered
+    assert len(codec._memo) <= 50
+
+
 async def test_a_field_outside_the_instance_dict_changed_in_place_is_saved(
     store: Store,
 ) -> None:

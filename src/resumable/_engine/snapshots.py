@@ -201,14 +201,27 @@ class SnapshotCodec:
     def _memorize(
         self, value: Any, image: bytes, digest: str, *, unbuffered: bool
     ) -> None:
-        replaced = self._memo.get(id(value))
+        replaced = self._memo.pop(id(value), None)  # re-entered as the newest
         if replaced is not None:
             self._memo_bytes -= _held(replaced.leaf, replaced.image)
         elif len(self._memo) >= _MEMO_MAX or self._memo_bytes > _MEMO_MAX_BYTES:
-            self._memo.clear()
-            self._memo_bytes = 0
+            self._forget_older_half()
         self._memo_bytes += _held(value, image)
         self._memo[id(value)] = _Memo(value, type(value), image, digest, unbuffered)
+
+    def _forget_older_half(self) -> None:
+        """Forget the leaves remembered first, down to half the bounds.
+
+        Leaves that saves stopped meeting (replaced in the state, or loaded again as
+        new objects at the next turn) are the older ones. A leaf still in use that
+        goes is encoded once more at its next save, not every leaf at once.
+        """
+        memo = self._memo
+        for key in list(memo):
+            if len(memo) <= _MEMO_MAX // 2 and self._memo_bytes <= _MEMO_MAX_BYTES // 2:
+                return
+            forgotten = memo.pop(key)
+            self._memo_bytes -= _held(forgotten.leaf, forgotten.image)
 
     def _unchanged(self, value: Any, seen: _Memo) -> bool:
         """Whether `value` would encode as it did when `seen` was memorized.
