@@ -6,6 +6,8 @@ import asyncio
 import contextvars
 import gc
 import inspect
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -59,3 +61,33 @@ async def test_run_here_refuses_a_thread_that_runs_a_loop() -> None:
         run_here(coro)
     # closed, not left to warn "never awaited" (warnings are errors here)
     assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+
+
+_EXITING_STEP = """
+from resumable import Engine, step, workflow
+
+@step
+{async_}def leave() -> int:
+    raise SystemExit(3)
+
+@workflow(name="tests.exit")
+{async_}def flow() -> int:
+    return {await_}leave()
+
+Engine("memory://").run_sync(flow, run_id="x")
+print("not reached")
+"""
+
+
+@pytest.mark.parametrize("kind", ["async def", "def"])
+def test_a_step_calling_sys_exit_under_run_sync_ends_the_program(kind: str) -> None:
+    """asyncio re-raises SystemExit out of the bridge's loop; the caller still gets it."""
+    is_async = kind == "async def"
+    script = _EXITING_STEP.format(
+        async_="async " if is_async else "", await_="await " if is_async else ""
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=30, check=False
+    )
+    assert done.returncode == 3, done.stderr.decode()
+    assert b"not reached" not in done.stdout

@@ -81,7 +81,7 @@ class Bridge:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(
-                    target=loop.run_forever, name="resumable-bridge", daemon=True
+                    target=_serve, args=(loop,), name="resumable-bridge", daemon=True
                 )
                 thread.start()
                 self._loop, self._thread = loop, thread
@@ -96,3 +96,20 @@ class Bridge:
             loop.call_soon_threadsafe(loop.stop)
             thread.join()
             loop.close()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """Run `loop` until `Bridge.close` stops it.
+
+    A task that raises SystemExit or KeyboardInterrupt (a step calling sys.exit())
+    stores it as its outcome, then asyncio re-raises it out of `run_forever`. Left
+    there, it would end this thread with the outcome undelivered, and the caller
+    would wait forever. The loop runs on, and delivers it: `run_sync` raises it in
+    the caller's thread, where it ends the program as it would have without us.
+    """
+    while True:
+        try:
+            loop.run_forever()
+        except (SystemExit, KeyboardInterrupt):
+            continue
+        return
