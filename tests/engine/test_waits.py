@@ -81,6 +81,36 @@ async def test_a_waiting_run_is_resumed_by_another_engine(store: Store) -> None:
     assert calls == ["before"]
 
 
+async def test_a_def_workflow_waits_and_sleeps_by_plain_calls(store: Store) -> None:
+    """In a def workflow both return their outcome; before, each returned a coroutine."""
+    clock = FakeClock()
+    calls: list[str] = []
+
+    @step
+    def draft() -> str:
+        calls.append("draft")
+        return "draft v1"
+
+    @workflow
+    def review() -> str:
+        text = draft()
+        sleep(0.5)
+        verdict: str = wait_for("verdict")
+        return f"{text}: {verdict}"
+
+    engine = Engine(store, clock=clock)
+    handle = await engine.start(review, run_id="sync-hitl")
+    for _ in range(500):
+        if await handle.status() == "waiting":
+            break
+        await asyncio.sleep(0.01)
+    assert await handle.status() == "waiting"
+    await Engine(store, clock=clock).send("sync-hitl", "verdict", "approved")
+    assert await handle.result() == "draft v1: approved"
+    assert calls == ["draft"]
+    assert 0.5 in clock.sleeps  # the short sleep, slept in the run
+
+
 async def test_several_waits_may_be_pending_at_once(store: Store) -> None:
     @workflow
     async def wf() -> list[str]:

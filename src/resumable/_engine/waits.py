@@ -11,9 +11,12 @@ execution replays up to this point and carries on.
 
 from __future__ import annotations
 
+import asyncio
 import math
+from collections.abc import Coroutine
 from typing import Any
 
+from resumable._engine.bridge import running_loop
 from resumable._engine.context import RunContext, active_run
 from resumable._engine.steps import commit, step_place
 from resumable.errors import NonDeterminismError, ResumableError, WaitTimeout
@@ -40,12 +43,13 @@ class Suspend(BaseException):
         self.key = key
 
 
-async def wait_for(key: str, *, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - a durable deadline, which asyncio.timeout cannot express
+def wait_for(key: str, *, timeout: float | None = None) -> Any:
     """Wait for the input sent to this run under `key` (`Engine.send`), and return it.
 
     While nothing has been sent the run is recorded as waiting and the process
     may exit; it resumes exactly here when the input arrives. Several waits may
-    be pending at once (e.g. under `asyncio.gather`).
+    be pending at once (e.g. under `asyncio.gather`). An `async def` workflow
+    awaits it; a `def` workflow calls it and gets the input.
 
     Args:
         key: The input's name; the first value sent under it is the one received.
@@ -55,6 +59,32 @@ async def wait_for(key: str, *, timeout: float | None = None) -> Any:  # noqa: A
     Raises:
         WaitTimeout: the timeout passed with no input.
     """
+    return _awaited_here(_wait_for(key, timeout))
+
+
+def sleep(seconds: float) -> Any:
+    """Sleep durably: the run wakes `seconds` after it first got here, across restarts.
+
+    A long sleep suspends the run (no process needs to stay up); a worker, or
+    `Engine.run` on the same id, wakes it on time. An `async def` workflow awaits
+    it; a `def` workflow calls it.
+    """
+    return _awaited_here(_sleep(seconds))
+
+
+def _awaited_here(coro: Coroutine[Any, Any, Any]) -> Any:
+    """`coro` for async code to await; on a def workflow's thread, its outcome.
+
+    The thread has no loop of its own to await with: the wait runs on the run's
+    loop, as a step does, and a suspension unwinds the thread's workflow alike.
+    """
+    ctx = active_run()
+    if ctx is None or running_loop() is ctx.loop:
+        return coro  # awaited (or, outside a run, refused) by the caller
+    return asyncio.run_coroutine_threadsafe(coro, ctx.loop).result()
+
+
+async def _wait_for(key: str, timeout: float | None) -> Any:  # noqa: ASYNC109 - a durable deadline, which asyncio.timeout cannot express
     point = _Point.take("wait_for", f"wait_for:{key}")
     ctx, recorded = point.ctx, point.recorded
     if recorded is not None and recorded.status in ("ok", "failed"):
@@ -86,12 +116,7 @@ async def wait_for(key: str, *, timeout: float | None = None) -> Any:  # noqa: A
     raise ctx.suspensions[-1]
 
 
-async def sleep(seconds: float) -> None:
-    """Sleep durably: the run wakes `seconds` after it first got here, across restarts.
-
-    A long sleep suspends the run (no process needs to stay up); a worker, or
-    `Engine.run` on the same id, wakes it on time.
-    """
+async def _sleep(seconds: float) -> None:
     point = _Point.take("sleep", "sleep")
     ctx = point.ctx
     if point.recorded is not None and point.recorded.status == "ok":
