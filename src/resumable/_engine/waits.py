@@ -158,7 +158,7 @@ class _Point:
         ctx = active_run()
         if ctx is None:
             raise ResumableError(
-                f"{what}() must be awaited in a @workflow body run by an Engine "
+                f"{what}() must be called in a @workflow body run by an Engine "
                 f"(not in a step, and not outside a run)"
             )
         return cls(ctx, ctx.take_seq(), name)
