@@ -148,6 +148,21 @@ async def test_saving_what_was_loaded_encodes_only_the_new_leaves(store: Store) 
     assert counted.leaves == 2
 
 
+async def test_a_load_notes_the_chunks_it_read_for_the_next_save(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(snapshots, "_STORED_MAX", 0)  # each note forgets the others
+    engine = Engine(store)
+    messages = [message(i) for i in range(10)]
+    await engine.save_state("conv", {"messages": messages})
+    await engine.save_state("conv", {"messages": [*messages, message(10)]})
+    counted = Counted(engine)
+    state = await engine.load_state("conv")  # the shape this engine saved last
+    state["messages"].append(message(11))
+    await engine.save_state("conv", state)
+    assert counted.leaves == 1  # not the eleven it read, as chunks it must write again
+
+
 async def test_a_load_after_a_save_reads_no_delta_chain(store: Store) -> None:
     engine = Engine(store)
     messages = [message(i) for i in range(5)]

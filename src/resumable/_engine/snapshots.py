@@ -561,7 +561,9 @@ class Snapshots:
         }
         if checkpoint_id is None:
             # the latest state is what the next save extends: its leaves are then
-            # known objects, checked, not encoded again (a chat turn's first save)
+            # known objects, checked, not encoded again (a chat turn's first save),
+            # and their chunks known to be stored (just read)
+            self._remember(hashes)
             for digest, leaf in leaves.items():
                 self.codec.loaded(leaf, digest)
         return record, _build(shape, leaves, self.serde.codec)
