@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 import pydantic
 import pytest
@@ -161,6 +161,40 @@ async def test_a_load_notes_the_chunks_it_read_for_the_next_save(
     state["messages"].append(message(11))
     await engine.save_state("conv", state)
     assert counted.leaves == 1  # not the eleven it read, as chunks it must write again
+
+
+async def test_a_load_reads_no_chunk_this_engine_saved_or_loaded(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = [message(i) for i in range(12)]
+    await Engine(store).save_state("conv", {"messages": messages})
+    read: list[str] = []
+    real_get = store.get_chunks
+
+    async def counting_get(hashes: Collection[str]) -> dict[str, bytes]:
+        read.extend(hashes)
+        return await real_get(hashes)
+
+    monkeypatch.setattr(store, "get_chunks", counting_get)
+    engine = Engine(store)
+    assert await engine.load_state("conv") == {"messages": messages}
+    assert len(read) == 12  # a new engine reads them, once
+    await engine.save_state("conv", {"messages": [*messages, message(12)]})
+    assert await engine.load_state("conv") == {"messages": [*messages, message(12)]}
+    assert len(read) == 12  # then neither those nor the one it saved
+
+
+def test_kept_chunk_bodies_are_bounded_in_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(snapshots, "_BODIES_MAX_BYTES", 10_000)
+    bodies = snapshots._Bodies()
+    for i in range(100):
+        bodies.keep(f"d{i}", bytes(1000))
+        assert bodies._bytes <= 10_000
+    assert set(bodies.get_all(["d0", "d99"])) == {"d99"}  # the oldest went first
+    bodies.keep("big", bytes(6000))  # over half the bound: not kept
+    assert bodies.get_all(["big"]) == {}
 
 
 async def test_a_load_after_a_save_reads_no_delta_chain(store: Store) -> None:

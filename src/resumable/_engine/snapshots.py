@@ -40,6 +40,7 @@ _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
 # their images (or text): the memo also keeps the leaves alive, so both are bounded
 _MEMO_MAX = 4096
 _MEMO_MAX_BYTES = 64 << 20
+_BODIES_MAX_BYTES = 16 << 20  # chunk bodies a SnapshotCodec keeps for loads
 
 # reads a registered type's encoded fields as a tuple; the names; whether pydantic
 _Reader = tuple[Callable[[Any], tuple[Any, ...]], tuple[str, ...], bool]
@@ -133,6 +134,7 @@ class SnapshotCodec:
         self._memo: dict[int, _Memo] = {}
         self._memo_bytes = 0
         self._readers: dict[type, _Reader | Literal[False]] = {}
+        self.bodies = _Bodies()
 
     # --- value -> shape ---------------------------------------------------------
     def shape(
@@ -182,6 +184,7 @@ class SnapshotCodec:
         if digest not in chunks and digest not in known:
             # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
+        self.bodies.keep(digest, body)
         if proof is not None:
             image, unbuffered = proof
             self._memorize(value, image, digest, unbuffered=unbuffered)
@@ -340,6 +343,36 @@ class SnapshotCodec:
         if len(ops) > 8:
             return None
         return {"depth": depth + 1, "ops": ops}
+
+
+class _Bodies:
+    """Chunk bodies by digest, as encoded (checked, decrypted, decompressed).
+
+    A chunk's digest is that of its body, so a body kept here never goes stale: a
+    load finds here what this engine saved or loaded before, without a read, a
+    checksum or a decompression. Bounded in bytes; the oldest go first.
+    """
+
+    def __init__(self) -> None:
+        self._by_digest: dict[str, bytes] = {}
+        self._bytes = 0
+
+    def get_all(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """The bodies kept of these digests (a copy: later evictions leave it be)."""
+        kept = self._by_digest
+        return {d: body for d in digests if (body := kept.get(d)) is not None}
+
+    def keep(self, digest: str, body: bytes) -> None:
+        kept = self._by_digest
+        if digest in kept or len(body) > _BODIES_MAX_BYTES // 2:
+            return
+        if self._bytes + len(body) > _BODIES_MAX_BYTES:
+            for old in list(kept):
+                if self._bytes <= _BODIES_MAX_BYTES // 2:
+                    break
+                self._bytes -= len(kept.pop(old))
+        kept[digest] = body
+        self._bytes += len(body)
 
 
 def _held(value: Any, image: bytes) -> int:
@@ -546,19 +579,19 @@ class Snapshots:
         else:
             shape, _ = await self._resolve(record)
         hashes = list(dict.fromkeys(_leaf_hashes(shape)))
-        found = await self.store.get_chunks(hashes)
-        missing = [h for h in hashes if h not in found]
+        bodies = self.codec.bodies.get_all(hashes)
+        wanted = [h for h in hashes if h not in bodies]
+        found = await self.store.get_chunks(wanted) if wanted else {}
+        missing = [h for h in wanted if h not in found]
         if missing:
             raise CorruptCheckpointError(
                 place=snapshot_place(thread_id, record.checkpoint_id),
                 detail=f"{len(missing)} content chunk(s) are missing, e.g. {missing[0]}",
             )
-        leaves = {
-            h: self.serde.codec.decode(
-                self.serde.envelope.open(found[h], place=chunk_place(h))
-            )
-            for h in hashes
-        }
+        for h in wanted:
+            bodies[h] = self.serde.envelope.open(found[h], place=chunk_place(h))
+            self.codec.bodies.keep(h, bodies[h])
+        leaves = {h: self.serde.codec.decode(bodies[h]) for h in hashes}
         if checkpoint_id is None:
             # the latest state is what the next save extends: its leaves are then
             # known objects, checked, not encoded again (a chat turn's first save),
