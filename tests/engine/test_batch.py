@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from resumable import Engine, RateLimit, map_steps, step, workflow
+from resumable import Engine, RateLimit, WorkflowFailed, map_steps, step, workflow
 from resumable.stores.protocol import Store
 from resumable.testing import FakeClock
 
@@ -71,6 +71,19 @@ async def test_items_are_identified_by_key_not_position(store: Store) -> None:
         "c",
         "x",
     ]  # a and b replayed by key after the reorder
+
+
+async def test_a_def_workflow_is_told_map_steps_needs_async_def(store: Store) -> None:
+    @step
+    async def shout(word: str) -> str:
+        return word.upper()
+
+    @workflow(name="tests.batch.def")
+    def wf(words: list[str]) -> object:
+        return map_steps(shout, words, progress=False)
+
+    with pytest.raises(WorkflowFailed, match="make the workflow `async def`"):
+        await Engine(store).run(wf, ["a", "b"], run_id="def-batch")
 
 
 async def test_rate_limit_spaces_out_requests(store: Store) -> None:

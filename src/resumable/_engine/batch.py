@@ -13,10 +13,11 @@ import hashlib
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
+from resumable._engine.bridge import running_loop
 from resumable._engine.context import RunContext, active_run
 from resumable._engine.decorators import StepSpec
 from resumable._engine.ledger import spend_of
@@ -47,7 +48,7 @@ def keyed_seq(map_seq: int, key: str) -> int:
     return KEYED_SEQ_BASE + (int.from_bytes(digest, "big") >> 3)
 
 
-async def map_steps(
+def map_steps(
     step_fn: Callable[[T], Any],
     items: Sequence[T],
     *,
@@ -55,8 +56,10 @@ async def map_steps(
     concurrency: int = 8,
     rate_limit: RateLimit | None = None,
     progress: TextIO | bool | None = None,
-) -> list[Any]:
+) -> Coroutine[Any, Any, list[Any]]:
     """Run `step_fn` on every item as its own journaled step; results in item order.
+
+    Await it in an `async def` workflow.
 
     Args:
         step_fn: An async `@step` taking one item.
@@ -70,7 +73,34 @@ async def map_steps(
 
     Raises:
         StepFailed: an item's step failed (raised once every other item is done).
+        TypeError: called from a `def` workflow, which cannot run async steps.
     """
+    ctx = active_run()
+    if ctx is not None and running_loop() is not ctx.loop:
+        # a coroutine returned here would never run, and fail later as a list
+        raise TypeError(
+            "map_steps() runs async steps, which a plain `def` workflow cannot await; "
+            "make the workflow `async def`, or call the step in a loop"
+        )
+    return _map_steps(
+        step_fn,
+        items,
+        key=key,
+        concurrency=concurrency,
+        rate_limit=rate_limit,
+        progress=progress,
+    )
+
+
+async def _map_steps(
+    step_fn: Callable[[T], Any],
+    items: Sequence[T],
+    *,
+    key: Callable[[T], str] | None,
+    concurrency: int,
+    rate_limit: RateLimit | None,
+    progress: TextIO | bool | None,
+) -> list[Any]:
     ctx = active_run()
     spec = getattr(step_fn, "__resumable_step__", None)
     if ctx is None or not isinstance(spec, StepSpec) or not spec.is_async:
