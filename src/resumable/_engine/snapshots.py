@@ -331,6 +331,7 @@ class SnapshotCodec:
                 chunks[digest] = self.serde.envelope.seal(
                     body, place=chunk_place(digest)
                 )
+            self.bodies.keep(digest, body)
             segments.append(digest)
         return {"l": items[whole:], "s": segments} if segments else {"l": items}
 
@@ -346,11 +347,12 @@ class SnapshotCodec:
 
 
 class _Bodies:
-    """Chunk bodies by digest, as encoded (checked, decrypted, decompressed).
+    """Chunk bodies (leaves, list segments) by digest, checked and opened.
 
-    A chunk's digest is that of its body, so a body kept here never goes stale: a
-    load finds here what this engine saved or loaded before, without a read, a
-    checksum or a decompression. Bounded in bytes; the oldest go first.
+    Opened: decrypted and decompressed, as encoded. A chunk's digest is that of
+    its body, so a body kept here never goes stale: a load finds here what this
+    engine saved or loaded before, without a read, a checksum or a decompression.
+    Bounded in bytes; the oldest go first.
     """
 
     def __init__(self) -> None:
@@ -579,18 +581,12 @@ class Snapshots:
         else:
             shape, _ = await self._resolve(record)
         hashes = list(dict.fromkeys(_leaf_hashes(shape)))
-        bodies = self.codec.bodies.get_all(hashes)
-        wanted = [h for h in hashes if h not in bodies]
-        found = await self.store.get_chunks(wanted) if wanted else {}
-        missing = [h for h in wanted if h not in found]
+        bodies, missing = await self._bodies(hashes)
         if missing:
             raise CorruptCheckpointError(
                 place=snapshot_place(thread_id, record.checkpoint_id),
                 detail=f"{len(missing)} content chunk(s) are missing, e.g. {missing[0]}",
             )
-        for h in wanted:
-            bodies[h] = self.serde.envelope.open(found[h], place=chunk_place(h))
-            self.codec.bodies.keep(h, bodies[h])
         leaves = {h: self.serde.codec.decode(bodies[h]) for h in hashes}
         if checkpoint_id is None:
             # the latest state is what the next save extends: its leaves are then
@@ -681,20 +677,33 @@ class Snapshots:
     async def _unfold(self, shape: Shape) -> Shape:
         """Expand segment references back into item lists."""
         segment_hashes = list(dict.fromkeys(_segments(shape)))
-        segments: dict[str, list[Shape]] = {}
-        if segment_hashes:
-            found = await self.store.get_chunks(segment_hashes)
-            for digest in segment_hashes:
-                if digest not in found:
-                    raise CorruptCheckpointError(
-                        place=chunk_place(digest),
-                        detail="a list segment chunk is missing",
-                    )
-                body = self.serde.envelope.open(
+        bodies, missing = await self._bodies(segment_hashes)
+        if missing:
+            raise CorruptCheckpointError(
+                place=chunk_place(missing[0]), detail="a list segment chunk is missing"
+            )
+        segments: dict[str, list[Shape]] = {
+            digest: self.serde.codec.decode(body) for digest, body in bodies.items()
+        }
+        return _expand(shape, segments)
+
+    async def _bodies(self, hashes: list[str]) -> tuple[dict[str, bytes], list[str]]:
+        """The bodies of these chunks, and the hashes the store has no chunk of.
+
+        A body this engine saved or loaded before costs no read (`_Bodies`); the
+        others are read in one call, checked and opened, and kept.
+        """
+        kept = self.codec.bodies
+        bodies = kept.get_all(hashes)
+        wanted = [h for h in hashes if h not in bodies]
+        found = await self.store.get_chunks(wanted) if wanted else {}
+        for digest in wanted:
+            if digest in found:
+                bodies[digest] = self.serde.envelope.open(
                     found[digest], place=chunk_place(digest)
                 )
-                segments[digest] = self.serde.codec.decode(body)
-        return _expand(shape, segments)
+                kept.keep(digest, bodies[digest])
+        return bodies, [h for h in wanted if h not in found]
 
 
 def _segments(shape: Shape) -> Iterator[str]:
