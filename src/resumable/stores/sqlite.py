@@ -464,8 +464,7 @@ class SQLiteStore:
         if not jobs:
             return []
         outcomes: list[tuple[_Job, bool, Any]] = []
-        unsynced = self.durability == "full" and not any(j.durable for j in jobs)
-        with _unsynced(conn) if unsynced else _AS_SET:
+        with self._syncing(conn, durable=any(job.durable for job in jobs)):
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 if len(jobs) == 1:
@@ -569,8 +568,7 @@ class SQLiteStore:
         if conn is None:
             return _NOT_INLINE
         try:
-            unsynced = not durable and self.durability == "full"
-            with _unsynced(conn) if unsynced else _AS_SET:
+            with self._syncing(conn, durable=durable):
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                 except sqlite3.OperationalError:  # busy: the store thread waits for it
@@ -591,6 +589,16 @@ class SQLiteStore:
             return result
         finally:
             self._inline_lock.release()
+
+    def _syncing(
+        self, conn: Conn, *, durable: bool
+    ) -> contextlib.AbstractContextManager[None]:
+        """How a transaction on `conn` commits: without an fsync unless `durable`.
+
+        `_unsynced` for a lease's write where commits fsync (durability=full); the
+        shared no-op context otherwise.
+        """
+        return _unsynced(conn) if not durable and self.durability == "full" else _AS_SET
 
     def _read_inline(self, fn: Callable[[Conn], Any]) -> object:
         """Read with `fn` on this thread if the inline connection is free, else _NOT_INLINE.
