@@ -33,8 +33,7 @@ async def run_child(
     """Return the child's recorded result, or run the child and record its outcome."""
     runtime = ctx.runtime
     name = spec.journal_name
-    if not spec.annotations_registered:
-        spec.register_types()  # its recorded result may hold them
+    spec.register_types()  # its recorded result may hold them
     fingerprint, decision = decide_call(ctx, seq, name, args, kwargs, attempts=1)
     place = step_place(ctx.run_id, seq, name)
     if isinstance(decision, StepRecord):
