@@ -7,6 +7,7 @@ import pytest
 from resumable import (
     Engine,
     InputRejected,
+    RunHandle,
     RunNotFound,
     WaitTimeout,
     sleep,
@@ -16,6 +17,14 @@ from resumable import (
 )
 from resumable.stores.protocol import Store
 from resumable.testing import FakeClock
+
+
+async def until_waiting(handle: RunHandle) -> None:
+    """Poll for up to 5 s until the started run is recorded as waiting."""
+    for _ in range(500):
+        if await handle.status() == "waiting":
+            return
+        await asyncio.sleep(0.01)
 
 
 async def test_a_waiting_run_resumes_at_the_wait_with_earlier_steps_replayed(
@@ -41,10 +50,7 @@ async def test_a_waiting_run_resumes_at_the_wait_with_earlier_steps_replayed(
 
     engine = Engine(store)
     handle = await engine.start(review, run_id="hitl")
-    for _ in range(200):
-        if await handle.status() == "waiting":
-            break
-        await asyncio.sleep(0.01)
+    await until_waiting(handle)
     assert await handle.status() == "waiting"
     assert (await store.get_run("hitl")).lease_owner is None  # type: ignore[union-attr]
     await engine.send("hitl", "approval", True)
@@ -100,10 +106,7 @@ async def test_a_def_workflow_waits_and_sleeps_by_plain_calls(store: Store) -> N
 
     engine = Engine(store, clock=clock)
     handle = await engine.start(review, run_id="sync-hitl")
-    for _ in range(500):
-        if await handle.status() == "waiting":
-            break
-        await asyncio.sleep(0.01)
+    await until_waiting(handle)
     assert await handle.status() == "waiting"
     await Engine(store, clock=clock).send("sync-hitl", "verdict", "approved")
     assert await handle.result() == "draft v1: approved"
