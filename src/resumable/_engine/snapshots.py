@@ -185,9 +185,7 @@ class SnapshotCodec:
             # sealing (zstd, AES) costs most
             chunks[digest] = self.envelope.seal(body, place=chunk_place(digest))
         self.bodies.keep(digest, body)
-        if proof is not None:
-            image, unbuffered = proof
-            self._memorize(value, image, digest, unbuffered=unbuffered)
+        self._memorize(value, proof, digest)
         return {"c": digest}
 
     def loaded(self, value: Any, digest: str) -> None:
@@ -196,14 +194,15 @@ class SnapshotCodec:
         Saved again unchanged, it reuses the chunk. Should encoding it now give
         other bytes, the old chunk still decodes to an equal value.
         """
-        proof = self._proof(value)
-        if proof is not None:
-            image, unbuffered = proof
-            self._memorize(value, image, digest, unbuffered=unbuffered)
+        self._memorize(value, self._proof(value), digest)
 
     def _memorize(
-        self, value: Any, image: bytes, digest: str, *, unbuffered: bool
+        self, value: Any, proof: tuple[bytes, bool] | None, digest: str
     ) -> None:
+        """Remember `value` as stored in chunk `digest`, if `_proof` could image it."""
+        if proof is None:
+            return
+        image, unbuffered = proof
         replaced = self._memo.pop(id(value), None)  # re-entered as the newest
         if replaced is not None:
             self._memo_bytes -= _held(replaced.leaf, replaced.image)
