@@ -37,6 +37,11 @@ class StepSpec:
     retry: Retry
     annotations_registered: bool = False
 
+    @property
+    def journal_name(self) -> str:
+        """The step name its calls record in the journal."""
+        return self.name
+
     def register_types(self) -> None:
         """Allow the types in the step's annotations to be decoded (once)."""
         if not self.annotations_registered:
@@ -164,9 +169,7 @@ def step(
         STEPS[spec.name] = spec
         from resumable._engine.steps import execute_step
 
-        wrapper = _journaled(
-            fn, spec, f"step {spec.name!r}", execute_step, journal_name=spec.name
-        )
+        wrapper = _journaled(fn, spec, f"step {spec.name!r}", execute_step)
         wrapper.__resumable_step__ = spec  # type: ignore[attr-defined]  # marker read by the engine
         return typing.cast("F", wrapper)
 
@@ -216,11 +219,7 @@ def workflow(
 
         # called inside a run, a workflow is a child run: it takes a seq like a step
         wrapper = _journaled(
-            fn,
-            spec,
-            f"workflow {spec.name!r} (as a child run)",
-            run_child,
-            journal_name=spec.journal_name,
+            fn, spec, f"workflow {spec.name!r} (as a child run)", run_child
         )
         wrapper.__resumable_workflow__ = spec  # type: ignore[attr-defined]  # marker read by the engine
         return typing.cast("F", wrapper)
@@ -233,17 +232,17 @@ def _journaled(
     spec: StepSpec | WorkflowSpec,
     what: str,
     execute: Callable[..., Coroutine[Any, Any, Any]],
-    *,
-    journal_name: str,
 ) -> Callable[..., Any]:
     """The decorated callable: a plain call outside a run, a journaled one inside.
 
     Inside a run the call takes the next seq when it is made, not when it is
     awaited, so gather() replays in the same order in any process. `execute` runs
     the call on the run's loop; a sync workflow's thread replays a recorded
-    success of it (under `journal_name`) itself.
+    success of it itself.
     """
     from resumable._engine.steps import recorded_success, replayed
+
+    journal_name = spec.journal_name
 
     if spec.is_async:
 
