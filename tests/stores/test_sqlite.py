@@ -22,7 +22,7 @@ from resumable import (
 )
 from resumable.stores import _sql
 from resumable.stores.protocol import RunQuery
-from resumable.stores.sqlite import SQLiteStore, parse_url
+from resumable.stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore, parse_url
 from resumable.testing import T0, run_record, step_record
 
 
@@ -357,3 +357,56 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
         assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
         assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
     inline.set_trace_callback(None)
+
+
+def _wal_frames(path: Path) -> int:
+    """Frames in use in the WAL of `path` (a passive checkpoint from outside reports it)."""
+    conn = sqlite3.connect(path)
+    try:
+        _, frames, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return int(frames)
+    finally:
+        conn.close()
+
+
+async def test_with_durability_full_each_commit_keeps_the_wal_small(
+    tmp_path: Path,
+) -> None:
+    """Full: the committing connection checkpoints at 100 pages (see _WAL_PAGES_FULL)."""
+    path = tmp_path / "full.db"
+    store = await SQLiteStore(f"sqlite:///{path}").open()
+    fence = await _leased_run(store, "r")
+    for seq in range(1, 481):  # ~2.7 pages each
+        await store.commit_step(step_record("r", seq, output=b"x" * 1000), fence=fence)
+    assert store._inline is not None  # they committed inline
+    assert _wal_frames(path) <= 100 + 10
+    await store.close()
+
+
+async def test_with_durability_normal_the_store_thread_checkpoints_the_wal(
+    tmp_path: Path,
+) -> None:
+    """Normal: no inline commit pays a checkpoint's fsync; every 2500th queues one."""
+    path = tmp_path / "normal.db"
+    store = await SQLiteStore(f"sqlite:///{path}?durability=normal").open()
+    fence = await _leased_run(store, "r")
+    for seq in range(1, 301):
+        await store.commit_step(step_record("r", seq, output=b"x" * 1000), fence=fence)
+    assert _wal_frames(path) > 300  # grown: no commit checkpointed it
+    checkpoints: list[int] = []
+    original = store._checkpoint
+
+    def counted(conn: sqlite3.Connection) -> None:
+        checkpoints.append(_wal_frames(path))
+        original(conn)
+
+    store._checkpoint = counted  # type: ignore[method-assign]
+    seq = 300
+    while store._inline_commits < 2 * _CHECKPOINT_EVERY:
+        seq += 1
+        await store.commit_step(step_record("r", seq), fence=fence)
+    for _ in range(2):  # a batch's jobs run before its checkpoint: the second waits
+        await store._call(lambda _: None, write=False)
+    assert len(checkpoints) == 2
+    assert _wal_frames(path) < 3 * _CHECKPOINT_EVERY  # restarted, not grown
+    await store.close()

@@ -7,13 +7,15 @@ lone sequential step still costs exactly one INSERT and one COMMIT.
 
 A lone write does not need the thread: handing it over costs as much as a
 `durability=normal` commit itself. So a write first tries an inline path, a
-second connection with no busy wait and no automatic checkpoints that commits on
-the calling thread if the file's write lock is free at once. With
+second connection with no busy wait that commits on the calling thread if the
+file's write lock is free at once. With
 `durability=normal` (no fsync per commit) every write tries it; with `full`, only
 a write that finds no other write of this store queued, so a single workflow
 skips the hop while concurrent runs still share fsyncs on the store thread.
 Otherwise (another process is writing, another caller holds the inline
-connection) the write queues as usual. WAL checkpoints stay on the store thread.
+connection) the write queues as usual. With `full` a commit checkpoints a WAL of
+100 pages itself, as SQLite would at 1000; with `normal`, whose commits do not
+fsync, the inline connection leaves checkpoints (an fsync) to the store thread.
 
 Lease writes (acquire, renew, release) commit without an fsync, whatever the
 durability. A lease only keeps live processes apart, and a WAL file is shared
@@ -87,10 +89,17 @@ _t = _sql.to_text
 Conn = sqlite3.Connection
 DEFAULT_PATH: Final = Path(".resumable") / "state.db"
 _BATCH_MAX: Final = 512
-# inline commits between WAL checkpoints (RESTART: the WAL is reused from its start).
-# With fsync per commit a growing WAL taxes every commit, so checkpoint about as
-# often as SQLite would (~1000 pages); without, rarely: it only bounds the WAL.
-_CHECKPOINT_EVERY: Final = {"full": 250, "normal": 2500}
+# durability=full: each committing connection checkpoints the WAL itself once it
+# holds this many pages (about 40 one-KB steps), as SQLite does at 1000 by default.
+# Measured (benchmarks/step_overhead.py, 1 KB and 16 KB steps): a step costs the
+# least at 100 pages, ~20% more at 1000 and ~45% more with the WAL checkpointed
+# every 250 commits on the store thread, where the checkpoint's writes and fsync
+# compete with the commits' fsyncs for the disk.
+_WAL_PAGES_FULL: Final = 100
+# durability=normal: commits do not fsync and a checkpoint does, so the inline
+# connection never checkpoints; the store thread does (RESTART: the WAL is reused
+# from its start) every this many inline commits, which only bounds the WAL.
+_CHECKPOINT_EVERY: Final = 2500
 _NOT_INLINE: Final = object()
 _CHECKPOINT: Final = "checkpoint"  # queued by the inline path: checkpoint the WAL
 # OverflowError: sqlite3 refuses to bind an int beyond 64 bits
@@ -335,10 +344,10 @@ class SQLiteStore:
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         conn.execute(f"PRAGMA mmap_size = {self._mmap_mb * 2**20}")
-        if inline:
-            conn.execute(
-                "PRAGMA wal_autocheckpoint = 0"
-            )  # the store thread checkpoints
+        if self.durability == "full":
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_PAGES_FULL}")
+        elif inline:
+            conn.execute("PRAGMA wal_autocheckpoint = 0")  # the store thread does
         return conn
 
     def _migrate(self, conn: Conn) -> None:
@@ -407,9 +416,9 @@ class SQLiteStore:
     def _checkpoint(self, conn: Conn) -> None:
         """Copy the WAL into the database and restart it, outside any transaction.
 
-        The inline connection does not checkpoint by itself (that fsync would land
-        on the hot path); without this the WAL would grow without bound, and every
-        commit that extends it pays a metadata flush in its fsync.
+        With durability=normal the inline connection does not checkpoint by itself
+        (that fsync would be the only one on the hot path); without this the WAL
+        would grow without bound.
         """
         with contextlib.suppress(sqlite3.Error):  # busy: the next one will do it
             conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchall()
@@ -583,9 +592,10 @@ class SQLiteStore:
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
-            self._inline_commits += 1
-            if self._inline_commits % _CHECKPOINT_EVERY[self.durability] == 0:
-                self._checkpoint_soon()
+            if self.durability == "normal":
+                self._inline_commits += 1
+                if self._inline_commits % _CHECKPOINT_EVERY == 0:
+                    self._checkpoint_soon()
             return result
         finally:
             self._inline_lock.release()
