@@ -7,6 +7,7 @@ INSERT+COMMIT of the same row in WAL with synchronous FULL and NORMAL.
 The floors run on SQLite's defaults. resumable's full mode checkpoints a smaller
 WAL (100 pages, see resumable.stores.sqlite), which makes raw sqlite3 faster too,
 so the raw FULL floor is also measured with that setting and its ratio printed.
+A last row runs the same steps as 50 runs at once, whose commits share fsyncs.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from _common import median_us_per_op, table
 from resumable import Engine, step, workflow
 
 STEPS = int(os.environ.get("STEPS", "1000"))
+CONCURRENT = 50  # runs at once in the group-commit row, STEPS // CONCURRENT steps each
 RUNS = int(os.environ.get("RUNS", "7"))
 PAYLOAD = "x" * 1000
 
@@ -95,6 +97,20 @@ async def main() -> None:
 
             return bench
 
+        async def concurrent_bench(run: int) -> float:
+            engine = Engine(f"sqlite:///{directory / f'concurrent-{run}.db'}")
+            await engine.run(many_steps, 1, run_id="warm-up")
+            start = time.perf_counter()
+            await asyncio.gather(
+                *(
+                    engine.run(many_steps, STEPS // CONCURRENT, run_id=f"r{i}")
+                    for i in range(CONCURRENT)
+                )
+            )
+            elapsed = time.perf_counter() - start
+            await engine.close()
+            return elapsed
+
         async def raw(
             synchronous: str, wal_pages: int | None = None
         ) -> Callable[[int], Awaitable[None]]:
@@ -111,6 +127,7 @@ async def main() -> None:
             "raw sqlite FULL": await raw("FULL"),
             "resumable sqlite full": engine_bench("sqlite:///{path}"),
             "raw sqlite FULL, WAL 100 pages": await raw("FULL", wal_pages=100),
+            f"resumable sqlite full, {CONCURRENT} runs at once": concurrent_bench,
             "raw sqlite NORMAL": await raw("NORMAL"),
             "resumable sqlite normal": engine_bench(
                 "sqlite:///{path}?durability=normal"
@@ -125,6 +142,7 @@ async def main() -> None:
         results = {name: statistics.median(values) for name, values in samples.items()}
     floors = {
         "resumable sqlite full": "raw sqlite FULL",
+        f"resumable sqlite full, {CONCURRENT} runs at once": "raw sqlite FULL",
         "resumable sqlite normal": "raw sqlite NORMAL",
     }
     rows = [("what", "µs/step", "ratio to floor")]
@@ -132,7 +150,9 @@ async def main() -> None:
         floor = floors.get(name)
         ratio = f"{us / results[floor]:.2f}x {floor}" if floor else ""
         rows.append((name, f"{us:.1f}", ratio))
-    print(f"{STEPS} sequential steps of ~1 KB, median of {RUNS} runs")
+    print(
+        f"{STEPS} steps of ~1 KB, one after another unless said, median of {RUNS} runs"
+    )
     print(table(rows))
     tuned = results["resumable sqlite full"] / results["raw sqlite FULL, WAL 100 pages"]
     print(f"resumable sqlite full against raw FULL with its own WAL size: {tuned:.2f}x")

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from resumable import (
+    CheckpointWriteError,
     CorruptCheckpointError,
     Engine,
     SchemaVersionError,
@@ -351,8 +352,8 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
         with contextlib.ExitStack() as stack:
             if held:
                 stack.enter_context(store._inline_lock)
-            with pytest.raises(StoreError):
-                await store._call(failing, write=True, durable=False)
+            with pytest.raises(CheckpointWriteError):  # "r"'s: it goes inline
+                await store._call(failing, write=True, durable=False, run_id="r")
             await store.commit_step(step_record("r", 3), fence=fence)
         assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
         assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
@@ -372,7 +373,7 @@ def _wal_frames(path: Path) -> int:
 async def test_with_durability_full_each_commit_keeps_the_wal_small(
     tmp_path: Path,
 ) -> None:
-    """Full: the committing connection checkpoints at 100 pages (see _WAL_PAGES_FULL)."""
+    """Full: an inline commit checkpoints at 100 pages (see _WAL_PAGES_FULL)."""
     path = tmp_path / "full.db"
     store = await SQLiteStore(f"sqlite:///{path}").open()
     fence = await _leased_run(store, "r")
@@ -410,3 +411,70 @@ async def test_with_durability_normal_the_store_thread_checkpoints_the_wal(
     assert len(checkpoints) == 2
     assert _wal_frames(path) < 3 * _CHECKPOINT_EVERY  # restarted, not grown
     await store.close()
+
+
+async def test_with_durability_full_a_lone_run_commits_inline_and_concurrent_runs_queue(
+    opened: SQLiteStore,
+) -> None:
+    store = opened
+    fences = {run: await _leased_run(store, run) for run in ("a", "b")}
+    inline = store._inline
+    assert inline is not None
+    on_thread: list[str] = []
+    await store._call(
+        lambda conn: conn.set_trace_callback(on_thread.append), write=False
+    )
+    inline_sql: list[str] = []
+    inline.set_trace_callback(inline_sql.append)
+
+    def committed(statements: list[str]) -> list[int]:
+        return [
+            seq
+            for seq in range(1, 10)
+            for sql in statements
+            if "INTO resumable_steps" in sql and f"'step{seq}'" in sql
+        ]
+
+    async def commit(run: str, seq: int) -> None:
+        await store.commit_step(step_record(run, seq), fence=fences[run])
+
+    for seq in (1, 2, 3):  # "b" leased last: its steps follow its own writes
+        await commit("b", seq)
+    assert (committed(inline_sql), committed(on_thread)) == ([1, 2, 3], [])
+    inline_sql.clear()
+    # interleaved runs: after the first, each write follows another run's
+    await asyncio.gather(commit("b", 4), commit("a", 5), commit("b", 6), commit("a", 7))
+    assert (committed(inline_sql), committed(on_thread)) == ([4], [5, 6, 7])
+    inline.set_trace_callback(None)
+
+
+async def test_with_durability_full_concurrent_runs_share_commits(
+    tmp_path: Path,
+) -> None:
+    """Regression: an inline commit holds the loop through its fsync, so no write of
+    another run found one queued and 50 runs paid one fsync per step (~200 us)."""
+    engine = Engine(f"sqlite:///{tmp_path / 'store.db'}")
+
+    @step
+    async def produce(i: int) -> int:
+        return i
+
+    @workflow(name="test.sqlite.concurrent")
+    async def steps(n: int) -> int:
+        return sum([await produce(i) for i in range(n)])
+
+    await engine.run(steps, 1, run_id="warm-up")
+    store = engine.store
+    assert isinstance(store, SQLiteStore)
+    commits: list[str] = []
+    await store._call(lambda conn: conn.set_trace_callback(commits.append), write=False)
+    results = await asyncio.gather(
+        *(engine.run(steps, 10, run_id=f"r{i}") for i in range(20))
+    )
+    assert results == [45] * 20
+    await store._call(lambda conn: conn.set_trace_callback(None), write=False)
+    step_inserts = sum("INTO resumable_steps" in sql for sql in commits)
+    transactions = sum(sql == "COMMIT" for sql in commits)
+    assert step_inserts > 100  # most of the 200 went to the store thread ...
+    assert transactions < step_inserts / 2  # ... and shared its commits
+    await engine.close()

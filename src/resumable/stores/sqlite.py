@@ -10,12 +10,14 @@ A lone write does not need the thread: handing it over costs as much as a
 second connection with no busy wait that commits on the calling thread if the
 file's write lock is free at once. With
 `durability=normal` (no fsync per commit) every write tries it; with `full`, only
-a write that finds no other write of this store queued, so a single workflow
-skips the hop while concurrent runs still share fsyncs on the store thread.
+a write whose run also made the write before it, with none queued: a single
+workflow skips the hop, while the writes of concurrent runs interleave and share
+fsyncs on the store thread (50 runs at once: ~40 us a step, against ~200 inline).
 Otherwise (another process is writing, another caller holds the inline
-connection) the write queues as usual. With `full` a commit checkpoints a WAL of
-100 pages itself, as SQLite would at 1000; with `normal`, whose commits do not
-fsync, the inline connection leaves checkpoints (an fsync) to the store thread.
+connection) the write queues as usual. With `full` an inline commit checkpoints a
+WAL of 100 pages itself (the store thread's at SQLite's default, 1000); with
+`normal`, whose commits do not fsync, the inline connection leaves checkpoints
+(an fsync) to the store thread.
 
 Lease writes (acquire, renew, release) commit without an fsync, whatever the
 durability. A lease only keeps live processes apart, and a WAL file is shared
@@ -89,8 +91,8 @@ _t = _sql.to_text
 Conn = sqlite3.Connection
 DEFAULT_PATH: Final = Path(".resumable") / "state.db"
 _BATCH_MAX: Final = 512
-# durability=full: each committing connection checkpoints the WAL itself once it
-# holds this many pages (about 40 one-KB steps), as SQLite does at 1000 by default.
+# durability=full: an inline commit checkpoints the WAL itself once it holds this
+# many pages (about 40 one-KB steps), as SQLite does at 1000 by default.
 # Measured (benchmarks/step_overhead.py, 1 KB and 16 KB steps): a step costs the
 # least at 100 pages, ~20% more at 1000 and ~45% more with the WAL checkpointed
 # every 250 commits on the store thread, where the checkpoint's writes and fsync
@@ -295,6 +297,7 @@ class SQLiteStore:
         self._inline_lock = threading.Lock()
         self._inline_commits = 0
         self._queued_writes = 0  # writes handed to the store thread, not yet done
+        self._last_writer: str | None = None  # the run of the latest write call
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> SQLiteStore:
@@ -344,10 +347,9 @@ class SQLiteStore:
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         conn.execute(f"PRAGMA mmap_size = {self._mmap_mb * 2**20}")
-        if self.durability == "full":
-            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_PAGES_FULL}")
-        elif inline:
-            conn.execute("PRAGMA wal_autocheckpoint = 0")  # the store thread does
+        if inline:
+            pages = _WAL_PAGES_FULL if self.durability == "full" else 0
+            conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
         return conn
 
     def _migrate(self, conn: Conn) -> None:
@@ -546,7 +548,7 @@ class SQLiteStore:
         """
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
-        if write and (self.durability == "normal" or not self._queued_writes):
+        if write and (self.durability == "normal" or self._writes_alone(run_id)):
             result = self._write_inline(fn, run_id, seq, durable=durable)
             if result is not _NOT_INLINE:
                 return result  # type: ignore[return-value]  # fn's own result
@@ -560,6 +562,19 @@ class SQLiteStore:
             future.add_done_callback(self._write_done)
         self._jobs.put(_Job(fn, future, write, run_id, seq, durable=durable))
         return await future
+
+    def _writes_alone(self, run_id: str | None) -> bool:
+        """Whether a durable write of `run_id` may skip group commit and go inline.
+
+        When the write before it came from the same run and none is queued: one
+        workflow stepping on its own. Writes of concurrent runs interleave, so the
+        first of another run queues, and the rest follow it while any is queued.
+        (An inline commit holds the event loop through its fsync, so without the
+        run check concurrent runs on one loop would never find a write queued
+        and would pay one fsync each.)
+        """
+        last, self._last_writer = self._last_writer, run_id
+        return last == run_id and not self._queued_writes
 
     def _write_done(self, _: asyncio.Future[Any]) -> None:
         self._queued_writes -= 1
