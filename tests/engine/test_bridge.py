@@ -9,6 +9,7 @@ import inspect
 import subprocess
 import sys
 import threading
+from typing import Any
 
 import pytest
 
@@ -53,6 +54,61 @@ def test_the_callers_context_variables_are_visible() -> None:
         assert run_here(who()) == "caller"
     finally:
         _who.reset(token)
+
+
+def test_a_coroutine_that_never_waits_finishes_without_a_turn_of_the_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The common sync saver call: no selector poll, which hands the GIL away."""
+    _, loop = run_here(_where())
+
+    def no_turns(*_: object) -> None:
+        raise AssertionError("the loop ran")
+
+    monkeypatch.setattr(loop, "run_until_complete", no_turns)
+
+    async def no_wait() -> tuple[asyncio.AbstractEventLoop, int]:
+        return asyncio.get_running_loop(), 42
+
+    assert run_here(no_wait()) == (loop, 42)
+    assert running_loop() is None
+
+
+def test_a_coroutine_that_waits_carries_on_in_a_task_on_the_loop() -> None:
+
+    async def waits() -> tuple[str, str, asyncio.Task[Any] | None]:
+        _who.set("inside")
+        before = _who.get()
+        done = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        threading.Timer(
+            0.01, lambda: loop.call_soon_threadsafe(done.set_result, "x")
+        ).start()
+        after = await done + _who.get()
+        return before, after, asyncio.current_task()
+
+    token = _who.set("caller")
+    try:
+        before, after, task = run_here(waits())
+        assert _who.get() == "caller"  # the coroutine's own setting stayed in it
+    finally:
+        _who.reset(token)
+    assert (before, after) == ("inside", "xinside")
+    assert task is not None
+
+
+@pytest.mark.parametrize("waits", [False, True])
+def test_an_error_raised_before_or_after_waiting_reaches_the_caller(
+    waits: bool,
+) -> None:
+    async def fails() -> None:
+        if waits:
+            await asyncio.sleep(0.001)
+        raise LookupError("the step's own error")
+
+    with pytest.raises(LookupError, match="own error"):
+        run_here(fails())
+    assert running_loop() is None
 
 
 async def test_run_here_refuses_a_thread_that_runs_a_loop() -> None:
