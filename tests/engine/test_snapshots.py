@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Mapping
 import pydantic
 import pytest
 
-from resumable import Engine, ResumableError, register
+from resumable import Engine, ResumableError, SerializationError, register
 from resumable._engine import snapshots
 from resumable._engine.packs import snapshot_place
 from resumable._engine.snapshots import FULL_EVERY, SEGMENT
@@ -352,6 +352,40 @@ async def test_bytes_swapped_for_a_bytearray_are_saved_as_a_bytearray(
     await engine.save_state("doc", {"items": [item]})
     (loaded,) = (await Engine(store).load_state("doc"))["items"]
     assert type(loaded["blob"]) is bytearray
+
+
+@pytest.mark.parametrize("size", [3, 40], ids=["short", "long"])
+@pytest.mark.parametrize("container", ["list", "dict"])
+async def test_bytes_swapped_for_a_bytearray_deep_inside_are_saved_as_a_bytearray(
+    store: Store, size: int, container: str
+) -> None:
+    """Long containers are first checked at C speed (atoms only?), short ones one
+    item at a time: either way a bytearray inside is seen."""
+    engine = Engine(store)
+    blobs: list[object] = [bytes(20) for _ in range(size)]
+    inner: dict[str, object] | list[object] = (
+        blobs if container == "list" else {f"k{i}": b for i, b in enumerate(blobs)}
+    )
+    item = {"inner": inner}
+    await engine.save_state("doc", {"items": [item]})
+    if isinstance(inner, list):
+        inner[size // 2] = bytearray(20)
+    else:
+        inner[f"k{size // 2}"] = bytearray(20)
+    await engine.save_state("doc", {"items": [item]})
+    (loaded,) = (await Engine(store).load_state("doc"))["items"]
+    values = loaded["inner"] if container == "list" else [*loaded["inner"].values()]
+    assert [type(v) for v in values].count(bytearray) == 1
+
+
+async def test_a_state_with_a_reference_cycle_is_refused_as_unserializable(
+    store: Store,
+) -> None:
+    """Regression: the check of what a leaf is made of recursed until RecursionError."""
+    cycle: list[object] = []
+    cycle.append(cycle)
+    with pytest.raises(SerializationError, match="reference cycle"):
+        await Engine(store).save_state("doc", {"items": [cycle]})
 
 
 @pytest.mark.parametrize(
