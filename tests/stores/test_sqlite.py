@@ -217,6 +217,19 @@ async def _leased_run(store: SQLiteStore, run_id: str) -> int:
     return lease.fence
 
 
+async def _traced(store: SQLiteStore) -> tuple[list[str], list[str]]:
+    """Record the SQL of the inline connection and of the store thread's, in that order."""
+    inline = store._inline
+    assert inline is not None
+    on_thread: list[str] = []
+    await store._call(
+        lambda conn: conn.set_trace_callback(on_thread.append), write=False
+    )
+    inline_sql: list[str] = []
+    inline.set_trace_callback(inline_sql.append)
+    return inline_sql, on_thread
+
+
 async def test_a_journal_loads_on_the_calling_thread_when_the_inline_connection_is_free(
     opened: SQLiteStore,
 ) -> None:
@@ -307,14 +320,7 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
     opened: SQLiteStore,
 ) -> None:
     store = opened
-    inline = store._inline
-    assert inline is not None
-    on_thread: list[str] = []
-    await store._call(
-        lambda conn: conn.set_trace_callback(on_thread.append), write=False
-    )
-    inline_sql: list[str] = []
-    inline.set_trace_callback(inline_sql.append)
+    inline_sql, on_thread = await _traced(store)
 
     def synchronous_at(statements: list[str], marker: str) -> str:
         """The `synchronous` setting in force when `marker` ran."""
@@ -352,12 +358,11 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
         with contextlib.ExitStack() as stack:
             if held:
                 stack.enter_context(store._inline_lock)
-            with pytest.raises(CheckpointWriteError):  # "r"'s: it goes inline
+            with pytest.raises(CheckpointWriteError):  # of "r", which wrote last
                 await store._call(failing, write=True, durable=False, run_id="r")
             await store.commit_step(step_record("r", 3), fence=fence)
         assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
         assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
-    inline.set_trace_callback(None)
 
 
 def _wal_frames(path: Path) -> int:
@@ -370,16 +375,22 @@ def _wal_frames(path: Path) -> int:
         conn.close()
 
 
+async def _with_steps(url: str, count: int) -> tuple[SQLiteStore, int]:
+    """A store at `url` holding run "r" (leased: its fence) and `count` 1 KB steps."""
+    store = await SQLiteStore(url).open()
+    fence = await _leased_run(store, "r")
+    for seq in range(1, count + 1):  # ~2.7 pages each
+        await store.commit_step(step_record("r", seq, output=b"x" * 1000), fence=fence)
+    return store, fence
+
+
 async def test_with_durability_full_each_commit_keeps_the_wal_small(
     tmp_path: Path,
 ) -> None:
-    """Full: an inline commit checkpoints at 100 pages (see _WAL_PAGES_FULL)."""
+    """Full: an inline commit checkpoints at 100 pages (see _WAL_PAGES_FULL); the
+    store thread's commits, on SQLite's default of 1000, would leave more."""
     path = tmp_path / "full.db"
-    store = await SQLiteStore(f"sqlite:///{path}").open()
-    fence = await _leased_run(store, "r")
-    for seq in range(1, 481):  # ~2.7 pages each
-        await store.commit_step(step_record("r", seq, output=b"x" * 1000), fence=fence)
-    assert store._inline is not None  # they committed inline
+    store, _ = await _with_steps(f"sqlite:///{path}", 480)
     assert _wal_frames(path) <= 100 + 10
     await store.close()
 
@@ -389,10 +400,7 @@ async def test_with_durability_normal_the_store_thread_checkpoints_the_wal(
 ) -> None:
     """Normal: no inline commit pays a checkpoint's fsync; every 2500th queues one."""
     path = tmp_path / "normal.db"
-    store = await SQLiteStore(f"sqlite:///{path}?durability=normal").open()
-    fence = await _leased_run(store, "r")
-    for seq in range(1, 301):
-        await store.commit_step(step_record("r", seq, output=b"x" * 1000), fence=fence)
+    store, fence = await _with_steps(f"sqlite:///{path}?durability=normal", 300)
     assert _wal_frames(path) > 300  # grown: no commit checkpointed it
     checkpoints: list[int] = []
     original = store._checkpoint
@@ -418,14 +426,7 @@ async def test_with_durability_full_a_lone_run_commits_inline_and_concurrent_run
 ) -> None:
     store = opened
     fences = {run: await _leased_run(store, run) for run in ("a", "b")}
-    inline = store._inline
-    assert inline is not None
-    on_thread: list[str] = []
-    await store._call(
-        lambda conn: conn.set_trace_callback(on_thread.append), write=False
-    )
-    inline_sql: list[str] = []
-    inline.set_trace_callback(inline_sql.append)
+    inline_sql, on_thread = await _traced(store)
 
     def committed(statements: list[str]) -> list[int]:
         return [
@@ -445,7 +446,6 @@ async def test_with_durability_full_a_lone_run_commits_inline_and_concurrent_run
     # interleaved runs: after the first, each write follows another run's
     await asyncio.gather(commit("b", 4), commit("a", 5), commit("b", 6), commit("a", 7))
     assert (committed(inline_sql), committed(on_thread)) == ([4], [5, 6, 7])
-    inline.set_trace_callback(None)
 
 
 async def test_with_durability_full_concurrent_runs_share_commits(
