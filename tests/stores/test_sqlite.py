@@ -441,6 +441,7 @@ async def test_with_durability_full_a_lone_run_commits_inline_and_concurrent_run
 
     for seq in (1, 2, 3):  # "b" leased last: its steps follow its own writes
         await commit("b", seq)
+        await store.put_chunks({f"{seq:064x}": b"chunk"})  # a write of no run
     assert (committed(inline_sql), committed(on_thread)) == ([1, 2, 3], [])
     inline_sql.clear()
     # interleaved runs: after the first, each write follows another run's

@@ -63,7 +63,7 @@ def run_here(coro: Coroutine[Any, Any, T]) -> T:
         private = _here.private = _PrivateLoop()
     loop = private.loop
     context = contextvars.copy_context()
-    asyncio._set_running_loop(loop)
+    asyncio._set_running_loop(loop)  # exported by asyncio for loop implementations
     try:
         waiting_on = context.run(coro.send, None)
     except StopIteration as finished:

@@ -566,13 +566,17 @@ class SQLiteStore:
     def _writes_alone(self, run_id: str | None) -> bool:
         """Whether a durable write of `run_id` may skip group commit and go inline.
 
-        When the write before it came from the same run and none is queued: one
-        workflow stepping on its own. Writes of concurrent runs interleave, so the
-        first of another run queues, and the rest follow it while any is queued.
-        (An inline commit holds the event loop through its fsync, so without the
-        run check concurrent runs on one loop would never find a write queued
-        and would pay one fsync each.)
+        When none is queued and the last write of a run came from the same run:
+        one workflow stepping on its own. Writes of concurrent runs interleave, so
+        the first of another run queues, and the rest follow it while any is
+        queued. (An inline commit holds the event loop through its fsync, so
+        without the run check concurrent runs on one loop would never find a write
+        queued and would pay one fsync each.) A write of no run (a snapshot or its
+        chunks, which a workflow may save between its steps) leaves the last
+        run's as it was.
         """
+        if run_id is None:
+            return not self._queued_writes
         last, self._last_writer = self._last_writer, run_id
         return last == run_id and not self._queued_writes
 
