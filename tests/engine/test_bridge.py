@@ -75,12 +75,11 @@ def test_a_coroutine_that_never_waits_finishes_without_a_turn_of_the_loop(
 
 
 def test_a_coroutine_that_waits_carries_on_in_a_task_on_the_loop() -> None:
-
     async def waits() -> tuple[str, str, asyncio.Task[Any] | None]:
         _who.set("inside")
         before = _who.get()
-        done = asyncio.get_running_loop().create_future()
         loop = asyncio.get_running_loop()
+        done = loop.create_future()
         threading.Timer(
             0.01, lambda: loop.call_soon_threadsafe(done.set_result, "x")
         ).start()
@@ -104,7 +103,7 @@ def test_an_error_raised_before_or_after_waiting_reaches_the_caller(
     async def fails() -> None:
         if waits:
             await asyncio.sleep(0.001)
-        raise LookupError("the step's own error")
+        raise LookupError("the coroutine's own error")
 
     with pytest.raises(LookupError, match="own error"):
         run_here(fails())
