@@ -5,7 +5,7 @@ SQLite full and SQLite normal, and -- measured in this same run -- raw sqlite3
 INSERT+COMMIT of the same row in WAL with synchronous FULL and NORMAL.
 
 The floors run on SQLite's defaults. resumable's full mode checkpoints a smaller
-WAL (100 pages, see resumable.stores.sqlite), which makes raw sqlite3 faster too,
+WAL (`_WAL_PAGES_FULL` in resumable.stores.sqlite), which makes raw sqlite3 faster too,
 so the raw FULL floor is also measured with that setting and its ratio printed.
 A last row runs the same steps as 50 runs at once, whose commits share fsyncs.
 """
@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import median_us_per_op, table
 
 from resumable import Engine, step, workflow
+from resumable.stores.sqlite import _WAL_PAGES_FULL
 
 STEPS = int(os.environ.get("STEPS", "1000"))
 CONCURRENT = 50  # runs at once in the group-commit row, STEPS // CONCURRENT steps each
@@ -82,7 +83,11 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
 
-        def engine_bench(url_of: str) -> Callable[[int], Awaitable[float]]:
+        def engine_bench(
+            url_of: str, runs: int = 1
+        ) -> Callable[[int], Awaitable[float]]:
+            """STEPS steps on a new store at `url_of`, as `runs` runs at once."""
+
             async def bench(run: int) -> float:
                 url = url_of.format(
                     path=directory / f"bench-{run}-{time.perf_counter_ns()}.db"
@@ -90,26 +95,17 @@ async def main() -> None:
                 engine = Engine(url)
                 await engine.run(many_steps, 1, run_id="warm-up")  # open + migrate
                 start = time.perf_counter()
-                await engine.run(many_steps, STEPS, run_id="bench")
+                await asyncio.gather(
+                    *(
+                        engine.run(many_steps, STEPS // runs, run_id=f"bench-{i}")
+                        for i in range(runs)
+                    )
+                )
                 elapsed = time.perf_counter() - start
                 await engine.close()
                 return elapsed
 
             return bench
-
-        async def concurrent_bench(run: int) -> float:
-            engine = Engine(f"sqlite:///{directory / f'concurrent-{run}.db'}")
-            await engine.run(many_steps, 1, run_id="warm-up")
-            start = time.perf_counter()
-            await asyncio.gather(
-                *(
-                    engine.run(many_steps, STEPS // CONCURRENT, run_id=f"r{i}")
-                    for i in range(CONCURRENT)
-                )
-            )
-            elapsed = time.perf_counter() - start
-            await engine.close()
-            return elapsed
 
         async def raw(
             synchronous: str, wal_pages: int | None = None
@@ -126,8 +122,12 @@ async def main() -> None:
             "resumable memory": engine_bench("memory://"),
             "raw sqlite FULL": await raw("FULL"),
             "resumable sqlite full": engine_bench("sqlite:///{path}"),
-            "raw sqlite FULL, WAL 100 pages": await raw("FULL", wal_pages=100),
-            f"resumable sqlite full, {CONCURRENT} runs at once": concurrent_bench,
+            f"raw sqlite FULL, WAL {_WAL_PAGES_FULL} pages": await raw(
+                "FULL", wal_pages=_WAL_PAGES_FULL
+            ),
+            f"resumable sqlite full, {CONCURRENT} runs at once": engine_bench(
+                "sqlite:///{path}", runs=CONCURRENT
+            ),
             "raw sqlite NORMAL": await raw("NORMAL"),
             "resumable sqlite normal": engine_bench(
                 "sqlite:///{path}?durability=normal"
@@ -154,7 +154,10 @@ async def main() -> None:
         f"{STEPS} steps of ~1 KB, one after another unless said, median of {RUNS} runs"
     )
     print(table(rows))
-    tuned = results["resumable sqlite full"] / results["raw sqlite FULL, WAL 100 pages"]
+    tuned = (
+        results["resumable sqlite full"]
+        / results[f"raw sqlite FULL, WAL {_WAL_PAGES_FULL} pages"]
+    )
     print(f"resumable sqlite full against raw FULL with its own WAL size: {tuned:.2f}x")
 
 
