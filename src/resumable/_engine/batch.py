@@ -17,8 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
-from resumable._engine.bridge import running_loop
-from resumable._engine.context import RunContext, active_run
+from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.decorators import StepSpec
 from resumable._engine.ledger import spend_of
 from resumable._engine.steps import execute_step
@@ -75,8 +74,7 @@ def map_steps(
         StepFailed: an item's step failed (raised once every other item is done).
         TypeError: called from a `def` workflow, which cannot run async steps.
     """
-    ctx = active_run()
-    if ctx is not None and running_loop() is not ctx.loop:
+    if def_workflow_run() is not None:
         # a coroutine returned here would never run, and fail later as a list
         raise TypeError(
             "map_steps() runs async steps, which a plain `def` workflow cannot await; "

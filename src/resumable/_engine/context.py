@@ -8,6 +8,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from resumable._engine.bridge import running_loop
 from resumable._engine.usage import Usage
 from resumable.errors import ResumableError
 
@@ -154,6 +155,16 @@ _step: ContextVar[StepScope | None] = ContextVar("resumable_step", default=None)
 def active_run() -> RunContext | None:
     """The run whose workflow body is executing here, if any (None inside a step)."""
     return _run.get() if _step.get() is None else None
+
+
+def def_workflow_run() -> RunContext | None:
+    """The run whose plain `def` workflow is calling, from its own thread; else None.
+
+    That thread cannot await: what runs async (a wait, a batch of steps) runs on
+    the run's loop for it, or is refused. An `async def` body runs on the loop.
+    """
+    ctx = active_run()
+    return ctx if ctx is not None and running_loop() is not ctx.loop else None
 
 
 def current_run() -> RunInfo:

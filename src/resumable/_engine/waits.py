@@ -16,8 +16,7 @@ import math
 from collections.abc import Coroutine
 from typing import Any
 
-from resumable._engine.bridge import running_loop
-from resumable._engine.context import RunContext, active_run
+from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.steps import commit, step_place
 from resumable.errors import NonDeterminismError, ResumableError, WaitTimeout
 from resumable.stores.protocol import RunStatus, StepRecord, StepStatus
@@ -78,8 +77,8 @@ def _awaited_here(coro: Coroutine[Any, Any, Any]) -> Any:
     The thread has no loop of its own to await with: the wait runs on the run's
     loop, as a step does, and a suspension unwinds the thread's workflow alike.
     """
-    ctx = active_run()
-    if ctx is None or running_loop() is ctx.loop:
+    ctx = def_workflow_run()
+    if ctx is None:
         return coro  # awaited (or, outside a run, refused) by the caller
     return asyncio.run_coroutine_threadsafe(coro, ctx.loop).result()
 
