@@ -564,7 +564,7 @@ class SQLiteStore:
         return await future
 
     def _writes_alone(self, run_id: str | None) -> bool:
-        """Whether a durable write of `run_id` may skip group commit and go inline.
+        """Whether a write of `run_id` may skip group commit and go inline (`full`).
 
         When none is queued and the last write of a run came from the same run:
         one workflow stepping on its own. Writes of concurrent runs interleave, so
