@@ -378,6 +378,101 @@ async def test_bytes_swapped_for_a_bytearray_deep_inside_are_saved_as_a_bytearra
     assert [type(v) for v in values].count(bytearray) == 1
 
 
+def _run_change(change: str, item: object) -> object:
+    """`item` (a dict or a Draft) changed in place as `change` says; what replaces it."""
+    if change == "value edited":
+        assert isinstance(item, dict)
+        item["n"] = 2
+    elif change == "int to bool":
+        assert isinstance(item, dict)
+        item["n"] = True
+    elif change == "bytes to bytearray":
+        assert isinstance(item, dict)
+        item["blob"] = bytearray(item["blob"])
+    elif change == "key added":
+        assert isinstance(item, dict)
+        item["extra"] = None
+    elif change == "model field set":
+        assert isinstance(item, Draft)
+        item.text = item.text.upper()
+    elif change == "model list appended":
+        assert isinstance(item, Draft)
+        item.tags.append("b")
+    elif change == "model class switched":
+        item.__class__ = Final
+    return item
+
+
+@pytest.mark.parametrize("position", [0, 11, 23], ids=["first", "inside", "last"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        "value edited",
+        "int to bool",
+        "bytes to bytearray",
+        "key added",
+        "model field set",
+        "model list appended",
+        "model class switched",
+    ],
+)
+async def test_a_leaf_changed_in_place_in_a_long_list_is_saved_as_it_now_is(
+    store: Store, change: str, position: int
+) -> None:
+    """A long list's remembered leaves are checked as one run (`_remembered`): a
+    change to any one of them, wherever it is, is seen."""
+    engine = Engine(store)
+    items: list[object]
+    if change.startswith("model"):
+        items = [Draft(text=f"draft {i} " * 10, tags=["a"]) for i in range(24)]
+    else:
+        items = [{"n": 1, "blob": bytes(8), "text": f"{i} " * 30} for i in range(24)]
+    await engine.save_state("doc", {"items": items})
+    _run_change(change, items[position])
+    items.append(
+        {"n": 3, "text": "new " * 30}
+        if change[0] != "m"
+        else Draft(text="new", tags=[])
+    )
+    await engine.save_state("doc", {"items": items})
+    loaded = await Engine(store).load_state("doc")
+    encode = engine.serde.codec.encode
+    assert encode(loaded) == encode({"items": items})  # == takes 1 and True alike
+
+
+async def test_a_long_list_saved_again_calls_leaf_only_for_its_new_items(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = Engine(store)
+    messages = [Draft(text=f"turn {i} " * 20, tags=["t"]) for i in range(30)]
+    await engine.save_state("conv", {"messages": messages})
+    called: list[object] = []
+    real_leaf = snapshots.SnapshotCodec.leaf
+
+    def leaf(self: snapshots.SnapshotCodec, value: object, *args: object) -> object:
+        called.append(value)
+        return real_leaf(self, value, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshots.SnapshotCodec, "leaf", leaf)
+    messages.append(Draft(text="turn 30 " * 20, tags=["t"]))
+    messages[3], messages[4] = messages[4], messages[3]  # reordered: still known
+    await engine.save_state("conv", {"messages": messages})
+    assert called == [messages[-1]]
+    assert await Engine(store).load_state("conv") == {"messages": messages}
+
+
+def test_a_leaf_with_an_unset_field_is_remembered_and_its_change_seen() -> None:
+    register(Loose)
+    codec = snapshots.SnapshotCodec(Engine("memory://").serde)
+    note = Loose.__new__(Loose)  # `text`'s slot never set: reading it raises
+    note.tags = ["tag"] * 20
+    chunks: dict[str, bytes] = {}
+    first = codec.leaf(note, chunks)
+    assert codec.leaf(note, chunks) is codec._memo[id(note)].shape  # remembered
+    note.text = "now set"
+    assert codec.leaf(note, chunks) != first
+
+
 async def test_a_state_with_a_reference_cycle_is_refused_as_unserializable(
     store: Store,
 ) -> None:
@@ -390,8 +485,24 @@ async def test_a_state_with_a_reference_cycle_is_refused_as_unserializable(
 
 @pytest.mark.parametrize(
     ("before", "after"),
-    [({"a": 1}, {"a": 2}), ({"a": 1}, {"a": True}), (1, True), (1, 1.0)],
-    ids=["small dict edited", "int to bool inside", "int to bool", "int to float"],
+    [
+        ({"a": 1}, {"a": 2}),
+        ({"a": 1}, {"a": True}),
+        (1, True),
+        (1, 1.0),
+        (0.0, -0.0),
+        ("a", "b"),
+        (None, False),
+    ],
+    ids=[
+        "small dict edited",
+        "int to bool inside",
+        "int to bool",
+        "int to float",
+        "zero to minus zero",
+        "text",
+        "None to False",
+    ],
 )
 async def test_a_small_inline_value_changed_is_saved_as_it_now_is(
     store: Store, before: object, after: object
