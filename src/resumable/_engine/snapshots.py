@@ -112,6 +112,40 @@ _plain = _plainness(frozenset({str, int, float, bool, type(None), bytes, type(..
 _unbuffered = _plainness(frozenset({str, int, float, bool, type(None), type(...)}))
 
 
+_UNKNOWN: Final[Any] = object()  # a type not met yet (an imager may be None)
+# values whose encoding their type and equality decide (not float: 0.0 == -0.0)
+_ATOMS: Final = frozenset({str, int, bool, type(None)})
+_ATOMS_MAX: Final = 1024
+_str_only = frozenset({str}).issuperset
+_RUN_MIN: Final = 8  # shorter runs of leaves are checked one `leaf` call each
+_LEAF, _KIND, _IMAGE, _DIGEST, _UNBUFFERED, _IMAGER, _SHAPE = (
+    operator.attrgetter(name) for name in _Memo._fields
+)
+# (imager, leaf) -> imager(leaf), in C (the checkers cannot type operator.call so)
+_image_with = cast("Callable[[_Imager, Any], Any]", operator.call)
+_LIST_HEADER: Final = struct.Struct("<ci")  # marshal's list: "[", then its length
+
+
+def _list_image(length: int, images: Iterable[bytes]) -> bytes:
+    """What marshal writes for a list of `length` items with these images."""
+    return b"".join((_LIST_HEADER.pack(b"[", length), *images))
+
+
+def _itself(value: Any) -> Any:
+    return value
+
+
+def _nothing(_: Any) -> None:
+    """Text's and bytes' imager: immutable, the object is its own image."""
+
+
+_NOTHING: Final = marshal.dumps(None, _IMAGE_FORMAT)
+
+
+def _no_fields(_: Any) -> tuple[()]:
+    return ()
+
+
 # {"j": encoded value} | {"c": hash} | {"d": {key: Shape}} | {"l": [Shape]}; manifests
 # written before inline values were kept encoded hold {"v": value} instead of "j"
 Shape = dict[str, Any]
@@ -446,40 +480,6 @@ class _Bodies:
                 self._bytes -= len(kept.pop(old))
         kept[digest] = body
         self._bytes += len(body)
-
-
-_UNKNOWN: Final[Any] = object()  # a type not met yet (an imager may be None)
-# values whose encoding their type and equality decide (not float: 0.0 == -0.0)
-_ATOMS: Final = frozenset({str, int, bool, type(None)})
-_ATOMS_MAX: Final = 1024
-_str_only = frozenset({str}).issuperset
-_RUN_MIN: Final = 8  # shorter runs of leaves are checked one `leaf` call each
-_LEAF, _KIND, _IMAGE, _DIGEST, _UNBUFFERED, _IMAGER, _SHAPE = (
-    operator.attrgetter(name) for name in _Memo._fields
-)
-# (imager, leaf) -> imager(leaf), in C (the checkers cannot type operator.call so)
-_image_with = cast("Callable[[_Imager, Any], Any]", operator.call)
-_LIST_HEADER: Final = struct.Struct("<ci")  # marshal's list: "[", then its length
-
-
-def _list_image(length: int, images: Iterable[bytes]) -> bytes:
-    """What marshal writes for a list of `length` items with these images."""
-    return b"".join((_LIST_HEADER.pack(b"[", length), *images))
-
-
-def _itself(value: Any) -> Any:
-    return value
-
-
-def _nothing(_: Any) -> None:
-    """Text's and bytes' imager: immutable, the object is its own image."""
-
-
-_NOTHING: Final = marshal.dumps(None, _IMAGE_FORMAT)
-
-
-def _no_fields(_: Any) -> tuple[()]:
-    return ()
 
 
 def _held(value: Any, image: bytes) -> int:
