@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import pydantic
 import pytest
@@ -378,62 +379,48 @@ async def test_bytes_swapped_for_a_bytearray_deep_inside_are_saved_as_a_bytearra
     assert [type(v) for v in values].count(bytearray) == 1
 
 
-def _run_change(change: str, item: object) -> object:
-    """`item` (a dict or a Draft) changed in place as `change` says; what replaces it."""
-    if change == "value edited":
-        assert isinstance(item, dict)
-        item["n"] = 2
-    elif change == "int to bool":
-        assert isinstance(item, dict)
-        item["n"] = True
-    elif change == "bytes to bytearray":
-        assert isinstance(item, dict)
-        item["blob"] = bytearray(item["blob"])
-    elif change == "key added":
-        assert isinstance(item, dict)
-        item["extra"] = None
-    elif change == "model field set":
-        assert isinstance(item, Draft)
-        item.text = item.text.upper()
-    elif change == "model list appended":
-        assert isinstance(item, Draft)
-        item.tags.append("b")
-    elif change == "model class switched":
-        item.__class__ = Final
-    return item
+def _entry(i: int) -> dict[str, object]:
+    return {"n": 1, "blob": bytes(8), "text": f"{i} " * 30}
+
+
+def _draft(i: int) -> Draft:
+    return Draft(text=f"draft {i} " * 10, tags=["a"])
 
 
 @pytest.mark.parametrize("position", [0, 11, 23], ids=["first", "inside", "last"])
 @pytest.mark.parametrize(
-    "change",
+    ("make", "change"),
     [
-        "value edited",
-        "int to bool",
-        "bytes to bytearray",
-        "key added",
-        "model field set",
-        "model list appended",
-        "model class switched",
+        pytest.param(_entry, lambda d: d.update(n=2), id="value edited"),
+        pytest.param(_entry, lambda d: d.update(n=True), id="int to bool"),
+        pytest.param(
+            _entry,
+            lambda d: d.update(blob=bytearray(d["blob"])),
+            id="bytes to bytearray",
+        ),
+        pytest.param(_entry, lambda d: d.update(extra=None), id="key added"),
+        pytest.param(
+            _draft, lambda m: setattr(m, "text", m.text.upper()), id="model field set"
+        ),
+        pytest.param(_draft, lambda m: m.tags.append("b"), id="model list appended"),
+        pytest.param(
+            _draft, lambda m: setattr(m, "__class__", Final), id="model class switched"
+        ),
     ],
 )
 async def test_a_leaf_changed_in_place_in_a_long_list_is_saved_as_it_now_is(
-    store: Store, change: str, position: int
+    store: Store,
+    make: Callable[[int], Any],
+    change: Callable[[Any], object],
+    position: int,
 ) -> None:
     """A long list's remembered leaves are checked as one run (`_remembered`): a
     change to any one of them, wherever it is, is seen."""
     engine = Engine(store)
-    items: list[object]
-    if change.startswith("model"):
-        items = [Draft(text=f"draft {i} " * 10, tags=["a"]) for i in range(24)]
-    else:
-        items = [{"n": 1, "blob": bytes(8), "text": f"{i} " * 30} for i in range(24)]
+    items = [make(i) for i in range(24)]
     await engine.save_state("doc", {"items": items})
-    _run_change(change, items[position])
-    items.append(
-        {"n": 3, "text": "new " * 30}
-        if change[0] != "m"
-        else Draft(text="new", tags=[])
-    )
+    change(items[position])
+    items.append(make(24))
     await engine.save_state("doc", {"items": items})
     loaded = await Engine(store).load_state("doc")
     encode = engine.serde.codec.encode
