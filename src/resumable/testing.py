@@ -30,7 +30,14 @@ from resumable.stores.protocol import (
     Store,
 )
 
-__all__ = ["T0", "FakeClock", "StoreContract", "run_record", "step_record"]
+__all__ = [
+    "T0",
+    "FakeClock",
+    "StoreContract",
+    "run_record",
+    "snapshot_record",
+    "step_record",
+]
 
 T0 = 1_800_000_000_000
 """A fixed "now" (ms) for records built in tests: far from 0, so subtraction bugs show."""
@@ -99,9 +106,10 @@ def step_record(run_id: str, seq: int, **fields: Any) -> StepRecord:
     return dataclasses.replace(base, **fields)
 
 
-def _snapshot(
+def snapshot_record(
     thread: str, checkpoint: str, refs: tuple[str, ...], **fields: Any
 ) -> SnapshotRecord:
+    """Snapshot `checkpoint` of `thread` at T0 naming chunks `refs`, `fields` replaced."""
     base = SnapshotRecord(
         thread_id=thread,
         checkpoint_id=checkpoint,
@@ -564,7 +572,7 @@ class StoreContract:
             assert [r.run_id for r in await store.list_runs(RunQuery(queue=odd))] == [
                 run_id
             ]
-            snapshot = _snapshot(odd, f"{n:04d}", (), namespace=odd, label=odd)
+            snapshot = snapshot_record(odd, f"{n:04d}", (), namespace=odd, label=odd)
             await store.save_snapshot(snapshot)
             assert await store.load_snapshot(odd, namespace=odd) == snapshot
         assert len(await store.list_runs(RunQuery(limit=1000))) == len(WEIRD_IDS)
@@ -583,7 +591,7 @@ class StoreContract:
 
     async def test_a_snapshot_saves_its_new_chunks_with_it(self, store: Store) -> None:
         await store.put_chunks({"old": b"kept"})
-        snapshot = _snapshot("t", "0001", ("old", "new"))
+        snapshot = snapshot_record("t", "0001", ("old", "new"))
         await store.save_snapshot(snapshot, chunks={"new": b"N", "old": b"other"})
         assert await store.get_chunks(["old", "new"]) == {"old": b"kept", "new": b"N"}
         loaded = await store.load_snapshot("t")
@@ -601,7 +609,7 @@ class StoreContract:
         self, store: Store
     ) -> None:
         await store.put_chunks({"kept": b"K"})
-        snapshot = _snapshot("t", "0001", ("kept", "given", "gone"))
+        snapshot = snapshot_record("t", "0001", ("kept", "given", "gone"))
         refused: ChunksMissing | None = None
         try:
             await store.save_snapshot(snapshot, chunks={"given": b"G"})
@@ -612,13 +620,33 @@ class StoreContract:
         assert await store.load_snapshot("t") is None
         assert await store.get_chunks(["given"]) == {}  # nothing of it was stored
 
+    async def test_a_chunk_collected_after_a_save_named_it_is_missing_for_the_next(
+        self, store: Store
+    ) -> None:
+        await store.save_snapshot(
+            snapshot_record("t", "0001", ("x",)), chunks={"x": b"X"}
+        )
+        await store.save_snapshot(
+            snapshot_record("t", "0002", ("x",))
+        )  # x stored: fine
+        await store.delete_thread("t")
+        assert await store.delete_unreferenced_chunks(100) == 1
+        refused: ChunksMissing | None = None
+        try:
+            await store.save_snapshot(snapshot_record("t", "0003", ("x",)))
+        except ChunksMissing as exc:
+            refused = exc
+        assert refused is not None, "a save named a chunk collected after it was seen"
+        assert refused.hashes == ("x",)
+        assert await store.load_snapshot("t") is None
+
     async def test_saves_racing_a_collection_never_keep_a_missing_chunk(
         self, store: Store
     ) -> None:
         for n in range(30):
             chunk = f"loose-{n}"
             await store.put_chunks({chunk: b"L"})  # unreferenced: garbage until saved
-            snapshot = _snapshot(f"race-{n}", "0001", (chunk,))
+            snapshot = snapshot_record(f"race-{n}", "0001", (chunk,))
             saved, _ = await asyncio.gather(
                 store.save_snapshot(snapshot),
                 store.delete_unreferenced_chunks(1000),
@@ -635,8 +663,10 @@ class StoreContract:
     ) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
         for n, refs in enumerate((("a",), ("a", "b"), ("c",)), start=1):
-            await store.save_snapshot(_snapshot("t", f"000{n}", refs))
-        pack = _snapshot("t", "0001", ("a", "b"), namespace=":pack:", label="0002")
+            await store.save_snapshot(snapshot_record("t", f"000{n}", refs))
+        pack = snapshot_record(
+            "t", "0001", ("a", "b"), namespace=":pack:", label="0002"
+        )
         assert await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
         assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0003"]
         loaded = await store.load_snapshot("t", namespace=":pack:")
@@ -648,7 +678,7 @@ class StoreContract:
         # the pack holds every chunk the swapped snapshots used
         assert await store.delete_unreferenced_chunks(100) == 0
         # one of them is gone: nothing changes
-        again = _snapshot("t", "0003", ("c",), namespace=":pack:")
+        again = snapshot_record("t", "0003", ("c",), namespace=":pack:")
         assert not await store.replace_snapshots("t", "", ["0003", "0002"], by=again)
         assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0003"]
         assert len(await store.list_snapshots("t", namespace=":pack:")) == 1
@@ -659,8 +689,8 @@ class StoreContract:
         self, store: Store
     ) -> None:
         for n in (1, 2):
-            await store.save_snapshot(_snapshot("t", f"000{n}", ()))
-        pack = _snapshot("other", "0001", (), namespace=":pack:", label="0002")
+            await store.save_snapshot(snapshot_record("t", f"000{n}", ()))
+        pack = snapshot_record("other", "0001", (), namespace=":pack:", label="0002")
         with _raises(ValueError):
             await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
         assert [s.checkpoint_id for s in await store.list_snapshots("t")] == [
@@ -674,10 +704,10 @@ class StoreContract:
     ) -> None:
         await store.put_chunks({"a": b"A"})
         for n in range(1, 5):
-            await store.save_snapshot(_snapshot("t", f"000{n}", ("a",)))
+            await store.save_snapshot(snapshot_record("t", f"000{n}", ("a",)))
         ids = ["0001", "0002", "0003"]
         packs = [
-            _snapshot("t", "0001", ("a",), namespace=":pack:", label=who)
+            snapshot_record("t", "0001", ("a",), namespace=":pack:", label=who)
             for who in ("one", "two")
         ]
         done = await asyncio.gather(
@@ -691,11 +721,13 @@ class StoreContract:
 
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
-        await store.save_snapshot(_snapshot("t", "0001", ("a",)))
+        await store.save_snapshot(snapshot_record("t", "0001", ("a",)))
         await store.save_snapshot(
-            _snapshot("t", "0002", ("a", "b"), parent_id="0001", label="x")
+            snapshot_record("t", "0002", ("a", "b"), parent_id="0001", label="x")
         )
-        await store.save_snapshot(_snapshot("t", "0003", ("b", "c"), namespace="sub"))
+        await store.save_snapshot(
+            snapshot_record("t", "0003", ("b", "c"), namespace="sub")
+        )
         latest = await store.load_snapshot("t")
         assert latest is not None
         assert (latest.checkpoint_id, latest.parent_id, latest.label) == (

@@ -21,10 +21,11 @@ from resumable import (
     step,
     workflow,
 )
+from resumable.errors import ChunksMissing
 from resumable.stores import _sql
 from resumable.stores.protocol import RunQuery
 from resumable.stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore, parse_url
-from resumable.testing import T0, run_record, step_record
+from resumable.testing import T0, run_record, snapshot_record, step_record
 
 
 def test_url_forms_and_options() -> None:
@@ -134,6 +135,36 @@ async def test_a_corrupt_step_row_is_refused_naming_run_and_step(
     assert "run 'c'" in str(caught.value)
     assert "step #1" in str(caught.value)
     assert "produce" in str(caught.value)
+
+
+@pytest.mark.parametrize("collector", ["another store", "a bare connection"])
+async def test_a_chunk_another_connection_collects_is_missing_for_the_next_save(
+    tmp_path: Path, collector: str
+) -> None:
+    """The chunks a store saw stored are looked up again once another connection
+    wrote: it may have collected them (`resumable gc` in another process)."""
+    path = tmp_path / "state.db"
+    store = await SQLiteStore(f"sqlite:///{path}").open()
+    try:
+        await store.save_snapshot(
+            snapshot_record("t", "0001", ("x",)), chunks={"x": b"X"}
+        )
+        await store.save_snapshot(snapshot_record("t", "0002", ("x",)))  # x seen stored
+        await store.delete_thread("t")
+        if collector == "another store":
+            other = await SQLiteStore(f"sqlite:///{path}").open()
+            try:
+                assert await other.delete_unreferenced_chunks(100) == 1
+            finally:
+                await other.close()
+        else:
+            with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+                conn.execute("DELETE FROM resumable_chunks WHERE hash = 'x'")
+        with pytest.raises(ChunksMissing) as refused:
+            await store.save_snapshot(snapshot_record("t", "0003", ("x",)))
+        assert refused.value.hashes == ("x",)
+    finally:
+        await store.close()
 
 
 def test_several_processes_share_one_file(tmp_path: Path) -> None:

@@ -103,6 +103,7 @@ _WAL_PAGES_FULL: Final = 100
 # from its start) every this many inline commits, which only bounds the WAL.
 _CHECKPOINT_EVERY: Final = 2500
 _NOT_INLINE: Final = object()
+_PRESENT_MAX: Final = 100_000  # chunk hashes a store remembers it saw stored
 _CHECKPOINT: Final = "checkpoint"  # queued by the inline path: checkpoint the WAL
 # OverflowError: sqlite3 refuses to bind an int beyond 64 bits
 _DRIVER_ERRORS: Final = (sqlite3.Error, OverflowError)
@@ -298,6 +299,7 @@ class SQLiteStore:
         self._inline_commits = 0
         self._queued_writes = 0  # writes handed to the store thread, not yet done
         self._last_writer: str | None = None  # the run of the latest write call
+        self._present = _PresentChunks()
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> SQLiteStore:
@@ -953,9 +955,10 @@ class SQLiteStore:
         row = _snapshot_row(snapshot)
         older = [ref for ref in snapshot.chunk_refs if ref not in chunks]
 
-        def save(conn: Conn) -> None:
+        def save(conn: Conn) -> int:
             # writers are serialized: what this transaction finds stays until it ends
-            missing = tuple(sorted(set(older) - _stored_chunks(conn, older)))
+            unsure, token = self._present.unsure_txn(conn, older)
+            missing = tuple(sorted(set(unsure) - _stored_chunks(conn, unsure)))
             if missing:
                 raise ChunksMissing(
                     store=self.url, thread_id=snapshot.thread_id, hashes=missing
@@ -963,8 +966,10 @@ class SQLiteStore:
             if new_chunks:
                 conn.executemany(_PUT_CHUNK, new_chunks)
             conn.execute(_INSERT_SNAPSHOT, row)
+            return token
 
-        await self._call(save, write=True)
+        token = await self._call(save, write=True)
+        self._present.add(token, snapshot.chunk_refs)
 
     async def load_snapshot(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
@@ -1093,6 +1098,7 @@ class SQLiteStore:
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         def delete(conn: Conn) -> int:
+            self._present.forget()
             return conn.execute(
                 "DELETE FROM resumable_chunks WHERE hash IN ("
                 " SELECT c.hash FROM resumable_chunks c WHERE c.hash NOT IN ("
@@ -1139,6 +1145,52 @@ def _snapshot_row(snapshot: SnapshotRecord) -> tuple[object, ...]:
 def _stored_chunks(conn: Conn, hashes: list[str]) -> set[str]:
     """Which of `hashes` the chunks table holds."""
     return {row[0] for row in _chunk_rows(conn, _SELECT_CHUNK_HASHES, hashes)}
+
+
+class _PresentChunks:
+    """The chunks a store saw stored, which its next saves need not look up.
+
+    A save must not name a chunk that a collection deleted (`ChunksMissing`). Looked
+    up in the save's transaction, each named chunk costs an index lookup, ~12 us in
+    a busy process whose caches are cold (a LangGraph step names two or three).
+    Chunks go only by `delete_unreferenced_chunks`. One this store runs forgets
+    them all (`forget`, in its transaction). One that another connection commits
+    (the store thread's, another process's `resumable gc`) changes `PRAGMA
+    data_version` on this one, which `unsure_txn` reads in the save's transaction:
+    what was seen before is then looked up again.
+    """
+
+    def __init__(self) -> None:
+        self._hashes: set[str] = set()
+        self._seen: tuple[Conn, int] | None = None  # the connection and its version
+        self._generation = 0  # bumped by `forget`: a save that began before adds none
+        self._lock = threading.Lock()
+
+    def unsure_txn(self, conn: Conn, refs: list[str]) -> tuple[list[str], int]:
+        """Which of `refs` to look up in this transaction, and a token for `add`."""
+        if not refs:
+            return refs, self._generation
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        with self._lock:
+            if self._seen is None or self._seen != (conn, version):
+                self._hashes.clear()
+                self._seen = (conn, version)
+            return [ref for ref in refs if ref not in self._hashes], self._generation
+
+    def add(self, token: int, hashes: Collection[str]) -> None:
+        """Note `hashes` as stored by a save that committed (`token`: its unsure_txn's)."""
+        with self._lock:
+            if token != self._generation:
+                return  # a collection ran meanwhile
+            if len(self._hashes) + len(hashes) > _PRESENT_MAX:
+                self._hashes.clear()
+            self._hashes.update(hashes)
+
+    def forget(self) -> None:
+        """Chunks are being deleted: nothing seen before counts any more."""
+        with self._lock:
+            self._generation += 1
+            self._hashes.clear()
 
 
 def _deliver(outcomes: list[tuple[_Job, bool, Any]]) -> None:
