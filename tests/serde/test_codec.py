@@ -131,6 +131,23 @@ def test_a_plain_dict_that_contains_the_tag_key_round_trips() -> None:
         assert_same(round_trip(value), value)
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"depth": 3, "ops": [["append", ["values", "messages"], [{"c": "ab12"}]]]},
+        [{"d": {"é": {"j": "1.5"}, "": {"l": []}}}, None, True, 2**70, -0.5],
+        {"text": '{"~":"datetime","v":"2026"}', 'key "~":': ['"~":']},
+        {"outer": {"~": "tuple", "v": [1, 2]}},  # the tag as a key: escaped
+        [{"~": 1}],
+    ],
+    ids=["manifest", "json types", "the tag in text", "the tag as a key", "in a list"],
+)
+def test_encode_json_writes_what_encode_writes_for_json_types(value: Any) -> None:
+    codec = Codec(TypeRegistry())
+    assert codec.encode_json(value) == codec.encode(value)
+    assert_same(codec.decode(codec.encode_json(value)), value)
+
+
 def test_naive_and_aware_datetimes_keep_their_offsets() -> None:
     values = [
         datetime(2026, 11, 22, 9, 30, 15, 123456),

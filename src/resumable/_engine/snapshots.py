@@ -428,9 +428,7 @@ class SnapshotCodec:
         whole = len(items) // SEGMENT * SEGMENT
         segments = []
         for start in range(0, whole, SEGMENT):
-            body = self.serde.codec.encode(
-                items[start : start + SEGMENT], root="segment"
-            )
+            body = self.serde.codec.encode_json(items[start : start + SEGMENT])
             digest = hashlib.blake2b(body, digest_size=12).hexdigest()
             if digest not in chunks:
                 chunks[digest] = self.serde.envelope.seal(
@@ -628,7 +626,8 @@ class Snapshots:
             namespace=namespace,
             checkpoint_id=checkpoint_id,
             parent_id=parent_id,
-            manifest=self.serde.dumps(
+            # shapes hold text and hashes, never the state's own values
+            manifest=self.serde.dumps_json(
                 manifest, place=snapshot_place(thread_id, checkpoint_id)
             ),
             chunk_refs=_refs(manifest),

@@ -56,7 +56,15 @@ class Serde:
             SerializationError: The value cannot be encoded; the caller adds the run
                 and step it belongs to.
         """
-        body = self.codec.encode(value, root=root)
+        return self._seal(self.codec.encode(value, root=root), place=place, root=root)
+
+    def dumps_json(
+        self, value: dict[str, Any] | list[Any], *, place: str, root: str = "result"
+    ) -> bytes:
+        """`dumps` for a dict or list built only of JSON's own types (`Codec.encode_json`)."""
+        return self._seal(self.codec.encode_json(value), place=place, root=root)
+
+    def _seal(self, body: bytes, *, place: str, root: str) -> bytes:
         if self.max_bytes is not None and len(body) > self.max_bytes:
             raise SerializationError(
                 path=root,
