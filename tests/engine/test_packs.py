@@ -87,6 +87,31 @@ async def test_saving_on_after_a_cold_start_continues_the_packed_thread(
     assert await Engine(store).load_state("t") == {"branch": True}
 
 
+async def test_a_pack_read_from_the_store_is_extended_to_read_back_exactly(
+    store: Store,
+) -> None:
+    """A cold engine's pack events extend the newest pack as it reads it: its rows
+    kept opened from that read, not from the saves that wrote them."""
+    saved = await conversation(Engine(store), "t", 13)  # packs of rows 0-7 and 8-9
+    engine = Engine(store)  # cold: it opens the newest pack from the store
+    state = await engine.load_state("t")
+    for i in range(13, 13 + 2 * packs.PACK_EVERY):
+        state["messages"].append(turn(i))
+        state["turn"] = i
+        saved.append(await engine.save_state("t", state))
+    held = await store.list_snapshots("t", namespace=pack_namespace(""))
+    extended = {pack.checkpoint_id: pack.label for pack in held}
+    assert extended[saved[8].checkpoint_id] == saved[15].checkpoint_id  # rows 8-15
+    reader = Engine(store)
+    for i, checkpoint in enumerate(saved):
+        loaded = await reader.load_checkpoint(
+            "t", checkpoint_id=checkpoint.checkpoint_id
+        )
+        assert loaded is not None
+        assert loaded[0] == checkpoint
+        assert loaded[1]["messages"] == expected_state(i)["messages"]
+
+
 async def test_a_pack_keeps_its_chunks_until_the_thread_is_deleted(
     store: Store,
 ) -> None:

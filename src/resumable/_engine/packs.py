@@ -25,7 +25,7 @@ import json
 import logging
 import struct
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from resumable.errors import CorruptCheckpointError
 from resumable.serde import Serde
@@ -48,6 +48,15 @@ _log = logging.getLogger("resumable")
 _PackKey = tuple[str, str, str]  # thread_id, pack namespace, checkpoint_id
 
 
+class _Packed(NamedTuple):
+    """A pack this engine wrote or read, and what rewriting it with more rows reuses."""
+
+    manifest: bytes  # the pack's sealed body: the rest holds only for these bytes
+    rows: list[SnapshotRecord]  # oldest first, sealed as loose rows are
+    entries: list[str]  # each row's entry in the header, as JSON
+    bodies: list[bytes]  # the rows' manifests and metadata, opened, in body order
+
+
 def pack_namespace(namespace: str) -> str:
     """Where the packs of `namespace` are stored."""
     return PACK_PREFIX + namespace
@@ -65,8 +74,7 @@ class Packs:
         self.store, self.serde = store, serde
         self._envelope = serde.envelope.with_compress_over(0)
         self._saves: dict[tuple[str, str], int] = {}
-        # pack key -> (its manifest bytes, its rows): reused only for the same bytes
-        self._decoded: dict[_PackKey, tuple[bytes, list[SnapshotRecord]]] = {}
+        self._decoded: dict[_PackKey, _Packed] = {}
 
     async def find(
         self, thread_id: str, namespace: str, checkpoint_id: str | None
@@ -188,23 +196,24 @@ class Packs:
         ]
         if len(candidates) < PACK_MIN:
             return 0
-        held = self.rows(newest[0], namespace) if newest else []
-        if len(held) >= PACK_MAX:
-            held = []
+        held = self._packed(newest[0], namespace) if newest else None
+        if held is not None and len(held.rows) >= PACK_MAX:
+            held = None
         packed, start = 0, 0
         while start < len(candidates):
-            taken = candidates[start : start + PACK_MAX - len(held)]
-            rows = [*held, *taken]
-            pack = self._pack_record(thread_id, namespace, rows)
+            room = PACK_MAX - (0 if held is None else len(held.rows))
+            taken = candidates[start : start + room]
+            pack, record = self._pack_record(thread_id, namespace, held, taken)
             ids = [row.checkpoint_id for row in taken]
             if not await self.store.replace_snapshots(
-                thread_id, namespace, ids, by=pack
+                thread_id, namespace, ids, by=record
             ):
                 break  # another engine packed them, or the thread was deleted
-            self._remember(pack, rows)  # the next merge reads it back: no decoding
+            # the next merge reads it back, and the next pack extends it: no opening
+            self._remember(record, pack)
             packed += len(taken)
             start += len(taken)
-            held = []
+            held = None
         return packed
 
     def forget(self, thread_id: str) -> None:
@@ -214,28 +223,39 @@ class Packs:
 
     def rows(self, pack: SnapshotRecord, namespace: str) -> list[SnapshotRecord]:
         """The snapshots a pack holds, oldest first."""
+        return self._packed(pack, namespace).rows
+
+    def _packed(self, pack: SnapshotRecord, namespace: str) -> _Packed:
         key = (pack.thread_id, pack.namespace, pack.checkpoint_id)
         cached = self._decoded.get(key)
-        if cached is not None and cached[0] == pack.manifest:
-            return cached[1]
-        rows = self._unpack(pack, namespace)
-        self._remember(pack, rows)
-        return rows
+        if cached is not None and cached.manifest == pack.manifest:
+            return cached
+        unpacked = self._unpack(pack, namespace)
+        self._remember(pack, unpacked)
+        return unpacked
 
-    def _remember(self, pack: SnapshotRecord, rows: list[SnapshotRecord]) -> None:
-        key = (pack.thread_id, pack.namespace, pack.checkpoint_id)
+    def _remember(self, record: SnapshotRecord, pack: _Packed) -> None:
+        key = (record.thread_id, record.namespace, record.checkpoint_id)
         self._decoded.pop(key, None)
         if len(self._decoded) >= _DECODED_MAX:
             del self._decoded[next(iter(self._decoded))]
-        self._decoded[key] = (pack.manifest, rows)
+        self._decoded[key] = pack
 
     def _pack_record(
-        self, thread_id: str, namespace: str, rows: Sequence[SnapshotRecord]
-    ) -> SnapshotRecord:
+        self,
+        thread_id: str,
+        namespace: str,
+        held: _Packed | None,
+        taken: Sequence[SnapshotRecord],
+    ) -> tuple[_Packed, SnapshotRecord]:
+        """The pack of `held`'s rows and then `taken`, and its record.
+
+        Only `taken` rows are opened: `held` keeps its rows opened.
+        """
         open_ = self.serde.envelope.open
-        entries: list[list[Any]] = []
-        bodies: list[bytes] = []
-        for row in rows:
+        entries = [] if held is None else list(held.entries)
+        bodies = [] if held is None else list(held.bodies)
+        for row in taken:
             place = snapshot_place(row.thread_id, row.checkpoint_id)
             manifest = open_(row.manifest, place=place)
             metadata = (
@@ -246,27 +266,28 @@ class Packs:
                     place=snapshot_place(row.thread_id, row.checkpoint_id, "metadata"),
                 )
             )
-            entries.append(
-                [
-                    row.checkpoint_id,
-                    row.parent_id,
-                    row.created_at_ms,
-                    row.label,
-                    list(row.chunk_refs),
-                    len(manifest),
-                    -1 if metadata is None else len(metadata),
-                ]
-            )
+            entry = [
+                row.checkpoint_id,
+                row.parent_id,
+                row.created_at_ms,
+                row.label,
+                list(row.chunk_refs),
+                len(manifest),
+                -1 if metadata is None else len(metadata),
+            ]
+            entries.append(_json(entry))
             bodies.append(manifest)
             if metadata is not None:
                 bodies.append(metadata)
-        header = json.dumps(
-            {"v": _FORMAT, "rows": entries}, ensure_ascii=False, separators=(",", ":")
-        ).encode("utf-8", "surrogatepass")
+        # {"v": _FORMAT, "rows": [entry, ...]}, as json.dumps writes it
+        header = f'{{"v":{_FORMAT},"rows":[{",".join(entries)}]}}'.encode(
+            "utf-8", "surrogatepass"
+        )
         body = b"".join((_HEADER_LEN.pack(len(header)), header, *bodies))
+        rows = [*([] if held is None else held.rows), *taken]
         first, last = rows[0].checkpoint_id, rows[-1].checkpoint_id
         refs = dict.fromkeys(ref for row in rows for ref in row.chunk_refs)
-        return SnapshotRecord(
+        record = SnapshotRecord(
             thread_id=thread_id,
             namespace=pack_namespace(namespace),
             checkpoint_id=first,
@@ -276,8 +297,9 @@ class Packs:
             created_at_ms=max(row.created_at_ms for row in rows),
             label=last,
         )
+        return _Packed(record.manifest, rows, entries, bodies), record
 
-    def _unpack(self, pack: SnapshotRecord, namespace: str) -> list[SnapshotRecord]:
+    def _unpack(self, pack: SnapshotRecord, namespace: str) -> _Packed:
         place = pack_place(pack.thread_id, pack.checkpoint_id)
         body = self._envelope.open(pack.manifest, place=place)
         seal = self.serde.envelope.seal
@@ -288,12 +310,16 @@ class Packs:
                 raise ValueError(f"unknown pack format {header['v']!r}")
             pos = 4 + length
             rows: list[SnapshotRecord] = []
+            bodies: list[bytes] = []
             for entry in header["rows"]:
                 checkpoint_id, parent, created, label, refs, size, meta = entry
                 manifest = body[pos : pos + size]
                 pos += size
                 metadata = None if meta < 0 else body[pos : pos + meta]
                 pos += max(meta, 0)
+                bodies.append(manifest)
+                if metadata is not None:
+                    bodies.append(metadata)
                 checkpoint_id = str(checkpoint_id)
                 rows.append(
                     SnapshotRecord(
@@ -324,7 +350,11 @@ class Packs:
             raise CorruptCheckpointError(
                 place=place, detail=f"unreadable pack of snapshots ({exc})"
             ) from exc
-        return rows
+        return _Packed(pack.manifest, rows, list(map(_json, header["rows"])), bodies)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _newest_first(
