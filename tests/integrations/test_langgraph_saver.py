@@ -257,6 +257,28 @@ async def test_concurrent_put_writes_for_different_tasks_lose_nothing(
     )
 
 
+async def test_each_checkpoint_gets_its_own_writes_however_many_its_neighbours_have(
+    backend: str, tmp_path: Path
+) -> None:
+    """Writes are found a page at a time, from one record up: a checkpoint with none
+    (the latest), one, or more than a page, beside others that have them."""
+    counts = [3, 0, 1, 2, 17, 0]
+    async with open_saver(backend, tmp_path) as saver:
+        stored: list[RunnableConfig] = []
+        for count in counts:
+            parent = stored[-1]["configurable"]["checkpoint_id"] if stored else None
+            stored.append(await put(saver, "pages", parent))
+            for i in range(count):
+                await saver.aput_writes(stored[-1], [("ch", i)], f"t{i:02d}")
+        found = [await saver.aget_tuple(each) for each in stored]
+
+    for count, each in zip(counts, found, strict=True):
+        assert each is not None
+        assert sorted(each.pending_writes or []) == [
+            (f"t{i:02d}", "ch", i) for i in range(count)
+        ]
+
+
 async def test_exceptions_are_stored_as_their_repr(tmp_path: Path) -> None:
     async with open_saver("sqlite", tmp_path) as saver:
         stored = await put(saver, "e")

@@ -227,12 +227,15 @@ class CheckpointStorage:
         """The pending-writes records of one checkpoint, oldest first."""
         prefix, found = checkpoint_id + ".", list[Snapshot]()
         before = checkpoint_id + "/"  # just after every id starting with prefix
+        # one record first: a thread's latest checkpoint (what a turn loads) has no
+        # writes yet, and the record found is an older checkpoint's
+        limit = 1
         while True:
             page = await self.engine.state_history(
                 thread_id,
                 namespace=writes_namespace(namespace),
                 before=before,
-                limit=_WRITES_PAGE,
+                limit=limit,
             )
             # ids sort as the checkpoint's own just below `before`: take those,
             # skipping a checkpoint whose id merely starts with this one's
@@ -242,9 +245,10 @@ class CheckpointStorage:
             found.extend(
                 r for r in mine if writes_record_owner(r.checkpoint_id) == checkpoint_id
             )
-            if len(mine) < _WRITES_PAGE:
+            if len(mine) < limit:
                 return found[::-1]
             before = mine[-1].checkpoint_id
+            limit = min(2 * limit, _WRITES_PAGE)
 
     async def _pending_writes(
         self, thread_id: str, namespace: str, checkpoint_id: str
