@@ -1172,7 +1172,7 @@ class _PresentChunks:
             return refs, self._generation
         (version,) = conn.execute("PRAGMA data_version").fetchone()
         with self._lock:
-            if self._seen is None or self._seen != (conn, version):
+            if self._seen != (conn, version):
                 self._hashes.clear()
                 self._seen = (conn, version)
             return [ref for ref in refs if ref not in self._hashes], self._generation
