@@ -58,11 +58,9 @@ class Serde:
         """
         return self._seal(self.codec.encode(value, root=root), place=place, root=root)
 
-    def dumps_json(
-        self, value: dict[str, Any] | list[Any], *, place: str, root: str = "result"
-    ) -> bytes:
+    def dumps_json(self, value: dict[str, Any] | list[Any], *, place: str) -> bytes:
         """`dumps` for a dict or list built only of JSON's own types (`Codec.encode_json`)."""
-        return self._seal(self.codec.encode_json(value), place=place, root=root)
+        return self._seal(self.codec.encode_json(value), place=place, root="result")
 
     def _seal(self, body: bytes, *, place: str, root: str) -> bytes:
         if self.max_bytes is not None and len(body) > self.max_bytes:

@@ -958,10 +958,13 @@ class SQLiteStore:
         def save(conn: Conn) -> int:
             # writers are serialized: what this transaction finds stays until it ends
             unsure, token = self._present.unsure_txn(conn, older)
-            missing = tuple(sorted(set(unsure) - _stored_chunks(conn, unsure)))
+            # the common case: every chunk it names was seen stored, none to look up
+            missing = set(unsure) - _stored_chunks(conn, unsure) if unsure else None
             if missing:
                 raise ChunksMissing(
-                    store=self.url, thread_id=snapshot.thread_id, hashes=missing
+                    store=self.url,
+                    thread_id=snapshot.thread_id,
+                    hashes=tuple(sorted(missing)),
                 )
             if new_chunks:
                 conn.executemany(_PUT_CHUNK, new_chunks)
