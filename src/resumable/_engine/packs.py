@@ -51,7 +51,7 @@ _PackKey = tuple[str, str, str]  # thread_id, pack namespace, checkpoint_id
 class _Packed(NamedTuple):
     """A pack this engine wrote or read, and what rewriting it with more rows reuses."""
 
-    manifest: bytes  # the pack's sealed body: the rest holds only for these bytes
+    record: SnapshotRecord  # as stored: the rest holds only for its manifest bytes
     rows: list[SnapshotRecord]  # oldest first, sealed as loose rows are
     entries: list[str]  # each row's entry in the header, as JSON
     bodies: list[bytes]  # the rows' manifests and metadata, opened, in body order
@@ -203,14 +203,14 @@ class Packs:
         while start < len(candidates):
             room = PACK_MAX - (0 if held is None else len(held.rows))
             taken = candidates[start : start + room]
-            pack, record = self._pack_record(thread_id, namespace, held, taken)
+            pack = self._pack_record(thread_id, namespace, held, taken)
             ids = [row.checkpoint_id for row in taken]
             if not await self.store.replace_snapshots(
-                thread_id, namespace, ids, by=record
+                thread_id, namespace, ids, by=pack.record
             ):
                 break  # another engine packed them, or the thread was deleted
             # the next merge reads it back, and the next pack extends it: no opening
-            self._remember(record, pack)
+            self._remember(pack)
             packed += len(taken)
             start += len(taken)
             held = None
@@ -228,13 +228,14 @@ class Packs:
     def _packed(self, pack: SnapshotRecord, namespace: str) -> _Packed:
         key = (pack.thread_id, pack.namespace, pack.checkpoint_id)
         cached = self._decoded.get(key)
-        if cached is not None and cached.manifest == pack.manifest:
+        if cached is not None and cached.record.manifest == pack.manifest:
             return cached
         unpacked = self._unpack(pack, namespace)
-        self._remember(pack, unpacked)
+        self._remember(unpacked)
         return unpacked
 
-    def _remember(self, record: SnapshotRecord, pack: _Packed) -> None:
+    def _remember(self, pack: _Packed) -> None:
+        record = pack.record
         key = (record.thread_id, record.namespace, record.checkpoint_id)
         self._decoded.pop(key, None)
         if len(self._decoded) >= _DECODED_MAX:
@@ -247,8 +248,8 @@ class Packs:
         namespace: str,
         held: _Packed | None,
         taken: Sequence[SnapshotRecord],
-    ) -> tuple[_Packed, SnapshotRecord]:
-        """The pack of `held`'s rows and then `taken`, and its record.
+    ) -> _Packed:
+        """The pack of `held`'s rows and then `taken`.
 
         Only `taken` rows are opened: `held` keeps its rows opened.
         """
@@ -297,7 +298,7 @@ class Packs:
             created_at_ms=max(row.created_at_ms for row in rows),
             label=last,
         )
-        return _Packed(record.manifest, rows, entries, bodies), record
+        return _Packed(record, rows, entries, bodies)
 
     def _unpack(self, pack: SnapshotRecord, namespace: str) -> _Packed:
         place = pack_place(pack.thread_id, pack.checkpoint_id)
@@ -350,7 +351,7 @@ class Packs:
             raise CorruptCheckpointError(
                 place=place, detail=f"unreadable pack of snapshots ({exc})"
             ) from exc
-        return _Packed(pack.manifest, rows, list(map(_json, header["rows"])), bodies)
+        return _Packed(pack, rows, list(map(_json, header["rows"])), bodies)
 
 
 def _json(value: Any) -> str:
