@@ -611,8 +611,12 @@ async def test_branching_and_forking_share_the_prefix(store: Store) -> None:
 
 async def test_metadata_defaults_and_missing_states(store: Store) -> None:
     engine = Engine(store)
-    saved = await engine.save_state("m", [1, 2, 3], metadata={"step": 4}, label="x")
-    assert saved.metadata == {"step": 4}
+    metadata = {"step": 4, "span": (1, 2)}
+    saved = await engine.save_state("m", [1, 2, 3], metadata=metadata, label="x")
+    assert saved.metadata is metadata  # as passed: not decoded back
+    (listed,) = await engine.state_history("m")
+    assert listed.metadata == metadata
+    assert type(listed.metadata["span"]) is tuple
     assert await engine.load_state("m") == [1, 2, 3]
     assert await engine.load_state("empty", default=None) is None
     with pytest.raises(ResumableError, match=r"has no saved state"):

@@ -8,7 +8,7 @@ is described in `resumable.integrations.langgraph_threads`.
 from __future__ import annotations
 
 import itertools
-import secrets
+import random
 import time
 import typing
 from collections.abc import Mapping, Sequence
@@ -435,9 +435,15 @@ class CheckpointStorage:
         await self._save(thread_id, namespace, record_id, value, metadata, base=base)
 
     def _writes_suffix(self) -> str:
-        """16 hex digits: µs since the epoch, increasing in this process, and noise."""
+        """16 hex digits: µs since the epoch, increasing in this process, and noise.
+
+        The noise tells apart processes writing at the same µs; it needs no secrecy,
+        and `random` (reseeded in a forked child) costs no syscall, as
+        `secrets` does (~8 us here, a tenth of put_writes' CPU).
+        """
         self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
-        return f"{self._last_us:013x}{secrets.token_hex(2)[:3]}"
+        noise = random.getrandbits(12)
+        return f"{self._last_us:013x}{noise:03x}"
 
     async def _register(self, thread_id: str) -> None:
         if thread_id in self._registered:
