@@ -347,22 +347,23 @@ async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
     assert [s.seq for s in await load] == [1]
 
 
+def _synchronous_at(statements: list[str], marker: str) -> str:
+    """The `synchronous` setting in force when `marker` first ran."""
+    setting = "FULL"  # the store's default: durability=full
+    for sql in statements:
+        if sql.startswith("PRAGMA synchronous"):
+            setting = sql.split("=")[1].strip()
+        if marker in sql:
+            return setting
+    raise AssertionError(f"{marker!r} never ran")
+
+
 async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
     opened: SQLiteStore,
 ) -> None:
     store = opened
     inline_sql, on_thread = await _traced(store)
-
-    def synchronous_at(statements: list[str], marker: str) -> str:
-        """The `synchronous` setting in force when `marker` ran."""
-        setting = "FULL"  # the store's default: durability=full
-        for sql in statements:
-            if sql.startswith("PRAGMA synchronous"):
-                setting = sql.split("=")[1].strip()
-            if marker in sql:
-                return setting
-        raise AssertionError(f"{marker!r} never ran")
-
+    synchronous_at = _synchronous_at
     fence = await _leased_run(store, "r")  # inline
     await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
     await store.commit_step(step_record("r", 1), fence=fence)
@@ -394,6 +395,26 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
             await store.commit_step(step_record("r", 3), fence=fence)
         assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
         assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
+
+
+async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
+    opened: SQLiteStore,
+) -> None:
+    store = opened
+    await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
+    inline_sql, on_thread = await _traced(store)
+    await store.save_snapshot(snapshot_record("t", "0002", ()))
+    pack = snapshot_record("t", "0001", (), namespace=":pack:", label="0002")
+    assert await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
+    await store.save_snapshot(snapshot_record("t", "0003", ()))
+    assert _synchronous_at(inline_sql, "INTO resumable_snapshots") == "FULL"
+    assert _synchronous_at(inline_sql, "DELETE FROM resumable_snapshots") == "NORMAL"
+    assert _synchronous_at(inline_sql, "'0003'") == "FULL"  # restored after the swap
+    with store._inline_lock:  # the same on the store thread
+        pack = snapshot_record("t", "0003", (), namespace=":pack:", label="0003")
+        assert await store.replace_snapshots("t", "", ["0003"], by=pack)
+    assert _synchronous_at(on_thread, "DELETE FROM resumable_snapshots") == "NORMAL"
+    assert [r.checkpoint_id for r in await store.list_snapshots("t")] == []
 
 
 def _wal_frames(path: Path) -> int:

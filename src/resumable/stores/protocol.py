@@ -468,6 +468,10 @@ class Store(Protocol):
         gone (deleted meanwhile, or swapped by another engine), change nothing and
         return False.
 
+        A swap only saves space, so a store may commit it less durably than other
+        writes (SQLite: without an fsync), provided that a swap it loses is lost
+        whole: the rows it would have replaced stay.
+
         Raises:
             ValueError: `by` belongs to another thread (`check_pack`), before
                 anything is read or written.
