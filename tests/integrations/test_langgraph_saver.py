@@ -33,6 +33,7 @@ from resumable._engine import packs
 from resumable._engine.snapshots import chunk_place
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
+from resumable.stores import sqlite as sqlite_store
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -355,6 +356,34 @@ async def test_a_sync_method_on_the_saver_loop_raises_instead_of_deadlocking(
 
         with pytest.raises(RuntimeError, match="would deadlock"):
             await saver._acall(call_sync())  # runs on the saver's own loop
+
+
+def test_put_and_put_writes_fsync_after_their_turn_and_return_once_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LangGraph's `put` waits for the saver's turn while put_writes, called just
+    before from another thread, finishes: put_writes' fsync must not hold it."""
+    events: list[str] = []
+    with sync_saver(tmp_path) as saver:
+        real = sqlite_store._fdatasync
+
+        def fdatasync(fd: int) -> None:
+            events.append("synced, turn free" if not saver._turn.locked() else "x")
+            real(fd)
+
+        monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
+        value = "a value long enough to be a content-addressed chunk, not inline"
+        stored = saver.put(config("t"), checkpoint(x=value), {"step": 0}, {})
+        events.append("put returned")
+        saver.put_writes(stored, [("x", value + "!")], "task")
+        events.append("put_writes returned")
+        assert saver.get_tuple(stored) is not None
+    assert events == [
+        "synced, turn free",
+        "put returned",
+        "synced, turn free",  # once, for the writes record and its chunk
+        "put_writes returned",
+    ]
 
 
 async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_taking_turns(

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -23,7 +24,8 @@ from resumable import (
 )
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql
-from resumable.stores.protocol import RunQuery
+from resumable.stores import sqlite as sqlite_store
+from resumable.stores.protocol import RunQuery, synced_on_exit
 from resumable.stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore, parse_url
 from resumable.testing import T0, run_record, snapshot_record, step_record
 
@@ -415,6 +417,81 @@ async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
         assert await store.replace_snapshots("t", "", ["0003"], by=pack)
     assert _synchronous_at(on_thread, "DELETE FROM resumable_snapshots") == "NORMAL"
     assert [r.checkpoint_id for r in await store.list_snapshots("t")] == []
+
+
+def _on_disk_spy(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Record each WAL fsync `_sync_wal` makes (and make it) in the returned list."""
+    events: list[object] = []
+    real = sqlite_store._fdatasync
+
+    def fdatasync(fd: int) -> None:
+        wal = os.stat(f"{store.path}-wal")
+        assert (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (wal.st_dev, wal.st_ino)
+        events.append("WAL synced")
+        real(fd)
+
+    monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
+    return events
+
+
+async def test_writes_in_a_synced_on_exit_block_fsync_the_wal_once_when_it_ends(
+    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = opened
+    await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
+    inline_sql, _ = await _traced(store)
+    events = _on_disk_spy(store, monkeypatch)
+    with synced_on_exit():
+        await store.save_snapshot(snapshot_record("t", "0002", ()))
+        await store.save_snapshot(snapshot_record("t", "0003", ()))
+        events.append("block done")
+    assert events == ["block done", "WAL synced"]
+    assert _synchronous_at(inline_sql, "'0002'") == "NORMAL"
+    assert _synchronous_at(inline_sql, "'0003'") == "NORMAL"
+    await store.save_snapshot(snapshot_record("t", "0004", ()))  # outside: as before
+    assert _synchronous_at(inline_sql, "'0004'") == "FULL"
+    assert events == ["block done", "WAL synced"]
+
+    async def write_then_fail() -> None:
+        with synced_on_exit():
+            await store.save_snapshot(snapshot_record("t", "0005", ()))
+            raise RuntimeError("after the write")
+
+    with pytest.raises(RuntimeError, match="after the write"):
+        await write_then_fail()
+    assert events[-1] == "WAL synced"  # owed, and paid though the block raised
+    with synced_on_exit():  # no write: nothing owed
+        await store.load_snapshot("t")
+    assert events.count("WAL synced") == 2
+
+
+async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(
+    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(_: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(sqlite_store, "_fdatasync", broken)
+
+    async def save_in_block() -> None:
+        with synced_on_exit():
+            await opened.save_snapshot(snapshot_record("t", "0001", ()))
+
+    with pytest.raises(StoreError, match=r"may not be on disk.*check the disk"):
+        await save_in_block()
+
+
+async def test_a_store_without_fsyncs_owes_a_synced_on_exit_block_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await SQLiteStore(f"sqlite:///{tmp_path / 'n.db'}?durability=normal").open()
+    try:
+        events = _on_disk_spy(store, monkeypatch)
+        with synced_on_exit():
+            await store.save_snapshot(snapshot_record("t", "0001", ()))
+        assert events == []
+    finally:
+        await store.close()
 
 
 def _wal_frames(path: Path) -> int:

@@ -54,7 +54,9 @@ store connection serves a graph used from `invoke` and `ainvoke` alike. The sync
 face does too on PostgreSQL and Redis, whose clients belong to one loop; on SQLite
 and memory stores it runs the call on the caller's own thread instead
 (`bridge.run_here`), which saves two thread wake-ups per call, and calls take
-turns, so the saver's caches never see two threads at once. A sync method called
+turns, so the saver's caches never see two threads at once; `put` and
+`put_writes` fsync after their turn (`protocol.synced_on_exit`), and return once
+that is done. A sync method called
 on the saver's loop thread raises `RuntimeError` instead of deadlocking.
 
 **Limits.** The Store protocol can neither delete single snapshots nor list
@@ -86,7 +88,7 @@ from resumable._engine.bridge import Bridge, run_here, running_loop
 from resumable._engine.engine import Engine
 from resumable.errors import SerializationError
 from resumable.serde import Serde, TypeRegistry
-from resumable.stores.protocol import runs_on_any_loop
+from resumable.stores.protocol import runs_on_any_loop, synced_on_exit
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -327,7 +329,8 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; returns the config that names it."""
-        return self._call(self._storage.put(config, checkpoint, metadata))
+        with synced_on_exit():  # see put_writes
+            return self._call(self._storage.put(config, checkpoint, metadata))
 
     async def aput(
         self,
@@ -346,8 +349,14 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes against the checkpoint `config` names."""
-        self._call(self._storage.put_writes(config, writes, task_id, task_path))
+        """Store a task's writes against the checkpoint `config` names.
+
+        Returns once they are on disk, as every write does. The fsync happens after
+        this call's turn (`synced_on_exit`): LangGraph calls `put` from another
+        thread meanwhile, which then encodes the checkpoint during the fsync.
+        """
+        with synced_on_exit():
+            self._call(self._storage.put_writes(config, writes, task_id, task_path))
 
     async def aput_writes(
         self,

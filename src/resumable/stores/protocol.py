@@ -17,7 +17,9 @@ engine's, or a test's `FakeClock`) decides leases, sleeps and timeouts everywher
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+import contextlib
+import contextvars
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, runtime_checkable
@@ -307,6 +309,59 @@ def runs_on_any_loop(store: object) -> bool:
     without the attribute is driven from one loop.
     """
     return getattr(store, "any_loop", False) is True
+
+
+class _Syncs:
+    """The syncs owed to the writes of one `synced_on_exit` block."""
+
+    __slots__ = ("owed",)
+
+    def __init__(self) -> None:
+        self.owed: dict[Callable[[], None], None] = {}  # insertion-ordered, unique
+
+
+_SYNCS: Final[contextvars.ContextVar[_Syncs | None]] = contextvars.ContextVar(
+    "resumable_syncs", default=None
+)
+
+
+@contextlib.contextmanager
+def synced_on_exit() -> Iterator[None]:
+    """Let the writes of this block wait for the disk only when it ends.
+
+    A store that supports it (SQLite with durability=full) commits a write made
+    in the block without an fsync, and owes the block one; leaving the block
+    pays the syncs owed, even when it raises. Each write is then as durable when
+    the block ends as it would be when its own call returned, and the caller may
+    release its own locks before the fsync: `ResumableSaver.put_writes` does, so
+    that LangGraph's `put`, waiting for that lock, no longer waits for
+    put_writes' fsync. Other stores ignore it. Writes made on other threads, or
+    in tasks the block did not start, are not affected (a context variable).
+
+    Raises:
+        StoreError: a sync failed; the block's writes may not be on disk.
+    """
+    syncs = _Syncs()
+    token = _SYNCS.set(syncs)
+    try:
+        yield
+    finally:
+        _SYNCS.reset(token)
+        for sync in syncs.owed:
+            sync()
+
+
+def owe_sync(sync: Callable[[], None]) -> bool:
+    """For stores: whether a write may skip its fsync, owing `sync` to the block.
+
+    True inside `synced_on_exit` (and `sync` is then called when it ends), False
+    elsewhere: the write must be durable when its call returns.
+    """
+    syncs = _SYNCS.get()
+    if syncs is None:
+        return False
+    syncs.owed[sync] = None
+    return True
 
 
 @runtime_checkable

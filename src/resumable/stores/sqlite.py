@@ -30,6 +30,12 @@ durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
 steps; each swap paid an fsync, ~0.4 ms here.
 
+A write inside `protocol.synced_on_exit` commits without an fsync too, and the
+block fsyncs the WAL once as it ends (`_sync_wal`): its writes are on disk before
+the caller goes on, as every other write is, but the caller can release its own
+locks first. `ResumableSaver` does, so that LangGraph's `put` (another thread)
+encodes its checkpoint while put_writes' fsync runs.
+
 Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store
 is queued (which they would have to see). No other thread has to wake, which on a
@@ -57,6 +63,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import queue
 import sqlite3
 import threading
@@ -88,6 +95,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     check_pack,
+    owe_sync,
 )
 
 T = TypeVar("T")
@@ -278,6 +286,7 @@ def _unsynced(conn: Conn) -> Iterator[None]:
         conn.execute("PRAGMA synchronous = FULL")
 
 
+_fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 _AS_SET: Final = contextlib.nullcontext()
 """In place of `_unsynced` for every other write: a step's commit pays 0.4 us for the
 choice, not the 2 us of entering a generator context."""
@@ -304,6 +313,8 @@ class SQLiteStore:
         self._queued_writes = 0  # writes handed to the store thread, not yet done
         self._last_writer: str | None = None  # the run of the latest write call
         self._present = _PresentChunks()
+        self._wal_fd: int | None = None  # for _sync_wal, open until close()
+        self._wal_lock = threading.Lock()
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> SQLiteStore:
@@ -336,6 +347,10 @@ class SQLiteStore:
         if thread is not None:
             self._jobs.put(None)
             await asyncio.to_thread(thread.join)
+        with self._wal_lock:
+            if self._wal_fd is not None:
+                os.close(self._wal_fd)
+                self._wal_fd = None
 
     def _connect(self, *, inline: bool = False) -> Conn:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -551,8 +566,11 @@ class SQLiteStore:
 
         Writes always try to; a read does when `inline` is set (reads of one run or
         thread). A write that is not `durable` (a lease's, a pack swap) commits
-        without an fsync.
+        without an fsync, and so does one inside `protocol.synced_on_exit`, which
+        then owes that block the fsync (`_sync_wal`).
         """
+        if write and durable and self.durability == "full":
+            durable = not owe_sync(self._sync_wal)
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
         if write and (self.durability == "normal" or self._writes_alone(run_id)):
@@ -682,6 +700,31 @@ class SQLiteStore:
         except sqlite3.OperationalError:
             return None
         return self._inline
+
+    def _sync_wal(self) -> None:
+        """Sync the WAL to disk, as a durability=full commit does before returning.
+
+        Every frame written before, by any connection to the file, is then on
+        disk. A write of a `synced_on_exit` block committed without this, and its
+        block calls it once it ends. The file descriptor stays open while the
+        store is: SQLite never deletes the WAL of a file that still has a
+        connection (ours), and it keeps no lock on the WAL that closing it
+        could drop.
+
+        Raises:
+            StoreError: the sync failed; the writes since the last one may be lost.
+        """
+        with self._wal_lock:
+            try:
+                if self._wal_fd is None:
+                    self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+                _fdatasync(self._wal_fd)
+            except OSError as exc:
+                raise StoreError(
+                    store=self.url,
+                    detail=f"cannot fsync its WAL file, so the writes just committed "
+                    f"may not be on disk ({exc}); check the disk, then retry them",
+                ) from exc
 
     def _checkpoint_soon(self) -> None:
         self._jobs.put(_CHECKPOINT)
