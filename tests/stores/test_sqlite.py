@@ -464,6 +464,20 @@ async def test_writes_in_a_synced_on_exit_block_fsync_the_wal_once_when_it_ends(
         await store.load_snapshot("t")
     assert events.count("WAL synced") == 2
 
+    later = asyncio.Event()
+
+    async def outlives_the_block() -> None:
+        await later.wait()
+        await store.save_snapshot(snapshot_record("t", "0006", ()))
+
+    with synced_on_exit():
+        task = asyncio.ensure_future(
+            outlives_the_block()
+        )  # carries the block's context
+    later.set()
+    await task
+    assert _synchronous_at(inline_sql, "'0006'") == "FULL"  # none left to pay for it
+
 
 async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(
     opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch

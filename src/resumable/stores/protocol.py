@@ -314,10 +314,13 @@ def runs_on_any_loop(store: object) -> bool:
 class _Syncs:
     """The syncs owed to the writes of one `synced_on_exit` block."""
 
-    __slots__ = ("owed",)
+    __slots__ = ("ended", "owed")
 
     def __init__(self) -> None:
         self.owed: dict[Callable[[], None], None] = {}  # insertion-ordered, unique
+        # a task started in the block carries its context on after the block ends,
+        # when nothing would pay what its writes owe: they then sync themselves
+        self.ended = False
 
 
 _SYNCS: Final[contextvars.ContextVar[_Syncs | None]] = contextvars.ContextVar(
@@ -335,8 +338,9 @@ def synced_on_exit() -> Iterator[None]:
     the block ends as it would be when its own call returned, and the caller may
     release its own locks before the fsync: `ResumableSaver.put_writes` does, so
     that LangGraph's `put`, waiting for that lock, no longer waits for
-    put_writes' fsync. Other stores ignore it. Writes made on other threads, or
-    in tasks the block did not start, are not affected (a context variable).
+    put_writes' fsync. Other stores ignore it. Writes made on other threads, in
+    tasks the block did not start, or after it ended (by a task it started), are
+    not affected.
 
     Raises:
         StoreError: a sync failed; the block's writes may not be on disk.
@@ -347,6 +351,7 @@ def synced_on_exit() -> Iterator[None]:
         yield
     finally:
         _SYNCS.reset(token)
+        syncs.ended = True
         for sync in syncs.owed:
             sync()
 
@@ -358,7 +363,7 @@ def owe_sync(sync: Callable[[], None]) -> bool:
     elsewhere: the write must be durable when its call returns.
     """
     syncs = _SYNCS.get()
-    if syncs is None:
+    if syncs is None or syncs.ended:
         return False
     syncs.owed[sync] = None
     return True
