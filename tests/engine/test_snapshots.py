@@ -467,6 +467,12 @@ async def test_a_long_list_saved_again_calls_leaf_only_for_its_new_items(
     assert await Engine(store).load_state("conv") == {"messages": messages}
 
 
+def test_a_memo_ends_with_its_proofs_fields_in_order() -> None:
+    """`_Memo(leaf, kind, digest, shape, *proof)` relies on it."""
+    proof_fields = snapshots._Proof._fields
+    assert snapshots._Memo._fields[-len(proof_fields) :] == proof_fields
+
+
 def test_a_leaf_with_an_unset_field_is_remembered_and_its_change_seen() -> None:
     register(Loose)
     codec = snapshots.SnapshotCodec(Engine("memory://").serde)

@@ -58,17 +58,20 @@ class _Proof(NamedTuple):
 
 
 class _Memo(NamedTuple):
-    """A leaf stored as a chunk, and what proves a later save would encode it alike."""
+    """A leaf stored as a chunk, and what proves a later save would encode it alike.
+
+    Its last fields are its `_Proof`'s, in the same order (`_Memo(..., *proof)`).
+    """
 
     leaf: object  # held: keeps its id from being reused by another object
     kind: type  # __class__ can be reassigned
-    image: bytes
     digest: str
+    shape: Shape  # {"c": digest}, one object: equal shapes compare by identity
+    image: bytes
     unbuffered: bool
     imager: _Imager
     members_of: _Imager
     members: object
-    shape: Shape  # {"c": digest}, one object: equal shapes compare by identity
 
 
 # containers a walk of `_plainness` looks into before it gives up: a value with a
@@ -130,7 +133,7 @@ _ATOMS: Final = frozenset({str, int, bool, type(None)})
 _ATOMS_MAX: Final = 1024
 _str_only = frozenset({str}).issuperset
 _RUN_MIN: Final = 8  # shorter runs of leaves are checked one `leaf` call each
-(_LEAF, _KIND, _IMAGE, _DIGEST, _UNBUFFERED, _IMAGER, _MEMBERS_OF, _MEMBERS, _SHAPE) = (
+(_LEAF, _KIND, _DIGEST, _SHAPE, _IMAGE, _UNBUFFERED, _IMAGER, _MEMBERS_OF, _MEMBERS) = (
     operator.attrgetter(name) for name in _Memo._fields
 )
 # (imager, leaf) -> imager(leaf), in C (the checkers cannot type operator.call so)
@@ -341,17 +344,7 @@ class SnapshotCodec:
         elif len(self._memo) >= _MEMO_MAX or self._memo_bytes > _MEMO_MAX_BYTES:
             self._forget_older_half()
         self._memo_bytes += _held(value, proof.image)
-        self._memo[id(value)] = _Memo(
-            leaf=value,
-            kind=type(value),
-            image=proof.image,
-            digest=digest,
-            unbuffered=proof.unbuffered,
-            imager=proof.imager,
-            members_of=proof.members_of,
-            members=proof.members,
-            shape=shape,
-        )
+        self._memo[id(value)] = _Memo(value, type(value), digest, shape, *proof)
         return shape
 
     def _forget_older_half(self) -> None:
