@@ -162,8 +162,7 @@ def _no_fields(_: Any) -> tuple[()]:
 
 
 # a pydantic model's fields set: compared as a set, not imaged (see SnapshotCodec._imager)
-_FIELDS_SET: Final = "__pydantic_fields_set__"
-_fields_set = cast("_Imager", operator.attrgetter(_FIELDS_SET))
+_fields_set = cast("_Imager", operator.attrgetter("__pydantic_fields_set__"))
 
 
 # {"j": encoded value} | {"c": hash} | {"d": {key: Shape}} | {"l": [Shape]}; manifests
