@@ -54,9 +54,9 @@ store connection serves a graph used from `invoke` and `ainvoke` alike. The sync
 face does too on PostgreSQL and Redis, whose clients belong to one loop; on SQLite
 and memory stores it runs the call on the caller's own thread instead
 (`bridge.run_here`), which saves two thread wake-ups per call, and calls take
-turns, so the saver's caches never see two threads at once; `put` and
-`put_writes` fsync after their turn (`protocol.synced_on_exit`), and return once
-that is done. A sync method called
+turns, so the saver's caches never see two threads at once; such a call fsyncs
+its writes after its turn (`protocol.synced_on_exit`), and returns once that is
+done. A sync method called
 on the saver's loop thread raises `RuntimeError` instead of deadlocking.
 
 **Limits.** The Store protocol can neither delete single snapshots nor list
@@ -240,9 +240,14 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         That needs a store that runs on any loop and a caller with no loop running
         (LangGraph's `invoke` calls from its executor threads); the call then takes
         its turn and runs here. Otherwise it runs on the saver's loop thread.
+
+        Here its writes fsync after its turn (`synced_on_exit`), and it returns
+        once they are on disk: LangGraph calls `put` while put_writes, called just
+        before from another thread, still runs, and `put` then encodes its
+        checkpoint during put_writes' fsync instead of waiting for it.
         """
         if self._direct and running_loop() is None:
-            with self._turn:
+            with synced_on_exit(), self._turn:
                 return run_here(coro)
         _, thread = self._loop()
         if threading.current_thread() is thread:
@@ -329,8 +334,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; returns the config that names it."""
-        with synced_on_exit():  # see put_writes
-            return self._call(self._storage.put(config, checkpoint, metadata))
+        return self._call(self._storage.put(config, checkpoint, metadata))
 
     async def aput(
         self,
@@ -349,14 +353,8 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes against the checkpoint `config` names.
-
-        Returns once they are on disk, as every write does. The fsync happens after
-        this call's turn (`synced_on_exit`): LangGraph calls `put` from another
-        thread meanwhile, which then encodes the checkpoint during the fsync.
-        """
-        with synced_on_exit():
-            self._call(self._storage.put_writes(config, writes, task_id, task_path))
+        """Store a task's writes against the checkpoint `config` names."""
+        self._call(self._storage.put_writes(config, writes, task_id, task_path))
 
     async def aput_writes(
         self,

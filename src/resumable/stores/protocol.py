@@ -336,8 +336,8 @@ def synced_on_exit() -> Iterator[None]:
     in the block without an fsync, and owes the block one; leaving the block
     pays the syncs owed, even when it raises. Each write is then as durable when
     the block ends as it would be when its own call returned, and the caller may
-    release its own locks before the fsync: `ResumableSaver.put_writes` does, so
-    that LangGraph's `put`, waiting for that lock, no longer waits for
+    release its own locks before the fsync: `ResumableSaver`'s sync calls do, so
+    that LangGraph's `put`, waiting for the saver's turn, no longer waits for
     put_writes' fsync. Other stores ignore it. Writes made on other threads, in
     tasks the block did not start, or after it ended (by a task it started), are
     not affected.
