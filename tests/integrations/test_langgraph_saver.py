@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -368,7 +369,9 @@ def test_put_and_put_writes_fsync_after_their_turn_and_return_once_synced(
         real = sqlite_store._fdatasync
 
         def fdatasync(fd: int) -> None:
-            events.append("synced, turn free" if not saver._turn.locked() else "x")
+            events.append(
+                "synced, turn free" if not saver._turns.lock.locked() else "x"
+            )
             real(fd)
 
         monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
@@ -384,6 +387,52 @@ def test_put_and_put_writes_fsync_after_their_turn_and_return_once_synced(
         "synced, turn free",  # once, for the writes record and its chunk
         "put_writes returned",
     ]
+
+
+def test_put_writes_leaves_its_fsync_to_the_put_waiting_for_its_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One WAL fsync, after both calls' writes, puts a LangGraph step on disk."""
+    events: list[str] = []
+    with sync_saver(tmp_path) as saver:
+        real_sync = sqlite_store._fdatasync
+
+        def fdatasync(fd: int) -> None:
+            events.append("WAL synced")
+            real_sync(fd)
+
+        monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
+        value = "a value long enough to be a content-addressed chunk, not inline"
+        first = saver.put(config("t"), checkpoint(x=value), {"step": 0}, {})
+        real_put_writes = saver._storage.put_writes
+
+        async def put_writes_while_put_waits(*args: Any) -> None:
+            await real_put_writes(*args)
+            deadline = time.monotonic() + 10
+            while saver._turns._waiting != 1:  # put, on the other thread
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+
+        monkeypatch.setattr(saver._storage, "put_writes", put_writes_while_put_waits)
+        events.clear()
+
+        def writes() -> None:
+            saver.put_writes(first, [("x", value + "!")], "task")
+            events.append("put_writes returned")
+
+        with ThreadPoolExecutor(1) as pool:
+            done = pool.submit(writes)
+            while not saver._turns.lock.locked():
+                time.sleep(0.001)
+            second = saver.put(first, checkpoint(x=value + "!"), {"step": 1}, {})
+            events.append("put returned")
+            done.result()
+        assert events[0] == "WAL synced"
+        assert sorted(events[1:]) == ["put returned", "put_writes returned"]
+        stored = saver.get_tuple(first)
+        assert stored is not None
+        assert stored.pending_writes == [("task", "x", value + "!")]
+        assert saver.get_tuple(second) is not None
 
 
 async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_taking_turns(

@@ -25,8 +25,9 @@ from resumable import (
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql
 from resumable.stores import sqlite as sqlite_store
-from resumable.stores.protocol import RunQuery, synced_on_exit
+from resumable.stores.protocol import RunQuery
 from resumable.stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore, parse_url
+from resumable.stores.syncs import synced_on_exit
 from resumable.testing import T0, run_record, snapshot_record, step_record
 
 

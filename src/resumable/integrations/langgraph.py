@@ -54,10 +54,11 @@ store connection serves a graph used from `invoke` and `ainvoke` alike. The sync
 face does too on PostgreSQL and Redis, whose clients belong to one loop; on SQLite
 and memory stores it runs the call on the caller's own thread instead
 (`bridge.run_here`), which saves two thread wake-ups per call, and calls take
-turns, so the saver's caches never see two threads at once; such a call fsyncs
-its writes after its turn (`protocol.synced_on_exit`), and returns once that is
-done. A sync method called
-on the saver's loop thread raises `RuntimeError` instead of deadlocking.
+turns, so the saver's caches never see two threads at once. Such a call fsyncs
+its writes after its turn, and returns once that is done; when another call waits
+for the turn (LangGraph calls `put` while put_writes runs), that call's fsync puts
+both on disk (`resumable.stores.syncs.SharedTurns`). A sync method called on the
+saver's loop thread raises `RuntimeError` instead of deadlocking.
 
 **Limits.** The Store protocol can neither delete single snapshots nor list
 threads, so `prune` and `delete_for_runs` rewrite each affected thread (staged in
@@ -88,7 +89,8 @@ from resumable._engine.bridge import Bridge, run_here, running_loop
 from resumable._engine.engine import Engine
 from resumable.errors import SerializationError
 from resumable.serde import Serde, TypeRegistry
-from resumable.stores.protocol import runs_on_any_loop, synced_on_exit
+from resumable.stores.protocol import runs_on_any_loop
+from resumable.stores.syncs import SharedTurns
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -176,10 +178,10 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         self._bridge = Bridge()
         self._home: tuple[asyncio.AbstractEventLoop, threading.Thread] | None = None
         # On a store that runs on any loop, a sync call runs on its caller's thread
-        # (`_call`), so calls on several threads take turns: `_turn` is held by the
+        # (`_call`), so calls on several threads take turns: `_turns` is held by the
         # one running, and calls on the saver's loop queue for it in `_queue`.
         self._direct = runs_on_any_loop(self.engine.store)
-        self._turn = threading.Lock()
+        self._turns = SharedTurns()
         self._queue = asyncio.Lock()
         self._storage = CheckpointStorage(self.engine)
         register_langgraph_types(self.engine.serde.registry)
@@ -241,13 +243,13 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         (LangGraph's `invoke` calls from its executor threads); the call then takes
         its turn and runs here. Otherwise it runs on the saver's loop thread.
 
-        Here its writes fsync after its turn (`synced_on_exit`), and it returns
-        once they are on disk: LangGraph calls `put` while put_writes, called just
-        before from another thread, still runs, and `put` then encodes its
-        checkpoint during put_writes' fsync instead of waiting for it.
+        Here its writes fsync after its turn, and it returns once they are on disk.
+        LangGraph calls `put` while put_writes, called just before from another
+        thread, still runs: put_writes then leaves its fsync to put's turn, whose
+        one fsync puts both on disk (`SharedTurns`).
         """
         if self._direct and running_loop() is None:
-            with synced_on_exit(), self._turn:
+            with self._turns.turn():
                 return run_here(coro)
         _, thread = self._loop()
         if threading.current_thread() is thread:
@@ -271,9 +273,10 @@ class ResumableSaver(BaseCheckpointSaver[int]):
     async def _in_turn(self, coro: Coroutine[Any, Any, T]) -> T:
         """`coro` on the saver's loop, never beside a call on a caller's thread.
 
-        The calls on this loop queue, and the first waits for `_turn` blocking the
+        The calls on this loop queue, and the first waits for the turn blocking the
         loop: only a call on a caller's thread can hold it, and that never needs
-        this loop, so the wait is one call long and cannot deadlock.
+        this loop, so the wait is one call long and cannot deadlock. Their writes
+        fsync as they commit: they neither leave syncs to a turn nor are left any.
         """
         if not self._direct:
             return await coro
@@ -283,7 +286,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
             coro.close()  # cancelled while queued: it never ran
             raise
         try:
-            with self._turn:
+            with self._turns.lock:
                 return await coro
         finally:
             self._queue.release()

@@ -17,9 +17,7 @@ engine's, or a test's `FakeClock`) decides leases, sleeps and timeouts everywher
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, runtime_checkable
@@ -309,64 +307,6 @@ def runs_on_any_loop(store: object) -> bool:
     without the attribute is driven from one loop.
     """
     return getattr(store, "any_loop", False) is True
-
-
-class _Syncs:
-    """The syncs owed to the writes of one `synced_on_exit` block."""
-
-    __slots__ = ("ended", "owed")
-
-    def __init__(self) -> None:
-        self.owed: dict[Callable[[], None], None] = {}  # insertion-ordered, unique
-        # a task started in the block carries its context on after the block ends,
-        # when nothing would pay what its writes owe: they then sync themselves
-        self.ended = False
-
-
-_SYNCS: Final[contextvars.ContextVar[_Syncs | None]] = contextvars.ContextVar(
-    "resumable_syncs", default=None
-)
-
-
-@contextlib.contextmanager
-def synced_on_exit() -> Iterator[None]:
-    """Let the writes of this block wait for the disk only when it ends.
-
-    A store that supports it (SQLite with durability=full) commits a write made
-    in the block without an fsync, and owes the block one; leaving the block
-    pays the syncs owed, even when it raises. Each write is then as durable when
-    the block ends as it would be when its own call returned, and the caller may
-    release its own locks before the fsync: `ResumableSaver`'s sync calls do, so
-    that LangGraph's `put`, waiting for the saver's turn, no longer waits for
-    put_writes' fsync. Other stores ignore it. Writes made on other threads, in
-    tasks the block did not start, or after it ended (by a task it started), are
-    not affected.
-
-    Raises:
-        StoreError: a sync failed; the block's writes may not be on disk.
-    """
-    syncs = _Syncs()
-    token = _SYNCS.set(syncs)
-    try:
-        yield
-    finally:
-        _SYNCS.reset(token)
-        syncs.ended = True
-        for sync in syncs.owed:
-            sync()
-
-
-def owe_sync(sync: Callable[[], None]) -> bool:
-    """For stores: whether a write may skip its fsync, owing `sync` to the block.
-
-    True inside `synced_on_exit` (and `sync` is then called when it ends), False
-    elsewhere: the write must be durable when its call returns.
-    """
-    syncs = _SYNCS.get()
-    if syncs is None or syncs.ended:
-        return False
-    syncs.owed[sync] = None
-    return True
 
 
 @runtime_checkable

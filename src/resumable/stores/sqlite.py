@@ -30,11 +30,12 @@ durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
 steps; each swap paid an fsync, ~0.4 ms here.
 
-A write inside `protocol.synced_on_exit` commits without an fsync too, and the
+A write inside `syncs.synced_on_exit` commits without an fsync too, and the
 block fsyncs the WAL once as it ends (`_sync_wal`): its writes are on disk before
 the caller goes on, as every other write is, but the caller can release its own
-locks first. `ResumableSaver` does, so that LangGraph's `put` (another thread)
-encodes its checkpoint while put_writes' fsync runs.
+locks first. `ResumableSaver`'s sync calls take turns in such blocks
+(`syncs.SharedTurns`), and when LangGraph's `put` waits for put_writes' turn,
+one fsync of the WAL, after put's writes, puts both calls' writes on disk.
 
 Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store
@@ -95,8 +96,8 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     check_pack,
-    owe_sync,
 )
+from resumable.stores.syncs import owe_sync
 
 T = TypeVar("T")
 _t = _sql.to_text
@@ -566,7 +567,7 @@ class SQLiteStore:
 
         Writes always try to; a read does when `inline` is set (reads of one run or
         thread). A write that is not `durable` (a lease's, a pack swap) commits
-        without an fsync, and so does one inside `protocol.synced_on_exit`, which
+        without an fsync, and so does one inside `syncs.synced_on_exit`, which
         then owes that block the fsync (`_sync_wal`).
         """
         if write and durable and self.durability == "full":
