@@ -11,7 +11,11 @@ on one thread. For each saver it prints:
 - per-step time: the median time between two steps of `graph.stream`, with
   LangGraph's default `durability="async"` (checkpoints saved in the background)
   and with `durability="sync"` (each step waits for its checkpoint), and the
-  whole run's time per step;
+  whole run's time per step. Async runs are whole runs, the savers taking turns
+  run by run (a run's saves go on in the background). Sync runs go in lockstep:
+  the savers' graphs advance one step each in turn, so that the machine's drift
+  (a shared host's phases shift step times by 20% for seconds at a time) hits
+  both alike;
 - chat turn: a second graph answers one message per `invoke`, as a chat app
   does, for 100 turns; the median turn (load the thread, save the input and the
   reply, `durability="sync"`).
@@ -33,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
@@ -55,8 +60,7 @@ except ImportError:
 STEPS = 200
 TURNS = 100
 MESSAGE_BYTES = 500
-RUNS = 5
-DURABILITIES: tuple[Literal["async", "sync"], ...] = ("async", "sync")
+RUNS = 7
 
 
 class State(TypedDict):
@@ -136,22 +140,54 @@ _SNAPSHOT_BYTES = (
 )
 
 
-def run_graph(
+def stream_graph(
     saver: BaseCheckpointSaver[Any], durability: Literal["async", "sync"]
-) -> list[float]:
-    """Stream the graph to the end on a fresh thread; the step-to-step times."""
+) -> Iterator[Any]:
+    """The graph's steps on a fresh thread, as `graph.stream` yields them."""
     graph = build_graph().compile(checkpointer=saver)
     config: Any = {
         "configurable": {"thread_id": f"bench-{durability}-{time.time_ns()}"},
         "recursion_limit": 10 * STEPS,
     }
+    return iter(
+        graph.stream(
+            {"messages": []}, config, stream_mode="updates", durability=durability
+        )
+    )
+
+
+def run_graph(
+    saver: BaseCheckpointSaver[Any], durability: Literal["async", "sync"]
+) -> list[float]:
+    """Stream the graph to the end on a fresh thread; the step-to-step times."""
     stamps = [time.perf_counter()]
-    for _ in graph.stream(
-        {"messages": []}, config, stream_mode="updates", durability=durability
-    ):
+    for _ in stream_graph(saver, durability):
         stamps.append(time.perf_counter())
     assert len(stamps) == STEPS + 1, len(stamps)
     return [later - earlier for earlier, later in itertools.pairwise(stamps)]
+
+
+def run_in_lockstep(
+    savers: dict[str, BaseCheckpointSaver[Any]], first: int
+) -> dict[str, list[float]]:
+    """Each saver's graph run with `durability="sync"`, one step of each in turn.
+
+    The saver at index `first` steps first. Each step waits for its checkpoint,
+    so one saver's work does not run into the other's step. Returns each step's
+    time per saver.
+    """
+    names = list(savers)
+    names = names[first:] + names[:first]
+    steps = {name: stream_graph(savers[name], "sync") for name in names}
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(STEPS):
+        for name in names:
+            start = time.perf_counter()
+            next(steps[name])
+            times[name].append(time.perf_counter() - start)
+    for name in names:  # each graph has ended
+        assert next(steps[name], None) is None, name
+    return times
 
 
 def build_chat() -> StateGraph[State]:
@@ -209,19 +245,18 @@ def measure_storage(saver: BaseCheckpointSaver[Any], path: Path) -> dict[str, An
 
 
 def measure_times(savers: dict[str, BaseCheckpointSaver[Any]]) -> dict[str, Any]:
-    """Per-step times, the savers interleaved run by run (the machine drifts)."""
+    """Per-step times: async runs interleaved run by run, sync runs in lockstep."""
     timings: dict[str, dict[str, list[float]]] = {
         name: {"async": [], "sync": [], "total": []} for name in savers
     }
-    for _ in range(RUNS):
+    for run in range(RUNS):
         for name, saver in savers.items():
-            for durability in DURABILITIES:
-                start = time.perf_counter()
-                intervals = run_graph(saver, durability)
-                timings[name][durability].append(statistics.median(intervals))
-                if durability == "async":
-                    total = (time.perf_counter() - start) / STEPS
-                    timings[name]["total"].append(total)
+            start = time.perf_counter()
+            intervals = run_graph(saver, "async")
+            timings[name]["async"].append(statistics.median(intervals))
+            timings[name]["total"].append((time.perf_counter() - start) / STEPS)
+        for name, intervals in run_in_lockstep(savers, run % len(savers)).items():
+            timings[name]["sync"].append(statistics.median(intervals))
     return {
         name: {key: statistics.median(values) * 1000 for key, values in kinds.items()}
         for name, kinds in timings.items()
@@ -312,7 +347,8 @@ def main() -> None:
     print(
         f"{STEPS} steps, one {MESSAGE_BYTES}-byte message per step: "
         f"{content / kb:.0f} KB of new message text ('x new text': row bytes / "
-        f"file growth); per-step times are medians of {RUNS} runs, "
+        f"file growth); per-step times are medians of {RUNS} runs (sync: in "
+        f"lockstep, one step of each saver in turn), "
         f"{'fsync on every commit' if FSYNC else 'no fsync per commit'}; chat turn: "
         f"the median `invoke` of a chat adding a message and a reply per turn for "
         f"{TURNS} turns (the thread grows to {2 * TURNS} messages)"
