@@ -11,8 +11,10 @@ move that wait:
   in such blocks. A turn that ends while another caller waits for the lock
   leaves its syncs to that caller's turn, which makes them with its own: one
   fsync for both (group commit). `ResumableSaver` takes its sync calls' turns
-  so; LangGraph calls `put` while put_writes, called just before from another
-  thread, still runs, and a step then fsyncs once instead of twice.
+  so: LangGraph calls `put` while put_writes, called just before from another
+  thread, still runs, and when `put` already waits as put_writes' turn ends, the
+  step fsyncs once instead of twice (a 200-step graph: 283 to 365 WAL fsyncs
+  here, depending on how busy the machine is, against 403).
 
 Stores take part through `owe_sync`; a store that never defers a sync ignores
 both, and its writes are durable when their own calls return.
