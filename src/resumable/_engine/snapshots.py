@@ -388,9 +388,9 @@ class SnapshotCodec:
 
         The flag says that no bytes-like value is inside (see `_unchanged`). Text
         and bytes are immutable: the object is its own image (`_NOTHING`, its
-        identity being checked). Dicts and lists
-        are imaged whole; a registered dataclass or pydantic model by exactly the
-        attributes the codec reads (`_imager`). Only values made of exact builtin
+        identity being checked). Dicts and lists are imaged whole; a registered
+        dataclass or pydantic model by exactly the attributes the codec reads
+        (`_imager`). Only values made of exact builtin
         types are imaged (`_plain`): `marshal` then keeps dict order and tells 1,
         1.0 and True apart, so equal images mean equal encodings. Anything else (a
         datetime, a nested model) gets None and is encoded at every save.
@@ -434,10 +434,11 @@ class SnapshotCodec:
         A pydantic model's members are its fields set, whose sorted names the codec
         stores. marshal writes a set sorted too, which cost ~1 us of a chat
         message's ~2.1 us image here; reading the set and comparing it with a copy
-        taken with the image costs ~0.4 us. Equal sets of exact `str` have equal sorted names. (A member that
-        compares equal to a name without being a `str` is not told apart; pydantic
-        only ever adds field names.) Other values' members are their `id`, which
-        their identity, checked first, already proves.
+        taken with the image costs ~0.4 us. Equal sets of exact `str` have equal
+        sorted names. (A member that compares equal to a name without being a
+        `str` is not told apart; pydantic only ever adds field names.) Other
+        values' members are their `id`, which their identity, checked first,
+        already proves.
         """
         if kind is dict or kind is list:
             return _itself, _itself, id
