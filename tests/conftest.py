@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -88,3 +89,11 @@ def clock() -> FakeClock:
 def engine(store: Store) -> Engine:
     """An engine on a fresh store of every backend, with fast store-failure timeouts."""
     return Engine(store, store_retry_s=0.2)
+
+
+def until(condition: Callable[[], bool], *, timeout_s: float = 10) -> None:
+    """Block (polling every ms) until `condition()` holds; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)

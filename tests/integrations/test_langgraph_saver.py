@@ -11,7 +11,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -28,7 +27,7 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from conftest import store_url
+from conftest import store_url, until
 from resumable import Engine, ResumableError, SerializationError
 from resumable._engine import packs
 from resumable._engine.snapshots import chunk_place
@@ -408,10 +407,7 @@ def test_put_writes_leaves_its_fsync_to_the_put_waiting_for_its_turn(
 
         async def put_writes_while_put_waits(*args: Any) -> None:
             await real_put_writes(*args)
-            deadline = time.monotonic() + 10
-            while saver._turns._waiting != 1:  # put, on the other thread
-                assert time.monotonic() < deadline
-                time.sleep(0.001)
+            until(lambda: saver._turns._waiting == 1)  # put, on the other thread
 
         monkeypatch.setattr(saver._storage, "put_writes", put_writes_while_put_waits)
         events.clear()
@@ -422,8 +418,7 @@ def test_put_writes_leaves_its_fsync_to_the_put_waiting_for_its_turn(
 
         with ThreadPoolExecutor(1) as pool:
             done = pool.submit(writes)
-            while not saver._turns.lock.locked():
-                time.sleep(0.001)
+            until(saver._turns.lock.locked)
             second = saver.put(first, checkpoint(x=value + "!"), {"step": 1}, {})
             events.append("put returned")
             done.result()

@@ -27,7 +27,7 @@ from resumable.stores import _sql
 from resumable.stores import sqlite as sqlite_store
 from resumable.stores.protocol import RunQuery
 from resumable.stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore, parse_url
-from resumable.stores.syncs import synced_on_exit
+from resumable.stores.syncs import SharedTurns
 from resumable.testing import T0, run_record, snapshot_record, step_record
 
 
@@ -435,46 +435,44 @@ def _on_disk_spy(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[ob
     return events
 
 
-async def test_writes_in_a_synced_on_exit_block_fsync_the_wal_once_when_it_ends(
+async def test_writes_in_a_turn_fsync_the_wal_once_when_it_ends(
     opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = opened
     await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
     inline_sql, _ = await _traced(store)
     events = _on_disk_spy(store, monkeypatch)
-    with synced_on_exit():
+    with SharedTurns().turn():
         await store.save_snapshot(snapshot_record("t", "0002", ()))
         await store.save_snapshot(snapshot_record("t", "0003", ()))
-        events.append("block done")
-    assert events == ["block done", "WAL synced"]
+        events.append("turn done")
+    assert events == ["turn done", "WAL synced"]
     assert _synchronous_at(inline_sql, "'0002'") == "NORMAL"
     assert _synchronous_at(inline_sql, "'0003'") == "NORMAL"
     await store.save_snapshot(snapshot_record("t", "0004", ()))  # outside: as before
     assert _synchronous_at(inline_sql, "'0004'") == "FULL"
-    assert events == ["block done", "WAL synced"]
+    assert events == ["turn done", "WAL synced"]
 
     async def write_then_fail() -> None:
-        with synced_on_exit():
+        with SharedTurns().turn():
             await store.save_snapshot(snapshot_record("t", "0005", ()))
             raise RuntimeError("after the write")
 
     with pytest.raises(RuntimeError, match="after the write"):
         await write_then_fail()
-    assert events[-1] == "WAL synced"  # owed, and paid though the block raised
-    with synced_on_exit():  # no write: nothing owed
+    assert events[-1] == "WAL synced"  # owed, and paid though the turn raised
+    with SharedTurns().turn():  # no write: nothing owed
         await store.load_snapshot("t")
     assert events.count("WAL synced") == 2
 
     later = asyncio.Event()
 
-    async def outlives_the_block() -> None:
+    async def outlives_the_turn() -> None:
         await later.wait()
         await store.save_snapshot(snapshot_record("t", "0006", ()))
 
-    with synced_on_exit():
-        task = asyncio.ensure_future(
-            outlives_the_block()
-        )  # carries the block's context
+    with SharedTurns().turn():
+        task = asyncio.ensure_future(outlives_the_turn())  # carries the turn's context
     later.set()
     await task
     assert _synchronous_at(inline_sql, "'0006'") == "FULL"  # none left to pay for it
@@ -488,21 +486,21 @@ async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(
 
     monkeypatch.setattr(sqlite_store, "_fdatasync", broken)
 
-    async def save_in_block() -> None:
-        with synced_on_exit():
+    async def save_in_turn() -> None:
+        with SharedTurns().turn():
             await opened.save_snapshot(snapshot_record("t", "0001", ()))
 
     with pytest.raises(StoreError, match=r"may not be on disk.*check the disk"):
-        await save_in_block()
+        await save_in_turn()
 
 
-async def test_a_store_without_fsyncs_owes_a_synced_on_exit_block_none(
+async def test_a_store_without_fsyncs_owes_a_turn_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await SQLiteStore(f"sqlite:///{tmp_path / 'n.db'}?durability=normal").open()
     try:
         events = _on_disk_spy(store, monkeypatch)
-        with synced_on_exit():
+        with SharedTurns().turn():
             await store.save_snapshot(snapshot_record("t", "0001", ()))
         assert events == []
     finally:

@@ -1,4 +1,4 @@
-"""Deferred syncs: `synced_on_exit` and the turns that share them (`SharedTurns`).
+"""Deferred syncs: the turns that make and share them (`SharedTurns`).
 
 The stores' side (SQLite's WAL fsync) is tested in test_sqlite.py; here a sync is
 a function that records when it runs.
@@ -7,20 +7,13 @@ a function that records when it runs.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from conftest import until
 from resumable.errors import StoreError
-from resumable.stores.syncs import SharedTurns, owe_sync, synced_on_exit
-
-
-def _until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 10
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
+from resumable.stores.syncs import SharedTurns, owe_sync
 
 
 def _recorder(events: list[str], name: str) -> Callable[[], None]:
@@ -55,18 +48,20 @@ def turns() -> Iterator[SharedTurns]:
     assert turns._waiting == 0
 
 
-def test_a_block_makes_what_its_writes_owe_once_when_it_ends_even_raising() -> None:
+def test_a_turn_makes_what_its_writes_owe_once_when_it_ends_even_raising(
+    turns: SharedTurns,
+) -> None:
     events: list[str] = []
     sync = _recorder(events, "store")
-    assert not owe_sync(sync)  # outside a block: a write syncs itself
-    with synced_on_exit():
+    assert not owe_sync(sync)  # outside a turn: a write syncs itself
+    with turns.turn():
         assert owe_sync(sync)
         assert owe_sync(sync)  # equal syncs are made once
-        events.append("block done")
-    assert events == ["block done", "store synced on MainThread"]
+        events.append("turn done")
+    assert events == ["turn done", "store synced on MainThread"]
 
     def write_then_fail() -> None:
-        with synced_on_exit():
+        with turns.turn():
             owe_sync(sync)
             raise RuntimeError
 
@@ -105,7 +100,7 @@ def test_a_turn_ending_while_another_waits_leaves_its_syncs_to_that_turn(
         with turns.turn():
             owe_sync(sync)
             first_in.set()
-            _until(lambda: turns._waiting == 1)  # the second caller waits now
+            until(lambda: turns._waiting == 1)  # the second caller waits now
         events.append("first returned")
 
     def second() -> None:
@@ -136,7 +131,7 @@ def test_a_turn_left_syncs_makes_them_with_its_own_and_passes_nothing_on(
             with turns.turn():
                 owe_sync(_recorder(events, name))
                 stage.get(name, threading.Event()).set()
-                _until(lambda: turns._waiting == waiters)
+                until(lambda: turns._waiting == waiters)
             events.append(f"{name} returned")
 
         return body
@@ -173,7 +168,7 @@ def test_syncs_a_turn_fails_to_make_are_made_again_by_the_caller_that_left_them(
         with turns.turn():
             owe_sync(flaky)
             first_in.set()
-            _until(lambda: turns._waiting == 1)
+            until(lambda: turns._waiting == 1)
 
     def second() -> None:
         with turns.turn():
@@ -221,7 +216,7 @@ def test_syncs_left_to_a_caller_interrupted_while_waiting_go_back_to_their_calle
         with turns.turn():
             owe_sync(_recorder(events, "first"))
             first_in.set()
-            _until(lambda: turns._waiting == 1)
+            until(lambda: turns._waiting == 1)
         events.append("first returned")
 
     def waiter() -> None:
@@ -231,7 +226,7 @@ def test_syncs_left_to_a_caller_interrupted_while_waiting_go_back_to_their_calle
     a, a_errors = _in_thread("first", first)
     first_in.wait()
     w, w_errors = _in_thread("waiter", waiter)
-    _until(lambda: turns._left is not None)  # the first turn left its sync to it
+    until(lambda: turns._left is not None)  # the first turn left its sync to it
     lock.interrupt.set()
     a.join()
     w.join()

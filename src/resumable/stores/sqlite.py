@@ -30,12 +30,11 @@ durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
 steps; each swap paid an fsync, ~0.4 ms here.
 
-A write inside `syncs.synced_on_exit` commits without an fsync too, and the
-block fsyncs the WAL once as it ends (`_sync_wal`): its writes are on disk before
-the caller goes on, as every other write is, but the caller can release its own
-locks first. `ResumableSaver`'s sync calls take turns in such blocks
-(`syncs.SharedTurns`), and when LangGraph's `put` waits for put_writes' turn,
-one fsync of the WAL, after put's writes, puts both calls' writes on disk.
+A write in a `syncs.SharedTurns` turn commits without an fsync too, and the
+turn fsyncs the WAL once it has released its lock (`_sync_wal`): its writes are
+on disk before the caller goes on, as every other write is. `ResumableSaver`'s
+sync calls take such turns, and when LangGraph's `put` waits for put_writes'
+turn, one fsync of the WAL, after put's writes, puts both calls' writes on disk.
 
 Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store
@@ -567,8 +566,8 @@ class SQLiteStore:
 
         Writes always try to; a read does when `inline` is set (reads of one run or
         thread). A write that is not `durable` (a lease's, a pack swap) commits
-        without an fsync, and so does one inside `syncs.synced_on_exit`, which
-        then owes that block the fsync (`_sync_wal`).
+        without an fsync, and so does one in a `syncs.SharedTurns` turn, which
+        then owes that turn the fsync (`_sync_wal`).
         """
         if write and durable and self.durability == "full":
             durable = not owe_sync(self._sync_wal)
@@ -706,8 +705,8 @@ class SQLiteStore:
         """Sync the WAL to disk, as a durability=full commit does before returning.
 
         Every frame written before, by any connection to the file, is then on
-        disk. A write of a `synced_on_exit` block committed without this, and its
-        block calls it once it ends. The file descriptor stays open while the
+        disk. A write in a `SharedTurns` turn committed without this, and its
+        turn (or the next) calls it once the turn ends. The file descriptor stays open while the
         store is: SQLite never deletes the WAL of a file that still has a
         connection (ours), and it keeps no lock on the WAL that closing it
         could drop.

@@ -1,23 +1,21 @@
-"""Fsyncs a caller pays once, at the end of a block, and shares with the next caller.
+"""Fsyncs that callers taking turns at a store make after their turn, and share.
 
 A store that commits with an fsync (SQLite, durability=full) makes every caller
-wait for the disk inside its call, holding whatever the caller holds. Two tools
-move that wait:
+wait for the disk inside its call, holding whatever the caller holds.
+`SharedTurns` is a lock for callers that take turns at a store. A turn's writes
+commit without an fsync, and the turn makes the syncs they owe once it has
+released the lock, so the next caller works meanwhile. A turn that ends while
+another caller waits for the lock leaves its syncs to that caller's turn, which
+makes them with its own: one fsync for both (group commit).
 
-- `synced_on_exit`: writes in the block commit without an fsync, and the block
-  makes the syncs they owe when it ends. The caller may release its own locks
-  first, and each write is still on disk before the block is left.
-- `SharedTurns`: a lock for callers that take turns at a store, whose turns run
-  in such blocks. A turn that ends while another caller waits for the lock
-  leaves its syncs to that caller's turn, which makes them with its own: one
-  fsync for both (group commit). `ResumableSaver` takes its sync calls' turns
-  so: LangGraph calls `put` while put_writes, called just before from another
-  thread, still runs, and when `put` already waits as put_writes' turn ends, the
-  step fsyncs once instead of twice (a 200-step graph: 283 to 365 WAL fsyncs
-  here, depending on how busy the machine is, against 403).
+`ResumableSaver` takes its sync calls' turns so: LangGraph calls `put` while
+put_writes, called just before from another thread, still runs, and when `put`
+already waits as put_writes' turn ends, the step fsyncs once instead of twice (a
+200-step graph: 283 to 365 WAL fsyncs here, depending on how busy the machine
+is, against 403).
 
 Stores take part through `owe_sync`; a store that never defers a sync ignores
-both, and its writes are durable when their own calls return.
+the turns, and its writes are durable when their own calls return.
 """
 
 from __future__ import annotations
@@ -36,13 +34,13 @@ Equal syncs are made once: a bound method of one store compares equal to itself.
 
 
 class _Syncs:
-    """The syncs owed to the writes of one `synced_on_exit` block (or turn)."""
+    """The syncs owed to the writes of one turn."""
 
     __slots__ = ("ended", "owed")
 
     def __init__(self) -> None:
         self.owed: dict[Sync, None] = {}  # insertion-ordered, unique
-        # a task started in the block carries its context on after the block ends,
+        # a task started in the turn carries its context on after the turn ends,
         # when nothing would pay what its writes owe: they then sync themselves
         self.ended = False
 
@@ -52,51 +50,16 @@ _SYNCS: Final[contextvars.ContextVar[_Syncs | None]] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def synced_on_exit() -> Iterator[None]:
-    """Let the writes of this block wait for the disk only when it ends.
-
-    A store that supports it (SQLite with durability=full) commits a write made
-    in the block without an fsync, and owes the block one; leaving the block
-    pays the syncs owed, even when it raises. Each write is then as durable when
-    the block ends as it would be when its own call returned, and the caller may
-    release its own locks before the fsync. Other stores ignore it. Writes made
-    on other threads, in tasks the block did not start, or after it ended (by a
-    task it started), are not affected.
-
-    Raises:
-        StoreError: a sync failed; the block's writes may not be on disk.
-    """
-    syncs = _Syncs()
-    try:
-        with _owed_to(syncs):
-            yield
-    finally:
-        _make(syncs.owed)
-
-
-@contextlib.contextmanager
-def _owed_to(syncs: _Syncs) -> Iterator[None]:
-    """Writes in the block owe `syncs` (`owe_sync`) until it ends."""
-    token = _SYNCS.set(syncs)
-    try:
-        yield
-    finally:
-        _SYNCS.reset(token)
-        syncs.ended = True
-
-
 def _make(syncs: dict[Sync, None]) -> None:
     for sync in syncs:
         sync()
 
 
 def owe_sync(sync: Sync) -> bool:
-    """For stores: whether a write may skip its fsync, owing `sync` to the block.
+    """For stores: whether a write may skip its fsync, owing `sync` to the turn.
 
-    True inside `synced_on_exit` or a `SharedTurns` turn (and `sync` is then made
-    when it ends), False elsewhere: the write must be durable when its call
-    returns.
+    True inside a `SharedTurns` turn (and `sync` is then made when it ends),
+    False elsewhere: the write must be durable when its call returns.
     """
     syncs = _SYNCS.get()
     if syncs is None or syncs.ended:
@@ -128,12 +91,12 @@ class _Left:
 class SharedTurns:
     """A lock for callers that take turns at a store and share their fsyncs.
 
-    `turn()` holds the lock for one caller at a time, in a block whose writes
-    commit without an fsync (see `synced_on_exit`), and releases it before the
-    syncs they owe are made. A turn that ends while another caller waits for the
-    lock leaves its syncs to that caller's turn and waits: when that turn ends,
-    it makes them with its own (after its own writes, so one fsync of a WAL puts
-    both on disk) and wakes the first. Every caller still returns only once its
+    `turn()` holds the lock for one caller at a time. Writes in the turn commit
+    without an fsync (`owe_sync`), and the turn releases the lock before the
+    syncs they owe are made, even when it raises. A turn that ends while another
+    caller waits for the lock leaves its syncs to that caller's turn and waits:
+    when that turn ends, it makes them with its own (after its own writes, so one
+    fsync of a WAL puts both on disk) and wakes the first. Every caller still returns only once its
     writes are on disk; while the first waits, the lock is free.
 
     A turn that was left syncs makes them itself and passes nothing on, so a
@@ -170,11 +133,13 @@ class SharedTurns:
             self._waiting -= 1
             given, self._left = self._left, None
         syncs = _Syncs()
+        token = _SYNCS.set(syncs)
         left: _Left | None = None
         try:
-            with _owed_to(syncs):
-                yield
+            yield
         finally:
+            _SYNCS.reset(token)
+            syncs.ended = True
             try:
                 if given is None and syncs.owed:
                     left = self._leave(syncs.owed)
