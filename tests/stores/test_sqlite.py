@@ -350,76 +350,6 @@ async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
     assert [s.seq for s in await load] == [1]
 
 
-def _synchronous_at(statements: list[str], marker: str) -> str:
-    """The `synchronous` setting in force when `marker` first ran."""
-    setting = "FULL"  # the store's default: durability=full
-    for sql in statements:
-        if sql.startswith("PRAGMA synchronous"):
-            setting = sql.split("=")[1].strip()
-        if marker in sql:
-            return setting
-    raise AssertionError(f"{marker!r} never ran")
-
-
-async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
-    opened: SQLiteStore,
-) -> None:
-    store = opened
-    inline_sql, on_thread = await _traced(store)
-    synchronous_at = _synchronous_at
-    fence = await _leased_run(store, "r")  # inline
-    await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
-    await store.commit_step(step_record("r", 1), fence=fence)
-    assert synchronous_at(inline_sql, "fence = fence + 1") == "NORMAL"
-    assert synchronous_at(inline_sql, "SET lease_expires_at_ms") == "NORMAL"
-    assert synchronous_at(inline_sql, "INSERT OR REPLACE INTO resumable_steps") == (
-        "FULL"
-    )
-    with store._inline_lock:  # the same on the store thread
-        await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
-        await store.commit_step(step_record("r", 2), fence=fence)
-    assert synchronous_at(on_thread, "SET lease_expires_at_ms") == "NORMAL"
-    assert synchronous_at(on_thread, "INSERT OR REPLACE INTO resumable_steps") == (
-        "FULL"
-    )
-
-    def failing(conn: sqlite3.Connection) -> None:
-        conn.execute("UPDATE resumable_runs SET fence = fence WHERE run_id = 'r'")
-        raise sqlite3.OperationalError("disk I/O error")
-
-    # a lease write that fails mid-transaction leaves no unsynced setting behind
-    for statements, held in ((inline_sql, False), (on_thread, True)):
-        statements.clear()
-        with contextlib.ExitStack() as stack:
-            if held:
-                stack.enter_context(store._inline_lock)
-            with pytest.raises(CheckpointWriteError):  # of "r", which wrote last
-                await store._call(failing, write=True, durable=False, run_id="r")
-            await store.commit_step(step_record("r", 3), fence=fence)
-        assert synchronous_at(statements, "SET fence = fence") == "NORMAL"
-        assert synchronous_at(statements, "INTO resumable_steps") == "FULL"
-
-
-async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
-    opened: SQLiteStore,
-) -> None:
-    store = opened
-    await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
-    inline_sql, on_thread = await _traced(store)
-    await store.save_snapshot(snapshot_record("t", "0002", ()))
-    pack = snapshot_record("t", "0001", (), namespace=":pack:", label="0002")
-    assert await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
-    await store.save_snapshot(snapshot_record("t", "0003", ()))
-    assert _synchronous_at(inline_sql, "INTO resumable_snapshots") == "FULL"
-    assert _synchronous_at(inline_sql, "DELETE FROM resumable_snapshots") == "NORMAL"
-    assert _synchronous_at(inline_sql, "'0003'") == "FULL"  # restored after the swap
-    with store._inline_lock:  # the same on the store thread
-        pack = snapshot_record("t", "0003", (), namespace=":pack:", label="0003")
-        assert await store.replace_snapshots("t", "", ["0003"], by=pack)
-    assert _synchronous_at(on_thread, "DELETE FROM resumable_snapshots") == "NORMAL"
-    assert [r.checkpoint_id for r in await store.list_snapshots("t")] == []
-
-
 def _on_disk_spy(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Record each WAL fsync `_sync_wal` makes (and make it) in the returned list."""
     events: list[object] = []
@@ -435,23 +365,126 @@ def _on_disk_spy(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[ob
     return events
 
 
+async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
+    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = opened
+    fence = await _leased_run(store, "r")
+    events = _on_disk_spy(store, monkeypatch)
+    for on_thread in (False, True):  # inline, then on the store thread
+        with store._inline_lock if on_thread else contextlib.nullcontext():
+            await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
+            assert events == ["WAL synced"] * on_thread
+            await store.commit_step(step_record("r", 1 + on_thread), fence=fence)
+            assert events == ["WAL synced"] * (1 + on_thread)
+
+    def failing(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE resumable_runs SET fence = fence WHERE run_id = 'r'")
+        raise sqlite3.OperationalError("disk I/O error")
+
+    for on_thread in (False, True):  # a write that fails syncs nothing
+        held = store._inline_lock if on_thread else contextlib.nullcontext()
+        with held, pytest.raises(CheckpointWriteError):  # of "r", which wrote last
+            await store._call(failing, write=True, run_id="r")
+    assert events == ["WAL synced"] * 2
+    assert [step.seq for step in await store.load_journal("r")] == [1, 2]
+
+
+async def test_a_durable_write_syncs_the_wal_after_its_commit_with_the_write_lock_free(
+    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The next writer, of this process or another, commits while the disk works."""
+    store = opened
+    await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
+    committed: list[list[str]] = []
+    real = sqlite_store._fdatasync
+
+    def fdatasync(fd: int) -> None:
+        other = sqlite3.connect(store.path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # raises while a writer holds the lock
+            rows = other.execute("SELECT checkpoint_id FROM resumable_snapshots")
+            committed.append(sorted(row[0] for row in rows))
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+        real(fd)
+
+    monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
+    await store.save_snapshot(snapshot_record("t", "0002", ()))
+    with store._inline_lock:  # the same on the store thread
+        await store.save_snapshot(snapshot_record("t", "0003", ()))
+    assert committed == [["0001", "0002"], ["0001", "0002", "0003"]]
+
+
+async def test_a_failed_wal_fsync_on_the_store_thread_fails_the_durable_writes_alone(
+    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lease write committed beside them stands: it never waited for the disk."""
+    store = opened
+    fence = await _leased_run(store, "r")
+    release = threading.Event()
+    busy = asyncio.ensure_future(store._call(lambda _: release.wait(10), write=False))
+    await asyncio.sleep(0.05)
+
+    def broken(_: int) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(sqlite_store, "_fdatasync", broken)
+    with store._inline_lock:  # both queue, and commit in one batch
+        renew = asyncio.ensure_future(
+            store.renew_lease("r", fence=fence, now_ms=T0 + 1, ttl_ms=60_000)
+        )
+        step = asyncio.ensure_future(
+            store.commit_step(step_record("r", 1), fence=fence)
+        )
+        await asyncio.sleep(0)
+        release.set()
+        await busy
+        with pytest.raises(StoreError, match=r"may not be on disk.*check the disk"):
+            await step
+        await renew
+    run = await store.get_run("r")
+    assert run is not None
+    assert run.lease_expires_at_ms == T0 + 1 + 60_000
+    assert [s.seq for s in await store.load_journal("r")] == [1]  # committed
+
+
+async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
+    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = opened
+    events = _on_disk_spy(store, monkeypatch)
+    await store.save_snapshot(snapshot_record("t", "0001", ()))
+    await store.save_snapshot(snapshot_record("t", "0002", ()))
+    assert events == ["WAL synced"] * 2
+    pack = snapshot_record("t", "0001", (), namespace=":pack:", label="0002")
+    assert await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
+    assert events == ["WAL synced"] * 2
+    await store.save_snapshot(snapshot_record("t", "0003", ()))
+    assert events == ["WAL synced"] * 3
+    with store._inline_lock:  # the same on the store thread
+        pack = snapshot_record("t", "0003", (), namespace=":pack:", label="0003")
+        assert await store.replace_snapshots("t", "", ["0003"], by=pack)
+    assert events == ["WAL synced"] * 3
+    assert [r.checkpoint_id for r in await store.list_snapshots("t")] == []
+
+
 async def test_writes_in_a_turn_fsync_the_wal_once_when_it_ends(
     opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = opened
     await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
-    inline_sql, _ = await _traced(store)
     events = _on_disk_spy(store, monkeypatch)
     with SharedTurns().turn():
         await store.save_snapshot(snapshot_record("t", "0002", ()))
         await store.save_snapshot(snapshot_record("t", "0003", ()))
         events.append("turn done")
     assert events == ["turn done", "WAL synced"]
-    assert _synchronous_at(inline_sql, "'0002'") == "NORMAL"
-    assert _synchronous_at(inline_sql, "'0003'") == "NORMAL"
-    await store.save_snapshot(snapshot_record("t", "0004", ()))  # outside: as before
-    assert _synchronous_at(inline_sql, "'0004'") == "FULL"
-    assert events == ["turn done", "WAL synced"]
+    await store.save_snapshot(snapshot_record("t", "0004", ()))  # outside: its own
+    events.append("0004 saved")
+    assert events == ["turn done", "WAL synced", "WAL synced", "0004 saved"]
+    events.clear()
 
     async def write_then_fail() -> None:
         with SharedTurns().turn():
@@ -460,10 +493,10 @@ async def test_writes_in_a_turn_fsync_the_wal_once_when_it_ends(
 
     with pytest.raises(RuntimeError, match="after the write"):
         await write_then_fail()
-    assert events[-1] == "WAL synced"  # owed, and paid though the turn raised
+    assert events == ["WAL synced"]  # owed, and paid though the turn raised
     with SharedTurns().turn():  # no write: nothing owed
         await store.load_snapshot("t")
-    assert events.count("WAL synced") == 2
+    assert events == ["WAL synced"]
 
     later = asyncio.Event()
 
@@ -473,9 +506,10 @@ async def test_writes_in_a_turn_fsync_the_wal_once_when_it_ends(
 
     with SharedTurns().turn():
         task = asyncio.ensure_future(outlives_the_turn())  # carries the turn's context
+    assert events == ["WAL synced"]
     later.set()
-    await task
-    assert _synchronous_at(inline_sql, "'0006'") == "FULL"  # none left to pay for it
+    await task  # the turn had ended: the write synced itself
+    assert events == ["WAL synced"] * 2
 
 
 async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(

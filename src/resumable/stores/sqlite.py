@@ -19,6 +19,17 @@ WAL of 100 pages itself (the store thread's at SQLite's default, 1000); with
 `normal`, whose commits do not fsync, the inline connection leaves checkpoints
 (an fsync) to the store thread.
 
+Every connection commits with SQLite's `synchronous=NORMAL`. With `full`, a
+durable write then fsyncs the WAL itself (`_sync_wal`) before its call returns,
+once SQLite's write lock is free, so the next write commits while the disk works.
+In WAL mode that is what `synchronous=FULL` does (it syncs the WAL at each commit;
+checkpoints sync the same at either setting), without a statement per write to
+choose whether it syncs (two, ~10 us each in a busy process, when the setting was
+switched around each lease write). One difference: another connection may read a
+commit a moment before its fsync ends. A power cut in that moment loses it, and
+with it every commit after it (see below: the WAL is replayed in order), among
+them whatever was written from it.
+
 Lease writes (acquire, renew, release) commit without an fsync, whatever the
 durability. A lease only keeps live processes apart, and a WAL file is shared
 only by processes of one machine (its index is shared memory), which a power cut
@@ -272,24 +283,7 @@ class _Job:
         self.run_id, self.seq, self.durable = run_id, seq, durable
 
 
-@contextlib.contextmanager
-def _unsynced(conn: Conn) -> Iterator[None]:
-    """Commit without an fsync inside (lease writes: see the module doc)."""
-    conn.execute("PRAGMA synchronous = NORMAL")
-    try:
-        yield
-    finally:
-        # SQLite refuses to change it inside a transaction: one an error left open
-        # committed nothing, and must not outlive the setting it was begun under
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        conn.execute("PRAGMA synchronous = FULL")
-
-
 _fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
-_AS_SET: Final = contextlib.nullcontext()
-"""In place of `_unsynced` for every other write: a step's commit pays 0.4 us for the
-choice, not the 2 us of entering a generator context."""
 
 
 class SQLiteStore:
@@ -364,8 +358,9 @@ class SQLiteStore:
         conn.row_factory = sqlite3.Row
         if not inline:  # WAL persists in the file; the store thread set it at open
             conn.execute("PRAGMA journal_mode = WAL")
-        synchronous = self.durability.upper()  # one of two constants: see parse_url
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        # commits never sync themselves: a durable one syncs the WAL once it has
+        # committed (`_sync_wal`), with durability=full
+        conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         conn.execute(f"PRAGMA mmap_size = {self._mmap_mb * 2**20}")
         if inline:
@@ -496,25 +491,32 @@ class SQLiteStore:
         if not jobs:
             return []
         outcomes: list[tuple[_Job, bool, Any]] = []
-        with self._syncing(conn, durable=any(job.durable for job in jobs)):
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                if len(jobs) == 1:
-                    outcomes.append(self._run_one(conn, jobs[0], savepoint=False))
-                    if not outcomes[0][1]:
-                        conn.execute("ROLLBACK")
-                        return outcomes
-                else:
-                    outcomes.extend(
-                        self._run_one(conn, job, savepoint=True) for job in jobs
-                    )
-                conn.execute("COMMIT")
-            except _DRIVER_ERRORS as exc:
-                if conn.in_transaction:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if len(jobs) == 1:
+                outcomes.append(self._run_one(conn, jobs[0], savepoint=False))
+                if not outcomes[0][1]:
                     conn.execute("ROLLBACK")
+                    return outcomes
+            else:
+                outcomes.extend(
+                    self._run_one(conn, job, savepoint=True) for job in jobs
+                )
+            conn.execute("COMMIT")
+        except _DRIVER_ERRORS as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return [
+                (job, False, self._write_error(job.run_id, job.seq, exc))
+                for job in jobs
+            ]
+        if any(job.durable for job in jobs):
+            try:
+                self._sync_wal()
+            except StoreError as exc:  # committed, but maybe not on disk
                 return [
-                    (job, False, self._write_error(job.run_id, job.seq, exc))
-                    for job in jobs
+                    (job, False, exc) if ok and job.durable else (job, ok, value)
+                    for job, ok, value in outcomes
                 ]
         return outcomes
 
@@ -565,12 +567,17 @@ class SQLiteStore:
         """Run `fn` in one transaction, on this thread when it can (see the module doc).
 
         Writes always try to; a read does when `inline` is set (reads of one run or
-        thread). A write that is not `durable` (a lease's, a pack swap) commits
-        without an fsync, and so does one in a `syncs.SharedTurns` turn, which
-        then owes that turn the fsync (`_sync_wal`).
+        thread). With durability=full, a `durable` write syncs the WAL once it has
+        committed (`_sync_wal`), unless it is in a `syncs.SharedTurns` turn, which
+        it then owes that sync. A write that is not `durable` (a lease's, a pack
+        swap) is left for the next sync to put on disk.
         """
-        if write and durable and self.durability == "full":
-            durable = not owe_sync(self._sync_wal)
+        durable = (
+            durable
+            and write
+            and self.durability == "full"
+            and not owe_sync(self._sync_wal)
+        )
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
         if write and (self.durability == "normal" or self._writes_alone(run_id)):
@@ -616,43 +623,38 @@ class SQLiteStore:
         *,
         durable: bool,
     ) -> object:
-        """Commit `fn` on this thread if the write lock is free now, else _NOT_INLINE."""
+        """Commit `fn` on this thread if the write lock is free now, else _NOT_INLINE.
+
+        A `durable` write syncs the WAL after its commit, once it has released the
+        inline connection: the next write commits meanwhile.
+        """
         conn = self._take_inline()
         if conn is None:
             return _NOT_INLINE
         try:
-            with self._syncing(conn, durable=durable):
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError:  # busy: the store thread waits for it
-                    return _NOT_INLINE
-                try:
-                    result = fn(conn)
-                    conn.execute("COMMIT")
-                except _DRIVER_ERRORS as exc:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise self._write_error(run_id, seq, exc) from exc
-                except BaseException:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:  # busy: the store thread waits for it
+                return _NOT_INLINE
+            try:
+                result = fn(conn)
+                conn.execute("COMMIT")
+            except _DRIVER_ERRORS as exc:
+                if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                    raise
-            if self.durability == "normal":
-                self._inline_commits += 1
-                if self._inline_commits % _CHECKPOINT_EVERY == 0:
-                    self._checkpoint_soon()
-            return result
+                raise self._write_error(run_id, seq, exc) from exc
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
         finally:
             self._inline_lock.release()
-
-    def _syncing(
-        self, conn: Conn, *, durable: bool
-    ) -> contextlib.AbstractContextManager[None]:
-        """How a transaction on `conn` commits: without an fsync unless `durable`.
-
-        `_unsynced` for a lease's write or a pack swap where commits fsync
-        (durability=full); the shared no-op context otherwise.
-        """
-        return _unsynced(conn) if not durable and self.durability == "full" else _AS_SET
+        if durable:
+            self._sync_wal()
+        elif self.durability == "normal":
+            self._inline_commits += 1
+            if self._inline_commits % _CHECKPOINT_EVERY == 0:
+                self._checkpoint_soon()
+        return result
 
     def _read_inline(self, fn: Callable[[Conn], Any]) -> object:
         """Read with `fn` on this thread if the inline connection is free, else _NOT_INLINE.
@@ -702,13 +704,13 @@ class SQLiteStore:
         return self._inline
 
     def _sync_wal(self) -> None:
-        """Sync the WAL to disk, as a durability=full commit does before returning.
+        """Sync the WAL to disk: a durability=full write is on disk once this returns.
 
         Every frame written before, by any connection to the file, is then on
-        disk. A write in a `SharedTurns` turn committed without this, and its
-        turn (or the next) calls it once the turn ends. The file descriptor stays open while the
-        store is: SQLite never deletes the WAL of a file that still has a
-        connection (ours), and it keeps no lock on the WAL that closing it
+        disk. A write calls it after its commit, or its `SharedTurns` turn does
+        (or the next turn) once the turn ends. The file descriptor stays open
+        while the store is: SQLite never deletes the WAL of a file that still has
+        a connection (ours), and it keeps no lock on the WAL that closing it
         could drop.
 
         Raises:
