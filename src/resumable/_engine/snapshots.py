@@ -63,7 +63,9 @@ class _Memo(NamedTuple):
     Its last fields are its `_Proof`'s, in the same order (`_Memo(..., *proof)`).
     """
 
-    leaf: object  # held: keeps its id from being reused by another object
+    # held: no other object can take its id while the entry exists, so the entry
+    # found by a value's id is that value's own (`leaf`, `_remembered`)
+    leaf: object
     kind: type  # __class__ can be reassigned
     digest: str
     shape: Shape  # {"c": digest}, one object: equal shapes compare by identity
@@ -133,8 +135,10 @@ _ATOMS: Final = frozenset({str, int, bool, type(None)})
 _ATOMS_MAX: Final = 1024
 _str_only = frozenset({str}).issuperset
 _RUN_MIN: Final = 8  # shorter runs of leaves are checked one `leaf` call each
-(_LEAF, _KIND, _DIGEST, _SHAPE, _IMAGE, _UNBUFFERED, _IMAGER, _MEMBERS_OF, _MEMBERS) = (
-    operator.attrgetter(name) for name in _Memo._fields
+# a _Memo's fields by position (a tuple's item, cheaper than its attribute)
+(_, _KIND, _DIGEST, _SHAPE, _IMAGE, _UNBUFFERED, _IMAGER, _MEMBERS_OF, _MEMBERS) = (
+    cast("Callable[[Any], Any]", operator.itemgetter(index))
+    for index in range(len(_Memo._fields))
 )
 # (imager, leaf) -> imager(leaf), in C (the checkers cannot type operator.call so)
 _image_with = cast("Callable[[_Imager, Any], Any]", operator.call)
@@ -235,12 +239,12 @@ class SnapshotCodec:
         A conversation appends to a list whose other elements the last save met.
         Checked one `leaf` call each, they cost ~1.2 us apiece, a third of it in
         the calls; here the same proof is made for the run as a whole, in a few C
-        loops, without the calls: each is the same object, of the same type,
-        without bytes-like values inside, its chunk is stored, its members (a
-        model's fields set) are as they were, and the marshalled images of them
-        all equal their remembered images end to end (marshal's encodings are
-        self-delimiting: equal concatenations are equal images one by one). Should
-        any of it fail, `leaf` checks each of them again.
+        loops, without the calls: each is of the same type (the entry found by its
+        id is its own), without bytes-like values inside, its chunk is stored, its
+        members (a model's fields set) are as they were, and the marshalled images
+        of them all equal their remembered images end to end (marshal's encodings
+        are self-delimiting: equal concatenations are equal images one by one).
+        Should any of it fail, `leaf` checks each of them again.
         """
         memo = self._memo
         if len(values) < _RUN_MIN or not memo or type(known) is not set:
@@ -252,7 +256,6 @@ class SnapshotCodec:
         try:
             if (
                 len(seen) < _RUN_MIN
-                or not all(map(operator.is_, map(_LEAF, seen), run))
                 or not all(map(operator.is_, map(_KIND, seen), map(type, run)))
                 or not all(map(_UNBUFFERED, seen))
                 or not known.issuperset(map(_DIGEST, seen))
@@ -295,7 +298,6 @@ class SnapshotCodec:
         seen = self._memo.get(id(value))
         if (
             seen is not None
-            and seen.leaf is value
             and seen.kind is type(value)
             and (seen.digest in known or seen.digest in chunks)
             and self._unchanged(value, seen)
