@@ -34,6 +34,7 @@ from resumable._engine.snapshots import chunk_place
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
 from resumable.stores import sqlite as sqlite_store
+from resumable.stores import syncs
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -388,29 +389,29 @@ def test_put_and_put_writes_fsync_after_their_turn_and_return_once_synced(
     ]
 
 
-def test_put_writes_leaves_its_fsync_to_the_put_waiting_for_its_turn(
+def test_put_writes_lets_the_put_called_just_after_it_go_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One WAL fsync, after both calls' writes, puts a LangGraph step on disk."""
+    """A step with durability="sync" waits for put alone: put_writes' turn comes
+    after put's, and each call returns once its own writes are on disk."""
     events: list[str] = []
     with sync_saver(tmp_path) as saver:
+        value = "a value long enough to be a content-addressed chunk, not inline"
+        first = saver.put(config("t"), checkpoint(x=value), {"step": 0}, {})
         real_sync = sqlite_store._fdatasync
 
         def fdatasync(fd: int) -> None:
-            events.append("WAL synced")
             real_sync(fd)
+            events.append("synced")
+
+        def traced(sql: str) -> None:
+            if sql.startswith("INSERT OR REPLACE INTO resumable_snapshots"):
+                events.append("writes" if "':writes:'" in sql else "checkpoint")
 
         monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
-        value = "a value long enough to be a content-addressed chunk, not inline"
-        first = saver.put(config("t"), checkpoint(x=value), {"step": 0}, {})
-        real_put_writes = saver._storage.put_writes
-
-        async def put_writes_while_put_waits(*args: Any) -> None:
-            await real_put_writes(*args)
-            until(lambda: saver._turns._waiting == 1)  # put, on the other thread
-
-        monkeypatch.setattr(saver._storage, "put_writes", put_writes_while_put_waits)
-        events.clear()
+        monkeypatch.setattr(syncs, "DEFER_S", 60.0)  # only put's turn ends the wait
+        inline = saver.engine.store._inline  # type: ignore[attr-defined]
+        inline.set_trace_callback(traced)
 
         def writes() -> None:
             saver.put_writes(first, [("x", value + "!")], "task")
@@ -418,12 +419,17 @@ def test_put_writes_leaves_its_fsync_to_the_put_waiting_for_its_turn(
 
         with ThreadPoolExecutor(1) as pool:
             done = pool.submit(writes)
-            until(saver._turns.lock.locked)
+            until(lambda: bool(saver._turns._started._waiters))  # type: ignore[attr-defined]
             second = saver.put(first, checkpoint(x=value + "!"), {"step": 1}, {})
             events.append("put returned")
             done.result()
-        assert events[0] == "WAL synced"
-        assert sorted(events[1:]) == ["put returned", "put_writes returned"]
+        inline.set_trace_callback(None)
+        assert events.index("checkpoint") < events.index("writes")  # put went first
+        for wrote, returned in (
+            ("checkpoint", "put returned"),
+            ("writes", "put_writes returned"),
+        ):  # synced after its own commit, before it returned
+            assert "synced" in events[events.index(wrote) : events.index(returned)]
         stored = saver.get_tuple(first)
         assert stored is not None
         assert stored.pending_writes == [("task", "x", value + "!")]

@@ -1,4 +1,4 @@
-"""Deferred syncs: the turns that make and share them (`SharedTurns`).
+"""Deferred syncs: the turns that make them (`SharedTurns`), and deferred turns.
 
 The stores' side (SQLite's WAL fsync) is tested in test_sqlite.py; here a sync is
 a function that records when it runs.
@@ -7,12 +7,14 @@ a function that records when it runs.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from conftest import until
 from resumable.errors import StoreError
+from resumable.stores import syncs
 from resumable.stores.syncs import SharedTurns, owe_sync
 
 
@@ -44,8 +46,6 @@ def turns() -> Iterator[SharedTurns]:
     turns = SharedTurns()
     yield turns
     assert not turns.lock.locked()
-    assert turns._left is None
-    assert turns._waiting == 0
 
 
 def test_a_turn_makes_what_its_writes_owe_once_when_it_ends_even_raising(
@@ -88,148 +88,86 @@ def test_a_turn_nobody_waits_for_makes_its_syncs_itself_after_releasing_the_lock
     assert len(events) == 2
 
 
-def test_a_turn_ending_while_another_waits_leaves_its_syncs_to_that_turn(
-    turns: SharedTurns,
+def test_a_failed_sync_is_raised_once_the_lock_is_free(turns: SharedTurns) -> None:
+    def broken() -> None:
+        assert not turns.lock.locked()
+        raise StoreError(store="test", detail="disk gone")
+
+    with pytest.raises(StoreError, match="disk gone"), turns.turn():
+        assert owe_sync(broken)
+
+
+def _deferring(turns: SharedTurns) -> bool:
+    """Whether a caller waits in `_defer` (a waiter on its condition)."""
+    return bool(turns._started._waiters)  # type: ignore[attr-defined]
+
+
+def test_a_deferred_turn_goes_after_the_turn_another_caller_starts_meanwhile(
+    turns: SharedTurns, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Group commit: the next turn makes both callers' sync once, after its writes."""
+    """As LangGraph's put_writes lets the put called after it go first."""
+    monkeypatch.setattr(syncs, "DEFER_S", 60.0)  # only the second turn ends the wait
     events: list[str] = []
-    sync = _recorder(events, "store")  # one store: one sync for both
-    first_in = threading.Event()
 
-    def first() -> None:
-        with turns.turn():
-            owe_sync(sync)
-            first_in.set()
-            until(lambda: turns._waiting == 1)  # the second caller waits now
-        events.append("first returned")
-
-    def second() -> None:
-        with turns.turn():
-            owe_sync(sync)
-            events.append("second wrote")
-        events.append("second returned")
-
-    a, a_errors = _in_thread("first", first)
-    first_in.wait()
-    b, b_errors = _in_thread("second", second)
-    a.join()
-    b.join()
-    assert a_errors == b_errors == []
-    assert events[:2] == ["second wrote", "store synced on second"]
-    assert sorted(events[2:]) == ["first returned", "second returned"]
-
-
-def test_a_turn_left_syncs_makes_them_with_its_own_and_passes_nothing_on(
-    turns: SharedTurns,
-) -> None:
-    """A caller waits for one other turn at most, however many queue behind it."""
-    events: list[str] = []
-    stage = {"first": threading.Event(), "second": threading.Event()}
-
-    def caller(name: str, waiters: int) -> Callable[[], None]:
+    def caller(name: str, *, defer: bool) -> Callable[[], None]:
         def body() -> None:
-            with turns.turn():
+            with turns.turn(defer=defer):
                 owe_sync(_recorder(events, name))
-                stage.get(name, threading.Event()).set()
-                until(lambda: turns._waiting == waiters)
+                events.append(f"{name} wrote")
             events.append(f"{name} returned")
 
         return body
 
-    a, a_errors = _in_thread("first", caller("first", 1))
-    stage["first"].wait()
-    b, b_errors = _in_thread("second", caller("second", 1))
-    stage["second"].wait()  # the first turn has left its sync to the second
-    c, c_errors = _in_thread("third", caller("third", 0))
-    for thread in (a, b, c):
-        thread.join()
-    assert a_errors == b_errors == c_errors == []
-    second_syncs = [e for e in events if e.endswith("synced on second")]
-    assert second_syncs == ["second synced on second", "first synced on second"]
-    assert "third synced on third" in events  # the second turn passed nothing on
-    assert events.index("first synced on second") < events.index("first returned")
+    first, first_errors = _in_thread("first", caller("first", defer=True))
+    until(lambda: _deferring(turns))
+    second, second_errors = _in_thread("second", caller("second", defer=False))
+    first.join()
+    second.join()
+    assert first_errors == second_errors == []
+    assert events.index("second wrote") < events.index("first wrote")
+    for name in ("first", "second"):  # each synced its own, after its writes
+        assert (
+            events.index(f"{name} wrote")
+            < events.index(f"{name} synced on {name}")
+            < events.index(f"{name} returned")
+        )
+    assert turns._missed == 0
 
 
-def test_syncs_a_turn_fails_to_make_are_made_again_by_the_caller_that_left_them(
-    turns: SharedTurns,
-) -> None:
-    events: list[str] = []
-    failures = iter([OSError("disk gone")])
-
-    def flaky() -> None:  # fails once, as a disk that came back would
-        failure = next(failures, None)
-        events.append(f"sync on {threading.current_thread().name}")
-        if failure is not None:
-            raise StoreError(store="test", detail=str(failure)) from failure
-
-    first_in = threading.Event()
-
-    def first() -> None:
-        with turns.turn():
-            owe_sync(flaky)
-            first_in.set()
-            until(lambda: turns._waiting == 1)
-
-    def second() -> None:
-        with turns.turn():
-            owe_sync(flaky)
-
-    a, a_errors = _in_thread("first", first)
-    first_in.wait()
-    b, b_errors = _in_thread("second", second)
-    a.join()
-    b.join()
-    assert events == ["sync on second", "sync on first"]
-    assert [type(e) for e in b_errors] == [StoreError]  # its own writes: not on disk
-    assert a_errors == []  # made again by its own caller, which succeeded
+def _timed_turn(turns: SharedTurns) -> float:
+    """Seconds a lone deferred turn took."""
+    start = time.monotonic()
+    with turns.turn(defer=True):
+        pass
+    return time.monotonic() - start
 
 
-class _InterruptibleLock:
-    """A lock whose acquire, on thread "waiter", waits for `interrupt` and raises."""
-
-    def __init__(self) -> None:
-        self.real = threading.Lock()
-        self.interrupt = threading.Event()
-
-    def acquire(self) -> bool:
-        if threading.current_thread().name == "waiter":
-            self.interrupt.wait()
-            raise KeyboardInterrupt
-        return self.real.acquire()
-
-    def release(self) -> None:
-        self.real.release()
-
-    def locked(self) -> bool:
-        return self.real.locked()
-
-
-def test_syncs_left_to_a_caller_interrupted_while_waiting_go_back_to_their_caller(
+def test_deferrals_nobody_ends_stop_after_misses_max_in_a_row_but_for_probes(
     turns: SharedTurns, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lock = _InterruptibleLock()
-    monkeypatch.setattr(turns, "lock", lock)
-    events: list[str] = []
-    first_in = threading.Event()
+    """A graph whose put waits for put_writes must not pay DEFER_S at every step."""
+    defer_s = 0.2
+    monkeypatch.setattr(syncs, "DEFER_S", defer_s)
+    monkeypatch.setattr(syncs, "MISSES_MAX", 2)
+    monkeypatch.setattr(syncs, "PROBE_EVERY", 3)
+    waited = [_timed_turn(turns) >= defer_s for _ in range(8)]
+    # two misses; then every third call probes (and misses again)
+    assert waited == [True, True, False, False, True, False, False, True]
 
-    def first() -> None:
-        with turns.turn():
-            owe_sync(_recorder(events, "first"))
-            first_in.set()
-            until(lambda: turns._waiting == 1)
-        events.append("first returned")
+    # a probe that another caller's turn ends resumes deferring
+    monkeypatch.setattr(syncs, "DEFER_S", 60.0)
+    assert _timed_turn(turns) < defer_s  # skipped
+    assert _timed_turn(turns) < defer_s  # skipped
 
-    def waiter() -> None:
-        with turns.turn():
-            events.append("never")
+    def probing() -> None:
+        _timed_turn(turns)
 
-    a, a_errors = _in_thread("first", first)
-    first_in.wait()
-    w, w_errors = _in_thread("waiter", waiter)
-    until(lambda: turns._left is not None)  # the first turn left its sync to it
-    lock.interrupt.set()
-    a.join()
-    w.join()
-    assert [type(e) for e in w_errors] == [KeyboardInterrupt]
-    assert a_errors == []
-    assert events == ["first synced on first", "first returned"]
+    probe, errors = _in_thread("probe", probing)
+    until(lambda: _deferring(turns))
+    with turns.turn():  # the call that follows
+        pass
+    probe.join()
+    assert errors == []
+    assert turns._missed == 0
+    monkeypatch.setattr(syncs, "DEFER_S", defer_s)
+    assert _timed_turn(turns) >= defer_s  # defers again

@@ -55,10 +55,11 @@ face does too on PostgreSQL and Redis, whose clients belong to one loop; on SQLi
 and memory stores it runs the call on the caller's own thread instead
 (`bridge.run_here`), which saves two thread wake-ups per call, and calls take
 turns, so the saver's caches never see two threads at once. Such a call fsyncs
-its writes after its turn, and returns once that is done; when another call waits
-for the turn (LangGraph calls `put` while put_writes runs), that call's fsync puts
-both on disk (`resumable.stores.syncs.SharedTurns`). A sync method called on the
-saver's loop thread raises `RuntimeError` instead of deadlocking.
+its writes after its turn, and returns once that is done, while the next call's
+turn runs. put_writes lets the `put` LangGraph calls just after it go first: a
+step with durability="sync" waits for put alone, and put_writes' turn then runs
+during put's fsync (`resumable.stores.syncs.SharedTurns`). A sync method called
+on the saver's loop thread raises `RuntimeError` instead of deadlocking.
 
 **Limits.** The Store protocol can neither delete single snapshots nor list
 threads, so `prune` and `delete_for_runs` rewrite each affected thread (staged in
@@ -236,7 +237,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
             self._home = self._bridge.run(_running_loop())
         return self._home
 
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+    def _call(self, coro: Coroutine[Any, Any, T], *, defer: bool = False) -> T:
         """Run `coro` for a synchronous caller: on its own thread when it can.
 
         That needs a store that runs on any loop and a caller with no loop running
@@ -244,12 +245,11 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         its turn and runs here. Otherwise it runs on the saver's loop thread.
 
         Here its writes fsync after its turn, and it returns once they are on disk.
-        LangGraph calls `put` while put_writes, called just before from another
-        thread, still runs: put_writes then leaves its fsync to put's turn, whose
-        one fsync puts both on disk (`SharedTurns`).
+        With `defer`, the turn goes after another call's that starts within
+        `syncs.DEFER_S` (`SharedTurns`).
         """
         if self._direct and running_loop() is None:
-            with self._turns.turn():
+            with self._turns.turn(defer=defer):
                 return run_here(coro)
         _, thread = self._loop()
         if threading.current_thread() is thread:
@@ -356,8 +356,15 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes against the checkpoint `config` names."""
-        self._call(self._storage.put_writes(config, writes, task_id, task_path))
+        """Store a task's writes against the checkpoint `config` names.
+
+        Its turn lets the call that starts next go first: LangGraph calls `put`
+        just after, from another thread, and a step with durability="sync" waits
+        for that put alone. These writes then commit while put's fsync runs.
+        """
+        self._call(
+            self._storage.put_writes(config, writes, task_id, task_path), defer=True
+        )
 
     async def aput_writes(
         self,

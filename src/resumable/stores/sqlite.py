@@ -43,9 +43,8 @@ steps; each swap paid an fsync, ~0.4 ms here.
 
 A write in a `syncs.SharedTurns` turn commits without an fsync too, and the
 turn fsyncs the WAL once it has released its lock (`_sync_wal`): its writes are
-on disk before the caller goes on, as every other write is. `ResumableSaver`'s
-sync calls take such turns, and when LangGraph's `put` waits for put_writes'
-turn, one fsync of the WAL, after put's writes, puts both calls' writes on disk.
+on disk before the caller goes on, as every other write is, and the next turn
+runs meanwhile. `ResumableSaver`'s sync calls take such turns.
 
 Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store

@@ -1,18 +1,22 @@
-"""Fsyncs that callers taking turns at a store make after their turn, and share.
+"""Turns that callers take at a store, each making its fsyncs once the lock is free.
 
 A store that commits with an fsync (SQLite, durability=full) makes every caller
 wait for the disk inside its call, holding whatever the caller holds.
 `SharedTurns` is a lock for callers that take turns at a store. A turn's writes
-commit without an fsync, and the turn makes the syncs they owe once it has
-released the lock, so the next caller works meanwhile. A turn that ends while
-another caller waits for the lock leaves its syncs to that caller's turn, which
-makes them with its own: one fsync for both (group commit).
+commit without an fsync (`owe_sync`), and the turn makes the syncs they owe once
+it has released the lock: the next caller's turn runs while the disk works, and
+every caller still returns only once its writes are on disk.
 
-`ResumableSaver` takes its sync calls' turns so: LangGraph calls `put` while
-put_writes, called just before from another thread, still runs, and when `put`
-already waits as put_writes' turn ends, the step fsyncs once instead of twice (a
-200-step graph: 283 to 365 WAL fsyncs here, depending on how busy the machine
-is, against 403).
+A caller that nobody waits for can let the next caller go first
+(`turn(defer=True)`). LangGraph calls put_writes, then put from another thread,
+and in a step with durability="sync" waits for put alone. `ResumableSaver`'s
+put_writes therefore waits, up to DEFER_S, for put's turn to start, and takes
+its own turn after it, while put's fsync runs: the step no longer waits for
+put_writes' turn (a sync step of the LangGraph benchmark: ~7% less time here).
+A deferral that times out means no such call follows (LangGraph's put waits for
+the put_writes of DeltaChannel writes, say); after MISSES_MAX of them in a row, a
+SharedTurns stops deferring, but for one call in PROBE_EVERY, which tells when
+callers follow again.
 
 Stores take part through `owe_sync`; a store that never defers a sync ignores
 the turns, and its writes are durable when their own calls return.
@@ -32,6 +36,14 @@ Sync = Callable[[], None]
 Equal syncs are made once: a bound method of one store compares equal to itself.
 """
 
+DEFER_S: Final = 0.002
+"""How long a deferred turn waits for another caller's turn to start. LangGraph
+calls put 0.1-0.3 ms after put_writes here, ~1 ms when the machine is busy."""
+MISSES_MAX: Final = 2
+"""Deferrals in a row that time out before a SharedTurns stops deferring."""
+PROBE_EVERY: Final = 32
+"""Once it has stopped: one deferrable call in this many still defers."""
+
 
 class _Syncs:
     """The syncs owed to the writes of one turn."""
@@ -50,11 +62,6 @@ _SYNCS: Final[contextvars.ContextVar[_Syncs | None]] = contextvars.ContextVar(
 )
 
 
-def _make(syncs: dict[Sync, None]) -> None:
-    for sync in syncs:
-        sync()
-
-
 def owe_sync(sync: Sync) -> bool:
     """For stores: whether a write may skip its fsync, owing `sync` to the turn.
 
@@ -68,116 +75,68 @@ def owe_sync(sync: Sync) -> bool:
     return True
 
 
-class _Left:
-    """Syncs a turn left to the next one, and whether that one made them."""
-
-    __slots__ = ("_done", "_made", "syncs")
-
-    def __init__(self, syncs: dict[Sync, None]) -> None:
-        self.syncs = syncs
-        self._done = threading.Event()
-        self._made = False
-
-    def finish(self, *, made: bool) -> None:
-        self._made = made
-        self._done.set()
-
-    def wait(self) -> bool:
-        """Wait until the next turn is done with them: whether it made them."""
-        self._done.wait()
-        return self._made
-
-
 class SharedTurns:
-    """A lock for callers that take turns at a store and share their fsyncs.
+    """A lock for callers that take turns at a store, syncing after their turns.
 
     `turn()` holds the lock for one caller at a time. Writes in the turn commit
     without an fsync (`owe_sync`), and the turn releases the lock before the
-    syncs they owe are made, even when it raises. A turn that ends while another
-    caller waits for the lock leaves its syncs to that caller's turn and waits:
-    when that turn ends, it makes them with its own (after its own writes, so one
-    fsync of a WAL puts both on disk) and wakes the first. Every caller still returns only once its
-    writes are on disk; while the first waits, the lock is free.
+    syncs they owe are made, even when it raises: it returns (or raises) once
+    they are made, and raises if one fails.
 
-    A turn that was left syncs makes them itself and passes nothing on, so a
-    caller waits for one other turn at most. Should the next turn fail to make
-    them, each caller that left its own makes them again itself, and raises if
-    that fails too.
-
-    `lock` is the lock underneath, for a caller that takes a turn without sharing
-    syncs (SQLite commits its writes with their own fsyncs): it neither leaves
-    syncs nor is left any.
+    `lock` is the lock underneath, for a caller that takes a turn without
+    deferring syncs (SQLite then commits its writes with their own fsyncs). A
+    deferred turn does not see such a turn start, and waits DEFER_S out.
     """
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self._state = threading.Lock()  # guards the two below
-        self._waiting = 0  # callers in turn() that have not taken the lock yet
-        self._left: _Left | None = None  # left by the last turn, for the next
+        self._started = threading.Condition(threading.Lock())  # told at each turn
+        self._turns = 0  # turns started so far, under _started
+        self._missed = 0  # deferrals in a row that timed out, under _started
+        self._skipped = 0  # deferrable calls that did not defer since the last one
 
     @contextlib.contextmanager
-    def turn(self) -> Iterator[None]:
+    def turn(self, *, defer: bool = False) -> Iterator[None]:
         """Hold the lock; its writes are on disk when this returns or raises.
+
+        Args:
+            defer: Let another caller's turn go first, if one starts within
+                DEFER_S (see the module doc).
 
         Raises:
             StoreError: a sync failed; the turn's writes may not be on disk.
         """
-        with self._state:
-            self._waiting += 1
-        try:
-            self.lock.acquire()
-        except BaseException:  # interrupted while waiting
-            self._stop_waiting()
-            raise
-        with self._state:
-            self._waiting -= 1
-            given, self._left = self._left, None
+        if defer:
+            self._defer()
         syncs = _Syncs()
-        token = _SYNCS.set(syncs)
-        left: _Left | None = None
         try:
-            yield
+            with self.lock:
+                self._start()
+                token = _SYNCS.set(syncs)
+                try:
+                    yield
+                finally:
+                    _SYNCS.reset(token)
+                    syncs.ended = True
         finally:
-            _SYNCS.reset(token)
-            syncs.ended = True
-            try:
-                if given is None and syncs.owed:
-                    left = self._leave(syncs.owed)
-            finally:
-                self.lock.release()
-            self._settle(syncs.owed, given, left)
+            for sync in syncs.owed:
+                sync()
 
-    def _leave(self, owed: dict[Sync, None]) -> _Left | None:
-        """Leave `owed` to the next turn if a caller waits for it (lock held)."""
-        with self._state:
-            if not self._waiting:
-                return None
-            self._left = left = _Left(owed)
-        return left
+    def _start(self) -> None:
+        with self._started:
+            self._turns += 1
+            self._started.notify_all()
 
-    @staticmethod
-    def _settle(
-        owed: dict[Sync, None], given: _Left | None, left: _Left | None
-    ) -> None:
-        """Make the syncs owed and given, unless `left` to a turn that made them."""
-        if left is not None and left.wait():
-            return
-        if given is None:
-            _make(owed)
-            return
-        try:
-            _make({**owed, **given.syncs})
-        except BaseException:
-            given.finish(made=False)
-            raise
-        given.finish(made=True)
-
-    def _stop_waiting(self) -> None:
-        """A caller stopped waiting: syncs left for no turn go back to their callers."""
-        with self._state:
-            self._waiting -= 1
-            orphan = None if self._waiting else self._left
-            if orphan is not None:
-                self._left = None
-        if orphan is not None:
-            orphan.finish(made=False)
+    def _defer(self) -> None:
+        """Wait up to DEFER_S for another caller's turn to start, unless none do."""
+        with self._started:
+            if self._missed >= MISSES_MAX:
+                self._skipped += 1
+                if self._skipped < PROBE_EVERY:
+                    return
+                self._skipped = 0
+            turns = self._turns
+            if self._started.wait_for(lambda: self._turns != turns, DEFER_S):
+                self._missed = 0
+            else:
+                self._missed += 1
