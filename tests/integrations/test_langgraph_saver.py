@@ -419,7 +419,7 @@ def test_put_writes_lets_the_put_called_just_after_it_go_first(
 
         with ThreadPoolExecutor(1) as pool:
             done = pool.submit(writes)
-            until(lambda: bool(saver._turns._started._waiters))  # type: ignore[attr-defined]
+            until(lambda: bool(saver._turns._counts._waiters))  # type: ignore[attr-defined]
             second = saver.put(first, checkpoint(x=value + "!"), {"step": 1}, {})
             events.append("put returned")
             done.result()

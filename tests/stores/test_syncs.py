@@ -99,7 +99,7 @@ def test_a_failed_sync_is_raised_once_the_lock_is_free(turns: SharedTurns) -> No
 
 def _deferring(turns: SharedTurns) -> bool:
     """Whether a caller waits in `_defer` (a waiter on its condition)."""
-    return bool(turns._started._waiters)  # type: ignore[attr-defined]
+    return bool(turns._counts._waiters)  # type: ignore[attr-defined]
 
 
 def test_a_deferred_turn_goes_after_the_turn_another_caller_starts_meanwhile(
@@ -131,6 +131,34 @@ def test_a_deferred_turn_goes_after_the_turn_another_caller_starts_meanwhile(
             < events.index(f"{name} synced on {name}")
             < events.index(f"{name} returned")
         )
+    assert turns._missed == 0
+
+
+def test_a_deferred_turn_waits_out_a_turn_that_started_in_time_however_long(
+    turns: SharedTurns, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(syncs, "DEFER_S", 0.2)
+    events: list[str] = []
+    second_in = threading.Event()
+
+    def first() -> None:
+        with turns.turn(defer=True):
+            events.append("first wrote")
+
+    def second() -> None:
+        with turns.turn():
+            second_in.set()
+            time.sleep(2 * syncs.DEFER_S)  # past the first's deferral
+            events.append("second wrote")
+
+    a, a_errors = _in_thread("first", first)
+    until(lambda: _deferring(turns))
+    b, b_errors = _in_thread("second", second)
+    a.join()
+    b.join()
+    assert a_errors == b_errors == []
+    assert second_in.is_set()
+    assert events == ["second wrote", "first wrote"]
     assert turns._missed == 0
 
 
