@@ -10,6 +10,7 @@ import textwrap
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -328,15 +329,25 @@ async def test_reads_of_one_run_or_thread_take_the_inline_connection(
     )
 
 
+async def _busy_thread(
+    store: SQLiteStore,
+) -> tuple[asyncio.Future[Any], threading.Event]:
+    """Keep the store thread in a read until the event is set (then await the read).
+
+    Writes queued meanwhile wait behind it, and commit together after it.
+    """
+    release = threading.Event()
+    busy = asyncio.ensure_future(store._call(lambda _: release.wait(10), write=False))
+    await asyncio.sleep(0.05)
+    return busy, release
+
+
 async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
     opened: SQLiteStore,
 ) -> None:
     store = opened
     fence = await _leased_run(store, "r")
-    release = threading.Event()
-    # the store thread is busy; the next write queues behind this read
-    busy = asyncio.ensure_future(store._call(lambda _: release.wait(10), write=False))
-    await asyncio.sleep(0.05)
+    busy, release = await _busy_thread(store)
     with store._inline_lock:  # so that the write cannot commit inline
         write = asyncio.ensure_future(
             store.commit_step(step_record("r", 1), fence=fence)
@@ -423,9 +434,7 @@ async def test_a_failed_wal_fsync_on_the_store_thread_fails_the_durable_writes_a
     """A lease write committed beside them stands: it never waited for the disk."""
     store = opened
     fence = await _leased_run(store, "r")
-    release = threading.Event()
-    busy = asyncio.ensure_future(store._call(lambda _: release.wait(10), write=False))
-    await asyncio.sleep(0.05)
+    busy, release = await _busy_thread(store)
 
     def broken(_: int) -> None:
         raise OSError(5, "Input/output error")

@@ -23,12 +23,12 @@ Every connection commits with SQLite's `synchronous=NORMAL`. With `full`, a
 durable write then fsyncs the WAL itself (`_sync_wal`) before its call returns,
 once SQLite's write lock is free, so the next write commits while the disk works.
 In WAL mode that is what `synchronous=FULL` does (it syncs the WAL at each commit;
-checkpoints sync the same at either setting), without a statement per write to
-choose whether it syncs (two, ~10 us each in a busy process, when the setting was
-switched around each lease write). One difference: another connection may read a
-commit a moment before its fsync ends. A power cut in that moment loses it, and
-with it every commit after it (see below: the WAL is replayed in order), among
-them whatever was written from it.
+checkpoints sync the same at either setting), without statements to switch the
+setting off around each write that need not sync (two, ~10 us each in a busy
+process). One difference: another connection may read a commit a moment before
+its fsync ends. A power cut in that moment loses it, and with it every commit
+after it (see below: the WAL is replayed in order), among them whatever was
+written from it.
 
 Lease writes (acquire, renew, release) commit without an fsync, whatever the
 durability. A lease only keeps live processes apart, and a WAL file is shared
