@@ -15,13 +15,14 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 from uuid import uuid4
 
 import pydantic
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.graph import END, START, StateGraph
@@ -31,6 +32,7 @@ from conftest import store_url, until
 from resumable import Engine, ResumableError, SerializationError
 from resumable._engine import packs
 from resumable._engine.snapshots import chunk_place
+from resumable.integrations.langgraph import _DURABILITY_KEY as DURABILITY
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
 from resumable.stores import sqlite as sqlite_store
@@ -389,6 +391,35 @@ def test_put_and_put_writes_fsync_after_their_turn_and_return_once_synced(
     ]
 
 
+@pytest.mark.parametrize(("durability", "deferred"), [("sync", 5), ("async", 0)])
+def test_put_writes_defers_its_turn_in_a_graph_run_with_durability_sync_alone(
+    tmp_path: Path, durability: Literal["sync", "async"], deferred: int
+) -> None:
+    """With "async" no step waits for put, and a deferral only costs a wake-up."""
+
+    class Count(TypedDict):
+        n: int
+
+    builder = StateGraph(Count)
+    builder.add_node("step", lambda state: {"n": state["n"] + 1})
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", lambda s: END if s["n"] >= 4 else "step")
+    with sync_saver(tmp_path) as saver:
+        defers: list[None] = []
+        real_defer = saver._turns._defer
+
+        def counted() -> None:
+            defers.append(None)
+            real_defer()
+
+        saver._turns._defer = counted  # type: ignore[method-assign]
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"n": 0}, config("t"), durability=durability)
+        assert graph.get_state(config("t")).values == {"n": 4}
+    assert len(defers) == deferred  # the input's put_writes and each step's
+    assert DURABILITY == CONFIG_KEY_DURABILITY  # the key LangGraph sets
+
+
 def test_put_writes_lets_the_put_called_just_after_it_go_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -413,8 +444,12 @@ def test_put_writes_lets_the_put_called_just_after_it_go_first(
         inline = saver.engine.store._inline  # type: ignore[attr-defined]
         inline.set_trace_callback(traced)
 
+        in_sync_run: Any = {
+            "configurable": {**first["configurable"], DURABILITY: "sync"}
+        }
+
         def writes() -> None:
-            saver.put_writes(first, [("x", value + "!")], "task")
+            saver.put_writes(in_sync_run, [("x", value + "!")], "task")
             events.append("put_writes returned")
 
         with ThreadPoolExecutor(1) as pool:

@@ -56,10 +56,11 @@ and memory stores it runs the call on the caller's own thread instead
 (`bridge.run_here`), which saves two thread wake-ups per call, and calls take
 turns, so the saver's caches never see two threads at once. Such a call fsyncs
 its writes after its turn, and returns once that is done, while the next call's
-turn runs. put_writes lets the `put` LangGraph calls just after it go first: a
-step with durability="sync" waits for put alone, and put_writes' turn then runs
-during put's fsync (`resumable.stores.syncs.SharedTurns`). A sync method called
-on the saver's loop thread raises `RuntimeError` instead of deadlocking.
+turn runs. In a run with durability="sync", put_writes lets the `put` LangGraph
+calls just after it go first: the step waits for put alone, and put_writes' turn
+then runs during put's fsync (`resumable.stores.syncs.SharedTurns`). A sync
+method called on the saver's loop thread raises `RuntimeError` instead of
+deadlocking.
 
 **Limits.** The Store protocol can neither delete single snapshots nor list
 threads, so `prune` and `delete_for_runs` rewrite each affected thread (staged in
@@ -117,6 +118,10 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 __all__ = ["STAGING_SUFFIX", "ResumableSaver", "SendPacket"]
 
 T = TypeVar("T")
+_DURABILITY_KEY = "__pregel_durability"
+"""Where LangGraph's loop tells a checkpointer its run's durability ("sync",
+"async", "exit") in the configs it passes (CONFIG_KEY_DURABILITY, a private name
+of LangGraph's; absent from a call that no graph run made)."""
 
 
 async def _running_loop() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
@@ -358,12 +363,16 @@ class ResumableSaver(BaseCheckpointSaver[int]):
     ) -> None:
         """Store a task's writes against the checkpoint `config` names.
 
-        Its turn lets the call that starts next go first: LangGraph calls `put`
-        just after, from another thread, and a step with durability="sync" waits
-        for that put alone. These writes then commit while put's fsync runs.
+        In a run with durability="sync", its turn lets the call that starts next
+        go first: LangGraph calls `put` just after, from another thread, and the
+        step waits for that put alone. These writes then commit while put's fsync
+        runs. A run with durability="async" waits for neither, and a deferral
+        would only cost it a thread wake-up.
         """
+        sync_run = config.get("configurable", {}).get(_DURABILITY_KEY) == "sync"
         self._call(
-            self._storage.put_writes(config, writes, task_id, task_path), defer=True
+            self._storage.put_writes(config, writes, task_id, task_path),
+            defer=sync_run,
         )
 
     async def aput_writes(

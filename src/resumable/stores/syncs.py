@@ -9,14 +9,14 @@ every caller still returns only once its writes are on disk.
 
 A caller that nobody waits for can let the next caller go first
 (`turn(defer=True)`). LangGraph calls put_writes, then put from another thread,
-and in a step with durability="sync" waits for put alone. `ResumableSaver`'s
-put_writes therefore waits, up to DEFER_S, for put's turn to start, and takes
-its own turn once put's ends, while put's fsync runs: the step no longer waits
-for put_writes' turn (a sync step of the LangGraph benchmark: 4-8% less time
-here, the two savers' steps interleaved in one process). Each call fsyncs on its
-own: 403 WAL fsyncs for a 200-step graph, where leaving put_writes' fsync to a
-put already waiting for the lock made 283-365, and kept that put waiting for
-put_writes' whole turn.
+and in a run with durability="sync" each step waits for put alone. There
+`ResumableSaver`'s put_writes waits, up to DEFER_S, for put's turn to start, and
+takes its own turn once put's ends, while put's fsync runs: the step no longer
+waits for put_writes' turn (a sync step of the LangGraph benchmark: 4-8% less
+time here, the two savers' steps interleaved in one process). Each call fsyncs
+on its own: 403 WAL fsyncs for a 200-step graph, where leaving put_writes' fsync
+to a put already waiting for the lock made 283-365, and kept that put waiting
+for put_writes' whole turn.
 
 A deferral that times out means no such call follows (LangGraph's put waits for
 the put_writes of DeltaChannel writes, say); after MISSES_MAX of them in a row, a
