@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import table
 
 from resumable.serde import Serde
+from resumable.serde.integrity import _ZSTD_LEVEL
 
 MODULES = (asyncio, json, random, sqlite3, statistics, argparse, email, pydoc)
 
@@ -111,7 +112,8 @@ def main() -> None:
         rows.append((name, str(len(values)), *_cells(sizes)))
     rows.append(("all", "", *_cells(totals)))
     print(
-        "zstd (level 3) on LLM-like text. resumable compresses step outputs, inputs and"
+        f"zstd (level {_ZSTD_LEVEL}) on LLM-like text. resumable compresses step "
+        "outputs, inputs and"
     )
     print("run results over 1024 B (its default), and snapshot chunks over 256 B")
     print(table(rows))
