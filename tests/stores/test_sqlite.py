@@ -664,3 +664,36 @@ async def test_with_durability_full_concurrent_runs_share_commits(
     assert step_inserts > 100  # most of the 200 went to the store thread ...
     assert transactions < step_inserts / 2  # ... and shared its commits
     await engine.close()
+
+
+async def test_listing_one_namespace_reads_its_rows_alone(opened: SQLiteStore) -> None:
+    """A namespace's rows are a range of the primary key, read newest first: the
+    thread's other namespaces (a LangGraph subgraph's, its packs) cost nothing."""
+    store = opened
+    for namespace in range(40):
+        for seq in range(20):
+            record = snapshot_record("t", f"{seq:04d}", (), namespace=f"ns{namespace}")
+            await store.save_snapshot(record)
+    inline = store._inline
+    assert inline is not None
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0  # go on
+
+    inline.set_progress_handler(count, 1)  # every SQLite VM instruction
+    try:
+        (latest,) = await store.list_snapshots("t", namespace="ns7", limit=1)
+        read_latest, steps[0] = steps[0], 0
+        (earlier,) = await store.list_snapshots(
+            "t", namespace="ns7", before="0010", limit=1
+        )
+        read_earlier = steps[0]
+    finally:
+        inline.set_progress_handler(None, 0)
+    assert (latest.namespace, latest.checkpoint_id) == ("ns7", "0019")
+    assert (earlier.namespace, earlier.checkpoint_id) == ("ns7", "0009")
+    # ~35 each; a scan of the thread's 800 rows and a sort: over 4000
+    assert read_latest < 500
+    assert read_earlier < 500

@@ -1051,21 +1051,20 @@ class SQLiteStore:
         before: str | None = None,
         limit: int | None = None,
     ) -> list[SnapshotRecord]:
+        where: list[object] = [_t(thread_id)]
+        if namespace is None:
+            query = _SELECT_SNAPSHOTS_EVERY_NAMESPACE
+        else:
+            query = _SELECT_SNAPSHOTS
+            where.append(_t(namespace))
+        if before is not None:
+            query += " AND checkpoint_id < ?"
+            where.append(_t(before))
+        query += _NEWEST_FIRST if namespace is None else _NEWEST_FIRST_IN_NAMESPACE
+        where.append(-1 if limit is None else limit)
+
         def select(conn: Conn) -> list[SnapshotRecord]:
-            rows = conn.execute(
-                "SELECT * FROM resumable_snapshots WHERE thread_id = ? "
-                "AND (? IS NULL OR namespace = ?) AND (? IS NULL OR checkpoint_id < ?) "
-                "ORDER BY checkpoint_id DESC, namespace DESC LIMIT ?",
-                (
-                    _t(thread_id),
-                    _sql.maybe_text(namespace),
-                    _sql.maybe_text(namespace),
-                    _sql.maybe_text(before),
-                    _sql.maybe_text(before),
-                    -1 if limit is None else limit,
-                ),
-            )
-            return [_snapshot(row) for row in rows]
+            return [_snapshot(row) for row in conn.execute(query, where)]
 
         return await self._call(select, write=False, inline=True)
 
@@ -1178,6 +1177,20 @@ def _chunk_rows(conn: Conn, select: str, hashes: list[str]) -> Iterator[Any]:
     """The rows `select` (ending in "IN ") finds for `hashes`."""
     for marks, part in _in_slices(hashes):
         yield from conn.execute(select + marks, part)
+
+
+# list_snapshots' four queries, each of constant text: one namespace's rows are a
+# range of the primary key, read newest first without a sort and without reading
+# the thread's other rows (a pack's manifest among them), which a condition like
+# "(? IS NULL OR namespace = ?)" would make SQLite scan and sort
+_SELECT_SNAPSHOTS: Final = (
+    "SELECT * FROM resumable_snapshots WHERE thread_id = ? AND namespace = ?"
+)
+_SELECT_SNAPSHOTS_EVERY_NAMESPACE: Final = (
+    "SELECT * FROM resumable_snapshots WHERE thread_id = ?"
+)
+_NEWEST_FIRST_IN_NAMESPACE: Final = " ORDER BY checkpoint_id DESC LIMIT ?"
+_NEWEST_FIRST: Final = " ORDER BY checkpoint_id DESC, namespace DESC LIMIT ?"
 
 
 def _snapshot_row(snapshot: SnapshotRecord) -> tuple[object, ...]:
