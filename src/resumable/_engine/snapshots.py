@@ -389,13 +389,13 @@ class SnapshotCodec:
         members (`_imager`) as they are now.
 
         The flag says that no bytes-like value is inside (see `_unchanged`). Text
-        and bytes are immutable: the object is its own image (`_NOTHING`, its
-        identity being checked). Dicts and lists are imaged whole; a registered
-        dataclass or pydantic model by exactly the attributes the codec reads
-        (`_imager`). Only values made of exact builtin
-        types are imaged (`_plain`): `marshal` then keeps dict order and tells 1,
-        1.0 and True apart, so equal images mean equal encodings. Anything else (a
-        datetime, a nested model) gets None and is encoded at every save.
+        and bytes are immutable: the object is its own image (`_NOTHING`; the memo
+        entry found by its id is its own). Dicts and lists are imaged whole; a
+        registered dataclass or pydantic model by exactly the attributes the codec
+        reads (`_imager`). Only values made of exact builtin types are imaged
+        (`_plain`): `marshal` then keeps dict order and tells 1, 1.0 and True
+        apart, so equal images mean equal encodings. Anything else (a datetime, a
+        nested model) gets None and is encoded at every save.
         """
         kind = type(value)
         if kind is str or kind is bytes:
@@ -439,8 +439,8 @@ class SnapshotCodec:
         taken with the image costs ~0.4 us. Equal sets of exact `str` have equal
         sorted names. (A member that compares equal to a name without being a
         `str` is not told apart; pydantic only ever adds field names.) Other
-        values' members are their `id`, which their identity, checked first,
-        already proves.
+        values' members are their `id`, which the memo entry found by it already
+        proves.
         """
         if kind is dict or kind is list:
             return _itself, _itself, id

@@ -281,7 +281,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         The calls on this loop queue, and the first waits for the turn blocking the
         loop: only a call on a caller's thread can hold it, and that never needs
         this loop, so the wait is one call long and cannot deadlock. Their writes
-        fsync as they commit: they neither leave syncs to a turn nor are left any.
+        fsync as they commit (`SharedTurns.held`).
         """
         if not self._direct:
             return await coro
@@ -291,7 +291,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
             coro.close()  # cancelled while queued: it never ran
             raise
         try:
-            with self._turns.lock:
+            with self._turns.held():
                 return await coro
         finally:
             self._queue.release()

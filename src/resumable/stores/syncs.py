@@ -89,9 +89,9 @@ class SharedTurns:
     syncs they owe are made, even when it raises: it returns (or raises) once
     they are made, and raises if one fails.
 
-    `lock` is the lock underneath, for a caller that takes a turn without
-    deferring syncs (SQLite then commits its writes with their own fsyncs). A
-    deferred turn does not see such a turn start, and waits DEFER_S out.
+    `held()` is a turn whose writes make their own fsyncs as they commit: it
+    neither owes syncs nor defers, and a deferred turn sees it start and end as
+    any other. `lock` is the lock underneath.
     """
 
     def __init__(self) -> None:
@@ -115,23 +115,31 @@ class SharedTurns:
         if defer:
             self._defer()
         syncs = _Syncs()
+        try:
+            with self.held():
+                token = _SYNCS.set(syncs)
+                try:
+                    yield
+                finally:
+                    _SYNCS.reset(token)
+                    syncs.ended = True
+        finally:
+            for sync in syncs.owed:
+                sync()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lock, counted as a turn that starts and ends (see `_defer`)."""
         self.lock.acquire()
         try:
             with self._counts:
                 self._started += 1
-            token = _SYNCS.set(syncs)
-            try:
-                yield
-            finally:
-                _SYNCS.reset(token)
-                syncs.ended = True
+            yield
         finally:
             self.lock.release()
             with self._counts:
                 self._ended += 1
                 self._counts.notify_all()
-            for sync in syncs.owed:
-                sync()
 
     def _defer(self) -> None:
         """Wait until another caller's turn ends, if one ends or starts within DEFER_S.
