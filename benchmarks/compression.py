@@ -113,9 +113,9 @@ def main() -> None:
     rows.append(("all", "", *_cells(totals)))
     print(
         f"zstd (level {_ZSTD_LEVEL}) on LLM-like text. resumable compresses step "
-        "outputs, inputs and"
+        "outputs, inputs and\nrun results over 1024 B (its default), and snapshot "
+        "chunks over 256 B"
     )
-    print("run results over 1024 B (its default), and snapshot chunks over 256 B")
     print(table(rows))
 
 

@@ -397,7 +397,7 @@ def main() -> None:
         f"{TURNS} turns (the thread grows to {2 * TURNS} messages)"
     )
     print(table(rows))
-    ours, theirs = results["ResumableSaver (sqlite)"], results["LangGraph SqliteSaver"]
+    theirs, ours = (results[name] for name in openers)
     print(
         "ResumableSaver / SqliteSaver: "
         + ", ".join(
