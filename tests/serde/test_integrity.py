@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import sys
+import tracemalloc
+from collections.abc import Callable
 
 import pytest
 
 from resumable.errors import CorruptCheckpointError
 from resumable.serde import Envelope, KeyRing
+from resumable.testing import decompression_bomb, plain_frame
 
 PLACE = "run 'r1' step #3"
 BODY = b'{"answer":"forty-two"}'
@@ -267,3 +271,63 @@ def test_a_key_ring_checks_its_keys(
 ) -> None:
     with pytest.raises(error):
         KeyRing(keys, current=current)
+
+
+# ---------------------------------------------------------------- hostile frames
+
+
+def _traced_peak(action: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        with contextlib.suppress(CorruptCheckpointError):
+            action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("declares_size", [True, False], ids=["declared", "unstated"])
+def test_a_decompression_bomb_is_refused_without_allocating_it(
+    declares_size: bool,
+) -> None:
+    pytest.importorskip("zstandard")
+    frame = plain_frame(
+        decompression_bomb(declares_size=declares_size), compressed=True
+    )
+    assert len(frame) < 64 * 1024  # 1 GiB of zeros inside
+    envelope = Envelope(max_body_bytes=1 << 20)
+    with pytest.raises(CorruptCheckpointError) as caught:
+        envelope.open(frame, place=PLACE)
+    assert caught.value.place == PLACE
+    assert (
+        "limit" in caught.value.detail or "decompression failed" in caught.value.detail
+    )
+    assert _traced_peak(lambda: envelope.open(frame, place=PLACE)) < 4 << 20
+
+
+def test_a_frame_within_the_limit_still_opens() -> None:
+    pytest.importorskip("zstandard")
+    envelope = Envelope(compress_over=16, max_body_bytes=len(BIG_BODY))
+    assert envelope.open(envelope.seal(BIG_BODY, place=PLACE), place=PLACE) == BIG_BODY
+    smaller = Envelope(compress_over=16, max_body_bytes=len(BIG_BODY) - 1)
+    with pytest.raises(CorruptCheckpointError, match="payload limit"):
+        smaller.open(envelope.seal(BIG_BODY, place=PLACE), place=PLACE)
+
+
+def test_an_uncompressed_body_over_the_limit_is_refused() -> None:
+    frame = Envelope(compress_over=None).seal(BIG_BODY, place=PLACE)
+    with pytest.raises(CorruptCheckpointError, match="payload limit"):
+        Envelope(max_body_bytes=100).open(frame, place=PLACE)
+
+
+def test_compressed_garbage_with_a_valid_checksum_is_corrupt() -> None:
+    pytest.importorskip("zstandard")
+    with pytest.raises(CorruptCheckpointError, match="zstd"):
+        Envelope().open(plain_frame(b"not zstd at all", compressed=True), place=PLACE)
+
+
+@pytest.mark.parametrize("value", ["text in a blob column", 12, None, [1]], ids=repr)
+def test_a_stored_value_that_is_not_bytes_is_corrupt(value: object) -> None:
+    with pytest.raises(CorruptCheckpointError, match="not bytes") as caught:
+        Envelope().open(value, place=PLACE)  # type: ignore[arg-type]  # what a damaged row hands over
+    assert caught.value.place == PLACE

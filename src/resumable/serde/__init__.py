@@ -25,6 +25,9 @@ class Serde:
         registry: The allowlist of types to rebuild; a new empty one if None.
         keys: Encrypt with AES-256-GCM and refuse plaintext frames.
         compress_over: zstd-compress encoded bodies longer than this (None: never).
+        max_bytes: Refuse to store a value encoded to more than this many bytes,
+            and to decode stored data that is (or decompresses to) more: no read
+            allocates past it, whatever the stored bytes say (None: no limit).
 
     Raises:
         ImportError: `keys` is given but `cryptography` is not installed.
@@ -40,7 +43,9 @@ class Serde:
     ) -> None:
         self.registry: TypeRegistry = TypeRegistry() if registry is None else registry
         self.codec: Codec = Codec(self.registry)
-        self.envelope: Envelope = Envelope(keys=keys, compress_over=compress_over)
+        self.envelope: Envelope = Envelope(
+            keys=keys, compress_over=compress_over, max_body_bytes=max_bytes
+        )
         self.max_bytes = max_bytes
         # the codec's own method, not a wrapper: a resume asks once per replayed step
         self.fingerprint: Callable[[object], str] = self.codec.fingerprint
@@ -79,8 +84,20 @@ class Serde:
             CorruptCheckpointError: The frame fails its checks or does not decode.
             SerializationError: The data names a type that is not registered.
         """
-        body = self.envelope.open(data, place=place)
+        return self.decode(self.envelope.open(data, place=place), place=place)
+
+    def decode(self, body: bytes, *, place: str) -> Any:
+        """Decode a body `Envelope.open` returned for `place`, with typed errors only.
+
+        Raises:
+            CorruptCheckpointError: The body is not a payload the codec wrote.
+            SerializationError: The data names a type that is not registered.
+        """
         try:
             return self.codec.decode(body)
         except DecodeError as exc:
             raise CorruptCheckpointError(place=place, detail=str(exc)) from exc
+        except MemoryError as exc:  # within the size limit, yet too much to build
+            raise CorruptCheckpointError(
+                place=place, detail="decoding it ran out of memory"
+            ) from exc

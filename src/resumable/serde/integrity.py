@@ -244,25 +244,41 @@ class Envelope:
         compress_over: Compress bodies longer than this many bytes with zstd when
             the `zstandard` package is installed (silently skipped when it is not).
             None never compresses.
+        max_body_bytes: `open` refuses a frame whose body is, or would decompress
+            to, more than this many bytes (a damaged or hostile frame: `seal` is
+            never given more), checked before decompressing and while it runs, so
+            a decompression bomb never allocates past it. None: no limit.
 
     Raises:
         ImportError: `keys` is given but `cryptography` is not installed.
     """
 
     def __init__(
-        self, *, keys: KeyRing | None = None, compress_over: int | None = 4096
+        self,
+        *,
+        keys: KeyRing | None = None,
+        compress_over: int | None = 4096,
+        max_body_bytes: int | None = None,
     ) -> None:
         if keys is not None:
             keys.current_cipher()  # fail now, not at the first write
         self._keys = keys
         self._compress_over = compress_over
+        self._max_body_bytes = max_body_bytes
 
     def __repr__(self) -> str:
-        return f"Envelope(keys={self._keys!r}, compress_over={self._compress_over!r})"
+        return (
+            f"Envelope(keys={self._keys!r}, compress_over={self._compress_over!r}, "
+            f"max_body_bytes={self._max_body_bytes!r})"
+        )
 
     def with_compress_over(self, compress_over: int | None) -> Envelope:
-        """The same keys with another compression threshold (e.g. for small chunks)."""
-        return Envelope(keys=self._keys, compress_over=compress_over)
+        """The same keys and limit with another compression threshold."""
+        return Envelope(
+            keys=self._keys,
+            compress_over=compress_over,
+            max_body_bytes=self._max_body_bytes,
+        )
 
     def seal(self, body: bytes, *, place: str) -> bytes:
         """Frame a body for storage.
@@ -296,13 +312,14 @@ class Envelope:
         """Check a stored frame and return the body it holds.
 
         Raises:
-            CorruptCheckpointError: The checksum or decryption fails, the frame is
-                truncated, its version or flags are unknown, its key id is not in
-                the ring, it is plaintext while encryption is on, or it is
-                compressed and `zstandard` is not installed.
+            CorruptCheckpointError: The data is not bytes, the checksum or
+                decryption fails, the frame is truncated, its version or flags are
+                unknown, its key id is not in the ring, it is plaintext while
+                encryption is on, its body is (or decompresses to) more than
+                `max_body_bytes`, or it is compressed and `zstandard` is missing.
         """
         if type(data) is not bytes:
-            data = bytes(data)  # some drivers hand back memoryview or bytearray
+            data = _as_bytes(data, place)
         if (
             data[:2] == _PLAIN_FRAME
             and self._keys is None
@@ -310,7 +327,7 @@ class Envelope:
         ):  # the common frame (plaintext, uncompressed), checked in one go
             body = data[_PLAIN_HEADER_SIZE:]
             if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0]:
-                return body
+                return self._within_limit(body, place)
         if len(data) < 2:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
         version, flags = data[0], data[1]
@@ -329,7 +346,17 @@ class Envelope:
         else:
             body = self._check(data, place)
         if flags & _COMPRESSED:
-            body = _decompress(body, place)
+            return _decompress(body, place, self._max_body_bytes)
+        return self._within_limit(body, place)
+
+    def _within_limit(self, body: bytes, place: str) -> bytes:
+        limit = self._max_body_bytes
+        if limit is not None and len(body) > limit:
+            raise CorruptCheckpointError(
+                place=place,
+                detail=f"its body is {len(body):,} bytes, over the {limit:,}-byte "
+                f"payload limit no write can pass (Engine(max_payload_bytes=...))",
+            )
         return body
 
     def key_id_of(self, data: bytes) -> str | None:
@@ -441,7 +468,23 @@ def _zstd_context(zstd: ModuleType, kind: str) -> Any:
     return context
 
 
-def _decompress(body: bytes, place: str) -> bytes:
+def _as_bytes(data: object, place: str) -> bytes:
+    # drivers hand back memoryview or bytearray; text in a binary column is damage
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise CorruptCheckpointError(
+        place=place,
+        detail=f"a stored payload is {type(data).__name__}, not bytes (the row was "
+        f"altered or written by something else)",
+    )
+
+
+def _decompress(body: bytes, place: str, limit: int | None) -> bytes:
+    """zstd-decompress `body`, never allocating more than `limit` bytes for it.
+
+    The size a frame declares is checked before anything is allocated; a frame
+    that declares none (ours always do) is decompressed into at most `limit`.
+    """
     zstd = _import_optional("zstandard")
     if zstd is None:
         raise CorruptCheckpointError(
@@ -450,9 +493,27 @@ def _decompress(body: bytes, place: str) -> bytes:
             "missing: pip install 'resumable[zstd]'",
         )
     try:
-        out: bytes = _zstd_context(zstd, "decompressor").decompress(body)
+        declared: int = zstd.frame_content_size(body)  # -1: the frame does not say
     except zstd.ZstdError as exc:
+        raise CorruptCheckpointError(
+            place=place, detail=f"not a zstd frame ({exc})"
+        ) from exc
+    if limit is not None and declared > limit:
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"it declares {declared:,} bytes decompressed, over the "
+            f"{limit:,}-byte payload limit no write can pass (a decompression bomb, "
+            f"or damage)",
+        )
+    bound = 0 if declared >= 0 else (limit if limit is not None else 0)
+    try:
+        out: bytes = _zstd_context(zstd, "decompressor").decompress(
+            body, max_output_size=bound
+        )
+    except (zstd.ZstdError, MemoryError) as exc:
         raise CorruptCheckpointError(
             place=place, detail=f"zstd decompression failed ({exc})"
         ) from exc
+    if limit is not None and len(out) > limit:  # pragma: no cover - zstd keeps to it
+        raise CorruptCheckpointError(place=place, detail="decompressed past the limit")
     return out
