@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import time
 import uuid
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from resumable import Engine
+from resumable.serde import TypeRegistry
 from resumable.stores import create_store
 from resumable.stores.protocol import Store
 from resumable.testing import FakeClock
@@ -97,3 +99,37 @@ def until(condition: Callable[[], bool], *, timeout_s: float = 10) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.001)
+
+
+def registry_for(*values: object) -> TypeRegistry:
+    """A registry allowing the types of the registrable objects inside `values`.
+
+    Encoding registers nothing, so a test that round-trips its own classes names
+    them first, as a program does through annotations or `resumable.register()`.
+    """
+    registry = TypeRegistry()
+    seen: set[int] = set()
+
+    def walk(value: object) -> None:
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(key)
+                walk(item)
+        elif isinstance(value, list | tuple | set | frozenset) and (
+            type(value) in (list, tuple, set, frozenset)
+        ):
+            for item in value:
+                walk(item)
+        elif registry.info(type(value)) is not None:
+            registry.register(type(value))
+            if not isinstance(value, enum.Enum):
+                for name in registry.info(type(value)).fields:  # type: ignore[union-attr]  # just checked
+                    walk(getattr(value, name, None))
+                walk(getattr(value, "__pydantic_extra__", None) or {})
+
+    for value in values:
+        walk(value)
+    return registry

@@ -21,6 +21,7 @@ from resumable import (
     StepFailed,
     WorkflowFailed,
     current_run,
+    register,
     step,
     workflow,
 )
@@ -100,6 +101,8 @@ async def test_step_results_keep_their_types_on_replay(engine: Engine) -> None:
     async def typed() -> tuple[Summary, dict[str, Any]]:
         return await summarize(), await misc()
 
+    # Color is named by no annotation: the program registers it
+    register(Color)
     first = await engine.run(typed, run_id="typed")
     replayed = await Engine(engine.store).run(typed, run_id="typed")
     assert replayed == first

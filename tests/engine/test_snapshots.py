@@ -46,6 +46,10 @@ class Note:
     score: float
 
 
+# a program names the types it stores in states (encoding registers nothing)
+register(Level, Draft, Final, Slotted, Loose, Note)
+
+
 def message(i: int) -> dict[str, str]:
     return {
         "role": "user" if i % 2 == 0 else "assistant",

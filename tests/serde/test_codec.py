@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from conftest import registry_for
 from resumable.errors import ResumableError, SerializationError
 from resumable.serde import Codec, DecodeError, Serde, TypeRegistry
 
@@ -44,7 +45,7 @@ def assert_same(got: object, want: object) -> None:
 
 
 def round_trip(value: object, codec: Codec | None = None) -> Any:
-    codec = codec or Codec(TypeRegistry())
+    codec = codec or Codec(registry_for(value))
     return codec.decode(codec.encode(value))
 
 
@@ -325,8 +326,7 @@ def test_named_tuples_round_trip_as_named_tuples() -> None:
 
 
 def test_a_dataclass_whose_field_was_added_later_gets_its_default() -> None:
-    registry = TypeRegistry()
-    codec = Codec(registry)
+    codec = Codec(registry_for(Usage(7)))
     stored = codec.encode(Usage(7))
     data = json.loads(stored)
     del data["v"]["completion_tokens"]
@@ -351,7 +351,7 @@ def test_an_unserializable_value_names_its_path_and_type() -> None:
 
 
 def test_the_path_goes_through_lists_fields_and_tuples() -> None:
-    codec = Codec(TypeRegistry())
+    codec = Codec(registry_for(Message("user", "x")))
     value = [1, 2, Message("user", "x", meta={"deep": (0, OpenAI())})]
     with pytest.raises(SerializationError) as caught:
         codec.encode(value)
@@ -410,15 +410,28 @@ def test_a_reference_cycle_raises_serialization_error() -> None:
 # ---------------------------------------------------------------- decoding safety
 
 
-def test_encoding_registers_the_types_it_meets() -> None:
+def test_encoding_registers_nothing_and_refuses_what_could_not_be_decoded() -> None:
     registry = TypeRegistry()
-    Codec(registry).encode(Message("user", "x", Usage(1)))
-    assert registry.lookup(registry.tag_for(Message)) is Message
-    assert registry.lookup(registry.tag_for(Usage)) is Usage
+    with pytest.raises(SerializationError) as caught:
+        Codec(registry).encode({"m": [Message("user", "x", Usage(1))]})
+    assert caught.value.path == 'result["m"][0]'
+    assert f"{__name__}:Message" in caught.value.detail
+    assert "resumable.register(Message)" in caught.value.detail
+    assert registry.lookup(registry.tag_for(Message)) is None
+    assert registry.lookup(registry.tag_for(Usage)) is None
+
+
+def test_a_field_of_a_type_not_registered_is_refused_with_its_path() -> None:
+    registry = TypeRegistry()
+    registry.register(Message)  # `meta` is annotated Any: Point is not named
+    with pytest.raises(SerializationError) as caught:
+        Codec(registry).encode(Message("user", "x", meta={"at": Point(1, 2)}))
+    assert caught.value.path == 'result.meta["at"]'
+    assert registry.lookup(registry.tag_for(Point)) is None
 
 
 def test_decoding_an_unregistered_type_names_it_and_how_to_register() -> None:
-    data = Codec(TypeRegistry()).encode({"m": Message("user", "x")})
+    data = Codec(registry_for(Message("user", "x"))).encode({"m": Message("user", "x")})
     with pytest.raises(SerializationError) as caught:
         Codec(TypeRegistry()).decode(data)
     tag = f"{__name__}:Message"

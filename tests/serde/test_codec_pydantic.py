@@ -15,6 +15,7 @@ from pydantic import (
     field_validator,
 )
 
+from conftest import registry_for
 from resumable.serde import Codec, TypeRegistry
 
 T = TypeVar("T")
@@ -79,7 +80,7 @@ class Scores(RootModel[dict[str, float]]):
 
 
 def round_trip(value: object) -> Any:
-    codec = Codec(TypeRegistry())
+    codec = Codec(registry_for(value))
     return codec.decode(codec.encode(value))
 
 

@@ -35,7 +35,9 @@ def test_the_package_exports_its_public_names() -> None:
 
 
 def test_dumps_and_loads_round_trip() -> None:
-    serde = Serde()
+    registry = TypeRegistry()
+    registry.register(Answer)
+    serde = Serde(registry)
     value = {"answer": Answer("42", datetime(2026, 1, 1, tzinfo=UTC)), "n": (1, 2)}
     assert serde.loads(serde.dumps(value, place=PLACE), place=PLACE) == value
 
@@ -52,7 +54,7 @@ def test_encrypted_and_compressed_round_trip() -> None:
 def test_a_shared_registry_lets_another_serde_rebuild_types() -> None:
     registry = TypeRegistry()
     registry.register(Answer)
-    frame = Serde().dumps(Answer("x", datetime(2026, 1, 1)), place=PLACE)
+    frame = Serde(registry).dumps(Answer("x", datetime(2026, 1, 1)), place=PLACE)
     assert Serde(registry).loads(frame, place=PLACE) == Answer(
         "x", datetime(2026, 1, 1)
     )

@@ -158,5 +158,5 @@ def test_registering_a_redefined_class_replaces_the_old_one() -> None:
 def test_a_registered_type_decodes_in_a_fresh_codec_on_the_same_registry() -> None:
     registry = TypeRegistry()
     registry.register(Branch)
-    data = Codec(TypeRegistry()).encode(Branch([Leaf(Status.OK)]))
+    data = Codec(registry).encode(Branch([Leaf(Status.OK)]))
     assert Codec(registry).decode(data) == Branch([Leaf(Status.OK)])

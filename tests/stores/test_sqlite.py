@@ -80,6 +80,36 @@ async def test_store_on_a_newer_schema_is_refused(tmp_path: Path) -> None:
         await SQLiteStore(f"sqlite:///{db}").open()
 
 
+@pytest.mark.parametrize("version", ["abc", "", "-1", "1e3", "99999999999999"])
+@pytest.mark.timeout(10)
+async def test_a_damaged_schema_version_is_a_store_error_not_a_hang(
+    tmp_path: Path, version: str
+) -> None:
+    db = tmp_path / "damaged.db"
+    store = await SQLiteStore(f"sqlite:///{db}").open()
+    await store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute(
+            "UPDATE resumable_meta SET value = ? WHERE key = 'schema_version'",
+            (version,),
+        )
+    with pytest.raises(StoreError, match="schema_version") as caught:
+        await asyncio.wait_for(SQLiteStore(f"sqlite:///{db}").open(), 5)
+    assert "restore it from a backup" in str(caught.value)
+
+
+async def test_an_unforeseen_failure_on_the_store_thread_reaches_the_opener(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(conn: object) -> None:
+        raise RuntimeError("something nobody planned for")
+
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'x.db'}")
+    monkeypatch.setattr(store, "_migrate", broken)
+    with pytest.raises(StoreError, match="something nobody planned for"):
+        await asyncio.wait_for(store.open(), 5)
+
+
 async def test_an_older_schema_is_migrated_forward_keeping_its_data(
     tmp_path: Path,
 ) -> None:

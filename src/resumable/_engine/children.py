@@ -13,14 +13,18 @@ from typing import Any
 from resumable._engine import outcome
 from resumable._engine.context import RunContext
 from resumable._engine.decorators import WorkflowSpec
+from resumable._engine.ids import derived_id
 from resumable._engine.steps import commit, decide_call, replayed, step_place
 from resumable.errors import WorkflowFailed
 from resumable.stores.protocol import StepRecord
 
 
 def child_run_id(parent_run_id: str, seq: int) -> str:
-    """The id of the child run started at `seq` of its parent."""
-    return f"{parent_run_id}/{seq}"
+    """The id of the child run started at `seq` of its parent (`parent/seq`).
+
+    A parent id so long that this would pass the id limit is replaced by its hash.
+    """
+    return derived_id(parent_run_id, f"/{seq}")
 
 
 async def run_child(

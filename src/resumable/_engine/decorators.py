@@ -17,14 +17,19 @@ from typing import Any, TypeVar, overload
 
 from resumable._engine.bridge import running_loop
 from resumable._engine.context import active_run
+from resumable._engine.ids import check_id
 from resumable._engine.retry import NO_RETRY, Retry
 from resumable.serde import TypeRegistry
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 TYPES = TypeRegistry()
-"""Types the codec may rebuild: those named in step and workflow annotations, and
-those passed to `resumable.register()`."""
+"""Types the program declared: those named in step and workflow annotations, and
+those passed to `resumable.register()`. Each Engine's registry has it as parent.
+
+An annotation is resolved the first time its step or workflow is called, or the
+first time a lookup misses (a finished run's result is decoded before any of its
+steps is called), whichever comes first."""
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -42,11 +47,15 @@ class StepSpec:
         """The step name its calls record in the journal."""
         return self.name
 
-    def register_types(self) -> None:
-        """Allow the types in the step's annotations to be decoded (once)."""
+    def register_types(self) -> bool:
+        """Allow the types in the step's annotations to be decoded.
+
+        Returns whether they are: False while an annotation names something not
+        defined yet (it is tried again later).
+        """
         if not self.annotations_registered:
-            register_annotations(self.fn)
-            self.annotations_registered = True
+            self.annotations_registered = register_annotations(self.fn)
+        return self.annotations_registered
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -65,11 +74,15 @@ class WorkflowSpec:
         """The step name its calls record in a parent run's journal (as child runs)."""
         return f"child:{self.name}"
 
-    def register_types(self) -> None:
-        """Allow the types in the workflow's annotations to be decoded (once)."""
+    def register_types(self) -> bool:
+        """Allow the types in the workflow's annotations to be decoded.
+
+        Returns whether they are: False while an annotation names something not
+        defined yet (it is tried again later).
+        """
         if not self.annotations_registered:
-            register_annotations(self.fn)
-            self.annotations_registered = True
+            self.annotations_registered = register_annotations(self.fn)
+        return self.annotations_registered
 
 
 class WorkflowRegistry:
@@ -116,14 +129,18 @@ def register(*types: type) -> None:
     TYPES.register(*types)
 
 
-def register_annotations(fn: Callable[..., Any]) -> None:
-    """Register every codec-relevant type named in a function's annotations."""
+def register_annotations(fn: Callable[..., Any]) -> bool:
+    """Register every codec-relevant type named in a function's annotations.
+
+    Returns False if they cannot be resolved yet (a name not defined yet).
+    """
     try:
         hints = typing.get_type_hints(fn)
-    except Exception:  # noqa: BLE001 - an unresolvable annotation only means no auto-registration
-        hints = {}
+    except Exception:  # noqa: BLE001 - unresolvable for now: tried again on a later miss
+        return False
     for hint in hints.values():
         TYPES.register_annotation(hint)
+    return True
 
 
 def workflow_spec(fn: object) -> WorkflowSpec:
@@ -161,12 +178,13 @@ def step(
 
     def decorate(fn: F) -> F:
         spec = StepSpec(
-            name=name or fn.__qualname__,
+            name=check_id("step name", name or fn.__qualname__),
             fn=fn,
             is_async=inspect.iscoroutinefunction(fn),
             retry=retry or NO_RETRY,
         )
         STEPS[spec.name] = spec
+        TYPES.defer(spec.register_types)
         from resumable._engine.steps import execute_step
 
         wrapper = _journaled(fn, spec, f"step {spec.name!r}", execute_step)
@@ -208,13 +226,16 @@ def workflow(
 
     def decorate(fn: F) -> F:
         spec = WorkflowSpec(
-            name=name or f"{fn.__module__}:{fn.__qualname__}",
+            name=check_id(
+                "workflow name", name or f"{fn.__module__}:{fn.__qualname__}"
+            ),
             fn=fn,
             is_async=inspect.iscoroutinefunction(fn),
             budget_usd=budget_usd,
             budget_tokens=budget_tokens,
         )
         WORKFLOWS.add(spec)
+        TYPES.defer(spec.register_types)
         from resumable._engine.children import run_child
 
         # called inside a run, a workflow is a child run: it takes a seq like a step

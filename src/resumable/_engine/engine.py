@@ -7,7 +7,7 @@ import contextlib
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -18,7 +18,9 @@ from resumable._engine.bridge import Bridge
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
+from resumable._engine.damage import reading
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
+from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.outcome import workflow_failed
@@ -37,8 +39,9 @@ from resumable.errors import (
     RunNotFound,
 )
 from resumable.pricing import PriceTable
-from resumable.serde import KeyRing, Serde
+from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
+from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.protocol import (
     InputRecord,
     Lease,
@@ -149,7 +152,12 @@ class Engine:
         prices: Model prices for the ledger and dollar budgets (default: the
             built-in table, `resumable.pricing`).
         max_payload_bytes: A step result, input or state larger than this (encoded)
-            is refused with SerializationError naming the run, step and size.
+            is refused with SerializationError naming the run, step and size; a
+            stored payload that is, or decompresses to, more is refused on read
+            with CorruptCheckpointError before anything that large is allocated.
+        types: Types this engine may decode besides those the program declared
+            (`resumable.register()` and step and workflow annotations). They are
+            this engine's own: another Engine in the process does not see them.
     """
 
     def __init__(
@@ -162,6 +170,7 @@ class Engine:
         clock: Clock | None = None,
         prices: PriceTable | None = None,
         max_payload_bytes: int | None = 64 * 1024 * 1024,
+        types: Iterable[type] = (),
     ) -> None:
         self.store: Store = create_store(store) if isinstance(store, str) else store
         if encryption_key is None:
@@ -171,7 +180,9 @@ class Engine:
             if isinstance(encryption_key, str)
             else encryption_key
         )
-        self.serde = Serde(TYPES, keys=keys, max_bytes=max_payload_bytes)
+        registry = TypeRegistry(parent=TYPES)
+        registry.register(*types)
+        self.serde = Serde(registry, keys=keys, max_bytes=max_payload_bytes)
         self._encrypted = keys is not None
         self.clock: Clock = clock or SystemClock()
         self.owner = leases.new_owner()
@@ -428,6 +439,7 @@ class Engine:
             RunNotFound: no run has that id.
             InputRejected: the run has ended, or the key already holds a value.
         """
+        check_id("input key", key)
         run = await self._get(run_id)
         if run.is_terminal:
             raise InputRejected(
@@ -611,17 +623,20 @@ class Engine:
         has it; else it is decoded from the record (a LangGraph step saves two
         records and reads neither's metadata back: ~15 us each).
         """
-        return Checkpoint(
-            thread_id=record.thread_id,
-            checkpoint_id=record.checkpoint_id,
-            parent_id=record.parent_id,
-            label=record.label,
-            metadata=self._snapshots.metadata(record)
-            if metadata is _MISSING
-            else metadata,
-            created_at=_datetime(record.created_at_ms),
-            namespace=record.namespace,
-        )
+        with reading(
+            f"thread {record.thread_id!r} checkpoint {record.checkpoint_id!r}"
+        ):
+            return Checkpoint(
+                thread_id=record.thread_id,
+                checkpoint_id=record.checkpoint_id,
+                parent_id=record.parent_id,
+                label=record.label,
+                metadata=self._snapshots.metadata(record)
+                if metadata is _MISSING
+                else metadata,
+                created_at=_datetime(record.created_at_ms),
+                namespace=record.namespace,
+            )
 
     # --- inspecting ---------------------------------------------------------------
     async def runs(
@@ -646,7 +661,7 @@ class Engine:
                 limit=limit,
             )
         )
-        return [RunView.of(run) for run in records]
+        return [RunView.of(checked_run(run)) for run in records]
 
     async def get(self, run_id: str) -> RunView:
         """One run's summary. Raises RunNotFound."""
@@ -718,7 +733,7 @@ class Engine:
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""
         await self._get(run_id)
         records = []
-        for record in await self.store.load_journal(run_id):
+        for record in checked_steps(run_id, await self.store.load_journal(run_id)):
             place = step_place(run_id, record.seq, record.name)
             if record.seq < 0:
                 records.append(
@@ -750,7 +765,7 @@ class Engine:
         run = await self.store.get_run(run_id)
         if run is None:
             raise RunNotFound(run_id=run_id)
-        return run
+        return checked_run(run)
 
     async def _run_child(
         self,
@@ -777,7 +792,9 @@ class Engine:
         ttl: timedelta | None = None,
     ) -> RunRecord:
         spec.register_types()
-        run_id = run_id if run_id is not None else new_run_id()
+        run_id = check_id("run_id", run_id) if run_id is not None else new_run_id()
+        if queue is not None:
+            check_id("queue name", queue)
         now_ms = self.clock.now_ms()
         encoded = self.serde.dumps(
             (args, kwargs), place=run_place(run_id, "input"), root="args"
@@ -822,7 +839,7 @@ class Engine:
                 self._until_done(spec, run, retry_failed=retry_failed)
             )
             self._active[run.run_id] = task
-            task.add_done_callback(lambda _: self._forget(run.run_id))
+            task.add_done_callback(lambda done: self._forget(run.run_id, done))
         return await asyncio.shield(task)
 
     async def _until_done(
@@ -864,9 +881,13 @@ class Engine:
                 await self._release(lease)
                 raise
 
-    def _forget(self, run_id: str) -> None:
+    def _forget(self, run_id: str, task: asyncio.Task[Any]) -> None:
         self._active.pop(run_id, None)
         self._wakeups.pop(run_id, None)
+        if not task.cancelled():
+            # every caller may have stopped waiting (a timeout of theirs); what the
+            # run ended with is in the store, and must not be logged as lost
+            task.exception()
 
     async def _until_runnable(self, run_id: str) -> RunRecord:
         """Wait while the run sleeps or waits for input.

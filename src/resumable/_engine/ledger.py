@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from resumable._engine.damage import reading
 from resumable._engine.usage import Usage
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.stores.protocol import StepRecord
@@ -104,13 +105,20 @@ def spend_of(
     return total
 
 
-def usage_entries(raw: Any) -> list[tuple[int, Usage]]:
-    """Decoded `[{"fence": n, ...Usage fields}]` as (fence, Usage) pairs."""
+def usage_entries(raw: Any, *, place: str) -> list[tuple[int, Usage]]:
+    """Decoded `[{"fence": n, ...Usage fields}]` as (fence, Usage) pairs.
+
+    Raises:
+        CorruptCheckpointError: `raw` is not what `encode_entries` wrote.
+    """
     entries = []
-    for item in raw or ():
-        data = dict(item)
-        fence = int(data.pop("fence", 0))
-        entries.append((fence, Usage.from_dict(data)))
+    with reading(place):
+        for item in raw or ():
+            data = dict(item)
+            fence = data.pop("fence", 0)
+            if type(fence) is not int:
+                raise TypeError(f"fence {fence!r} is not a number")
+            entries.append((fence, Usage.from_dict(data)))
     return entries
 
 
@@ -133,13 +141,14 @@ def build(
     incurred: dict[int, list[Usage]] = {}
     reused: dict[int, tuple[int, list[Usage]]] = {}
     for record, decoded in records:
+        place = f"run {run_id!r} step #{record.seq} usage"
         if record.seq < 0:
-            reused[-record.seq] = (
-                int(decoded.get("replayed_steps", 0)),
-                [usage for _, usage in usage_entries(decoded.get("usage"))],
-            )
+            with reading(place):
+                replayed = int(decoded.get("replayed_steps", 0))
+            entries = usage_entries(decoded.get("usage"), place=place)
+            reused[-record.seq] = (replayed, [usage for _, usage in entries])
         else:
-            for fence, usage in usage_entries(decoded):
+            for fence, usage in usage_entries(decoded, place=place):
                 incurred.setdefault(fence, []).append(usage)
     executions = tuple(
         ExecutionSpend(

@@ -22,6 +22,7 @@ from resumable.errors import (
     SerializationError,
     StepFailed,
 )
+from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.protocol import (
     Lease,
     RunRecord,
@@ -54,10 +55,12 @@ async def load_journal(
                 place=f"run {run.run_id!r}",
                 detail=f"it was forked from run {run.forked_from!r}, which no longer exists",
             )
+        checked_run(parent)
         limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
         inherited = await load_journal(store, parent, limit)
         journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
-    for record in await store.load_journal(run.run_id, up_to_seq=up_to):
+    steps = await store.load_journal(run.run_id, up_to_seq=up_to)
+    for record in checked_steps(run.run_id, steps):
         journal[record.seq] = record
     return journal
 
@@ -72,7 +75,7 @@ def _spent_so_far(ctx: RunContext) -> Spend:
         if record.run_id == ctx.run_id and record.seq > 0 and record.usage is not None:
             place = step_place(record.run_id, record.seq, record.name) + " usage"
             raw = ctx.runtime.serde.loads(record.usage, place=place)
-            calls.extend(usage for _, usage in usage_entries(raw))
+            calls.extend(usage for _, usage in usage_entries(raw, place=place))
     return spend_of(calls, ctx.runtime.prices)
 
 

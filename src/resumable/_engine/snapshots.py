@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NamedTuple, cast
 
+from resumable._engine.damage import reading
+from resumable._engine.ids import check_id
 from resumable._engine.packs import Packs, is_pack_namespace, snapshot_place
 from resumable.errors import ChunksMissing, CorruptCheckpointError, ResumableError
 from resumable.serde import Serde
@@ -664,6 +666,10 @@ class Snapshots:
         checkpoint_id: str | None = None,
     ) -> SnapshotRecord:
         """Store `value` as a new snapshot whose parent is `parent_id`."""
+        check_id("thread_id", thread_id)
+        check_id("namespace", namespace)
+        if checkpoint_id is not None:
+            check_id("checkpoint_id", checkpoint_id)
         if is_pack_namespace(namespace):
             raise ValueError(
                 f"namespace {namespace!r}: names starting with ':pack:' are where "
@@ -737,7 +743,20 @@ class Snapshots:
     async def load(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
     ) -> tuple[SnapshotRecord, Any] | None:
-        """The snapshot (latest, or the given one) and its value; None if none exists."""
+        """The snapshot (latest, or the given one) and its value; None if none exists.
+
+        Raises:
+            CorruptCheckpointError: What is stored for it is damaged.
+        """
+        place = f"thread {thread_id!r}" + (
+            "" if checkpoint_id is None else f" checkpoint {checkpoint_id!r}"
+        )
+        with reading(place):
+            return await self._load(thread_id, namespace, checkpoint_id)
+
+    async def _load(
+        self, thread_id: str, namespace: str, checkpoint_id: str | None
+    ) -> tuple[SnapshotRecord, Any] | None:
         record = await self.packs.find(thread_id, namespace, checkpoint_id)
         if record is None:
             return None
@@ -753,7 +772,7 @@ class Snapshots:
                 place=snapshot_place(thread_id, record.checkpoint_id),
                 detail=f"{len(missing)} content chunk(s) are missing, e.g. {missing[0]}",
             )
-        leaves = {h: self.serde.codec.decode(bodies[h]) for h in hashes}
+        leaves = {h: self.serde.decode(bodies[h], place=chunk_place(h)) for h in hashes}
         if checkpoint_id is None:
             # the latest state is what the next save extends: its leaves are then
             # known objects, checked, not encoded again (a chat turn's first save),
@@ -849,7 +868,8 @@ class Snapshots:
                 place=chunk_place(missing[0]), detail="a list segment chunk is missing"
             )
         segments: dict[str, list[Shape]] = {
-            digest: self.serde.codec.decode(body) for digest, body in bodies.items()
+            digest: self.serde.decode(body, place=chunk_place(digest))
+            for digest, body in bodies.items()
         }
         return _expand(shape, segments)
 

@@ -122,7 +122,8 @@ def replayed(ctx: RunContext, record: StepRecord) -> Any:
     place = step_place(record.run_id, record.seq, record.name)
     if record.usage is not None:
         raw = ctx.runtime.serde.loads(record.usage, place=place + " usage")
-        ctx.replayed_usage.extend(usage for _, usage in ledger.usage_entries(raw))
+        entries = ledger.usage_entries(raw, place=place + " usage")
+        ctx.replayed_usage.extend(usage for _, usage in entries)
     value = ctx.runtime.serde.loads(record.output or b"", place=place)
     if record.status == "ok":
         return value
@@ -233,9 +234,9 @@ def _spend(ctx: RunContext, calls: list[Usage]) -> None:
 def _recorded_calls(ctx: RunContext, record: StepRecord) -> list[tuple[int, Usage]]:
     if record.usage is None:
         return []
-    place = step_place(record.run_id, record.seq, record.name)
+    place = step_place(record.run_id, record.seq, record.name) + " usage"
     return ledger.usage_entries(
-        ctx.runtime.serde.loads(record.usage, place=place + " usage")
+        ctx.runtime.serde.loads(record.usage, place=place), place=place
     )
 
 
@@ -338,22 +339,28 @@ async def durably(
         CheckpointWriteError: the store still failed when the time ran out.
     """
     runtime = ctx.runtime
-    deadline: int | None = None  # set by the first failure: success reads no clock
+    deadline = runtime.clock.now_ms() + int(runtime.store_retry_s * 1000)
     delay = 0.05
+    retrying = False
     while True:
         try:
-            await write()
-        except (CheckpointWriteError, StoreError) as exc:
+            if retrying:  # a retry may not outlast the window (the first attempt is
+                # bounded by the store's own timeout: a slow healthy write must pass)
+                remaining_s = max(deadline - runtime.clock.now_ms(), 0) / 1000
+                async with asyncio.timeout(remaining_s):
+                    await write()
+            else:
+                await write()
+        except (CheckpointWriteError, StoreError, TimeoutError) as exc:
             if isinstance(exc, CheckpointWriteError) and not exc.transient:
                 raise
-            now_ms = runtime.clock.now_ms()
-            if deadline is None:
-                deadline = now_ms + int(runtime.store_retry_s * 1000)
-            if now_ms + delay * 1000 >= deadline:
+            retrying = True
+            if runtime.clock.now_ms() + delay * 1000 >= deadline:
                 if isinstance(exc, CheckpointWriteError):
                     raise
+                detail = str(exc) or "the store did not answer in time"
                 raise CheckpointWriteError(
-                    run_id=ctx.run_id, seq=seq, detail=str(exc)
+                    run_id=ctx.run_id, seq=seq, detail=detail
                 ) from exc
             await runtime.clock.sleep(delay)
             delay = min(delay * 2, 2.0)

@@ -17,6 +17,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from resumable._engine.context import RunContext, active_run, def_workflow_run
+from resumable._engine.ids import check_id
 from resumable._engine.steps import commit, step_place
 from resumable.errors import NonDeterminismError, ResumableError, WaitTimeout
 from resumable.stores.protocol import RunStatus, StepRecord, StepStatus
@@ -58,7 +59,7 @@ def wait_for(key: str, *, timeout: float | None = None) -> Any:
     Raises:
         WaitTimeout: the timeout passed with no input.
     """
-    return _awaited_here(_wait_for(key, timeout))
+    return _awaited_here(_wait_for(check_id("input key", key), timeout))
 
 
 def sleep(seconds: float) -> Any:

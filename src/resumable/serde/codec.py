@@ -122,6 +122,14 @@ def _not_serializable(value: object) -> str:
     return f"{name} is not serializable"
 
 
+def _not_registered(tag: str, kind: type) -> str:
+    return (
+        f"type {tag!r} is not registered, so a stored {kind.__qualname__} could not "
+        f"be decoded back; name it in a step or workflow annotation, or call "
+        f"resumable.register({kind.__qualname__})"
+    )
+
+
 _FLAT_TAGS: dict[type, bytes] = {
     str: b"s",
     int: b"i",
@@ -309,8 +317,8 @@ def _make_registered_encoder(
         if entry is None:
             raise _Unencodable(value, _not_serializable(value))
         if registry.lookup(entry.tag) is not kind:
-            # Encoding proves the type is part of the program, so it may be rebuilt.
-            registry.register(kind)
+            # refused now: stored, it could never be decoded back
+            raise _Unencodable(value, _not_registered(entry.tag, kind))
         if entry.kind == "enum":
             try:
                 return {_TAG: entry.tag, _VALUE: enc(getattr(value, "value", None))}
@@ -618,8 +626,8 @@ class Codec:
 
         Args:
             value: JSON-like data, bytes, datetimes, UUIDs, decimals, or instances
-                of dataclasses, enums, NamedTuples and pydantic models (whose types
-                are registered as a side effect).
+                of dataclasses, enums, NamedTuples and pydantic models whose types
+                the registry allows (encoding registers nothing).
             root: How the value is named in error paths (`result["client"]`).
 
         Raises:

@@ -3,9 +3,15 @@
 A stored value names its type by a tag, `"module:qualname"`. Decoding builds a
 type only if its tag is registered here, so data can never make the codec import
 a module or call something it names. Types get here by `register()` (which
-`resumable.register()` calls), by `register_annotation()` on step and workflow
-signatures, and by being encoded: encoding an instance proves its type is part
-of the program.
+`resumable.register()` calls) and by `register_annotation()` on step and workflow
+signatures. Encoding registers nothing: a value of a type that is not registered
+is refused when it is written, since it could not be decoded back.
+
+Registries nest: an Engine's own registry has the program's (`resumable.register`
+and annotations) as its parent, so an engine sees every type the program
+declared while the types given to one engine never widen another's allowlist.
+Registrations a registry was asked to defer (annotations that may name classes
+defined later in their module) run the first time a lookup misses.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import enum
 import sys
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar
 
@@ -42,15 +49,30 @@ class TypeRegistry:
     `NamedTuple`s and pydantic v2 models (including parametrized generics such as
     `Page[Item]`). Registering a type again under the same tag replaces the old
     one, so a class redefined by a module reload or a notebook cell keeps working.
+
+    Args:
+        parent: A registry whose types this one allows too (looked up after its
+            own); registering here never changes the parent.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, parent: TypeRegistry | None = None) -> None:
         self._by_tag: dict[str, type] = {}
         # Classification cache for every type looked at; None means "not registrable".
         self._entries: dict[type, TypeInfo | None] = {}
+        self._parent = parent
+        self._deferred: list[Callable[[], bool]] = []
 
     def __repr__(self) -> str:
-        return f"TypeRegistry({len(self._by_tag)} types)"
+        parent = "" if self._parent is None else f", parent={self._parent!r}"
+        return f"TypeRegistry({len(self._by_tag)} types{parent})"
+
+    def defer(self, registration: Callable[[], bool]) -> None:
+        """Run `registration` before the next lookup that misses.
+
+        It returns whether it is done; one that is not (an annotation naming a
+        class not defined yet) is tried again at the next miss.
+        """
+        self._deferred.append(registration)
 
     def register(self, *types: type) -> None:
         """Allow the codec to rebuild these types, and the types their fields use.
@@ -82,8 +104,24 @@ class TypeRegistry:
         self._walk(annotation, {})
 
     def lookup(self, tag: str) -> type | None:
-        """The registered type for a tag, or None."""
-        return self._by_tag.get(tag)
+        """The registered type for a tag (here or in the parent), or None."""
+        found = self._by_tag.get(tag)
+        if found is not None:
+            return found
+        if self._parent is not None:
+            found = self._parent.lookup(tag)
+            if found is not None:
+                return found
+        if self._deferred and self._run_deferred():
+            return self.lookup(tag)
+        return None
+
+    def _run_deferred(self) -> bool:
+        """Run the deferred registrations; whether any of them finished."""
+        pending, self._deferred = self._deferred, []
+        left = [registration for registration in pending if not registration()]
+        self._deferred.extend(left)
+        return len(left) < len(pending)
 
     def tag_for(self, tp: type) -> str:
         """The stable name stored for a type: `"module:qualname"`.

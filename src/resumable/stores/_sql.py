@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Protocol
 
+from resumable.stores._records import converter
 from resumable.stores.protocol import (
     InputRecord,
     RunRecord,
@@ -215,21 +217,30 @@ def step_values(step: StepRecord) -> tuple[object, ...]:
     )
 
 
-def _blob(value: Any) -> bytes | None:
-    # drivers hand back bytes, memoryview or bytearray depending on type and version
-    if value is None or type(value) is bytes:
+def blob(value: Any) -> Any:
+    """A payload column as bytes; anything else (a damaged row) is passed on as it is.
+
+    Drivers hand back bytes, memoryview or bytearray depending on type and
+    version. Text or a number in a payload column is damage: the envelope that
+    opens the payload refuses it, naming the run and step, so it is not
+    converted (or refused without a place) here.
+    """
+    if type(value) is bytes or value is None:
         return value
-    return bytes(value)
+    if isinstance(value, memoryview | bytearray):
+        return bytes(value)
+    return value
 
 
+@converter("run")
 def run_from_row(row: Row) -> RunRecord:
     """A RunRecord from a row keyed by column name."""
     return RunRecord(
         run_id=from_text(row["run_id"]),
         workflow=from_text(row["workflow"]),
         status=row["status"],
-        input=bytes(row["input"]),
-        output=_blob(row["output"]),
+        input=blob(row["input"]),
+        output=blob(row["output"]),
         created_at_ms=row["created_at_ms"],
         updated_at_ms=row["updated_at_ms"],
         parent_id=maybe_from_text(row["parent_id"]),
@@ -244,6 +255,7 @@ def run_from_row(row: Row) -> RunRecord:
     )
 
 
+@converter("step")
 def step_from_row(row: Row) -> StepRecord:
     """A StepRecord from a row keyed by column name."""
     return StepRecord(
@@ -252,11 +264,11 @@ def step_from_row(row: Row) -> StepRecord:
         name=from_text(row["name"]),
         fingerprint=row["fingerprint"],
         status=row["status"],
-        output=_blob(row["output"]),
+        output=blob(row["output"]),
         attempts=row["attempts"],
         started_at_ms=row["started_at_ms"],
         finished_at_ms=row["finished_at_ms"],
-        usage=_blob(row["usage"]),
+        usage=blob(row["usage"]),
     )
 
 
@@ -264,6 +276,7 @@ JOURNAL_COLUMNS = STEP_COLUMNS[1:]
 """The columns `journal_records` reads: a step's, but the run id it was asked for."""
 
 
+@converter("step")
 def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepRecord]:
     """The StepRecords of one run's journal, from rows of JOURNAL_COLUMNS.
 
@@ -296,35 +309,45 @@ def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepReco
         set_name(record, unescaped)
         set_fingerprint(record, fingerprint)
         set_status(record, status)
-        set_output(record, output if type(output) is bytes else _blob(output))
+        set_output(record, output if type(output) is bytes else blob(output))
         set_attempts(record, attempts)
         set_started_at_ms(record, started)
         set_finished_at_ms(record, finished)
-        set_usage(record, usage if usage is None else _blob(usage))
+        set_usage(record, usage if usage is None else blob(usage))
         append(record)
     return records
 
 
+@converter("input")
 def input_from_row(row: Row) -> InputRecord:
     """An InputRecord from a row keyed by column name."""
     return InputRecord(
         run_id=from_text(row["run_id"]),
         key=from_text(row["key"]),
-        value=bytes(row["value"]),
+        value=blob(row["value"]),
         sent_at_ms=row["sent_at_ms"],
     )
 
 
-def snapshot_from_row(row: Row, chunk_refs: tuple[str, ...]) -> SnapshotRecord:
+@converter("snapshot")
+def snapshot_from_row(row: Row, chunk_refs: Any) -> SnapshotRecord:
     """A SnapshotRecord from a row keyed by column name, plus its chunk references."""
     return SnapshotRecord(
         thread_id=from_text(row["thread_id"]),
         namespace=from_text(row["namespace"]),
         checkpoint_id=from_text(row["checkpoint_id"]),
         parent_id=maybe_from_text(row["parent_id"]),
-        manifest=bytes(row["manifest"]),
-        chunk_refs=chunk_refs,
+        manifest=blob(row["manifest"]),
+        chunk_refs=_chunk_refs(chunk_refs),
         label=maybe_from_text(row["label"]),
-        metadata=_blob(row["metadata"]),
+        metadata=blob(row["metadata"]),
         created_at_ms=row["created_at_ms"],
     )
+
+
+def _chunk_refs(value: Any) -> tuple[str, ...]:
+    """A snapshot's chunk hashes: a JSON array (SQLite) or an array (PostgreSQL)."""
+    refs = json.loads(value) if isinstance(value, str) else value
+    if not isinstance(refs, list | tuple) or not all(type(r) is str for r in refs):
+        raise TypeError(f"chunk_refs is {str(value)[:40]!r}, not a list of hashes")
+    return tuple(refs)

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping
 
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules
+from resumable.stores._records import checked_run
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -50,7 +51,11 @@ class MemoryStore:
         return self._runs.get(run_id)
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
-        found = [run for run in self._runs.values() if _rules.matches(run, query)]
+        found = [
+            checked_run(run)
+            for run in self._runs.values()
+            if _rules.matches(run, query)
+        ]
         found.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
         return found[: query.limit]
 

@@ -63,6 +63,7 @@ from resumable.errors import (
 )
 from resumable.stores import _sql, redact
 from resumable.stores._postgres_sql import MIGRATION_STATE, Statements
+from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -278,7 +279,9 @@ class PostgresStore:
                     )
                 )
                 row = await cur.fetchone()
-                current = int(row["value"]) if row else 0
+                current = schema_version_of(
+                    row["value"] if row else None, store=self.url
+                )
                 if current > supported:
                     raise SchemaVersionError(
                         store=self.url, found=current, supported=supported
@@ -720,7 +723,7 @@ class PostgresStore:
 
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         rows = await self._read(self._sql.get_inputs, (_t(run_id),))
-        return {_sql.from_text(row["key"]): bytes(row["value"]) for row in rows}
+        return {_sql.from_text(row["key"]): _sql.blob(row["value"]) for row in rows}
 
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
@@ -736,7 +739,7 @@ class PostgresStore:
         if not wanted:
             return {}
         rows = await self._read(self._sql.get_chunks, (wanted,))
-        return {row["hash"]: bytes(row["data"]) for row in rows}
+        return {row["hash"]: _sql.blob(row["data"]) for row in rows}
 
     async def save_snapshot(
         self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
@@ -1008,4 +1011,4 @@ def _snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
 
 
 def _snapshot_from_row(row: DictRow) -> SnapshotRecord:
-    return _sql.snapshot_from_row(row, tuple(row["chunk_refs"]))
+    return _sql.snapshot_from_row(row, row["chunk_refs"])

@@ -71,6 +71,7 @@ from resumable.errors import (
     StoreError,
 )
 from resumable.stores import _redis_payloads, _rules, redact
+from resumable.stores._records import converter, schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -300,7 +301,9 @@ class RedisStore:
                 raise StoreError(
                     store=self.url, detail=f"bad URL option: {exc}"
                 ) from exc
-            found = int(await client.hget(self._keys.meta, "schema_version") or 0)
+            found = schema_version_of(
+                await client.hget(self._keys.meta, "schema_version"), store=self.url
+            )
         if found > SCHEMA_VERSION:
             raise SchemaVersionError(
                 store=self.url, found=found, supported=SCHEMA_VERSION
@@ -722,9 +725,7 @@ class RedisStore:
         client = await self._ready()
         with self._boundary("load journal"):
             found = _bytes_dict(await client.hgetall(self._keys.steps(run_id)))
-        steps = [
-            _step_from_packed(run_id, int(seq), data) for seq, data in found.items()
-        ]
+        steps = [_step_from_packed(run_id, seq, data) for seq, data in found.items()]
         steps.sort(key=lambda step: step.seq)
         return [s for s in steps if up_to_seq is None or s.seq <= up_to_seq]
 
@@ -761,7 +762,7 @@ class RedisStore:
         client = await self._ready()
         with self._boundary("get inputs"):
             found = _bytes_dict(await client.hgetall(self._keys.inputs(run_id)))
-        return {_s(key): _unpack(packed)[0] or b"" for key, packed in found.items()}
+        return _inputs_from_hash(found)
 
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
@@ -973,6 +974,7 @@ def _run_fields(run: RunRecord) -> list[tuple[str, bytes]]:
     return encoded
 
 
+@converter("run")
 def _run_from_hash(run_id: str, found: Mapping[bytes, bytes]) -> RunRecord:
     def text(name: str) -> str | None:
         return _text(found.get(name.encode()))
@@ -1016,13 +1018,19 @@ def _step_packed(step: StepRecord) -> bytes:
     )
 
 
-def _step_from_packed(run_id: str, seq: int, data: bytes) -> StepRecord:
+@converter("input")
+def _inputs_from_hash(found: Mapping[Any, Any]) -> dict[str, bytes]:
+    return {_s(key): _unpack(packed)[0] or b"" for key, packed in found.items()}
+
+
+@converter("step")
+def _step_from_packed(run_id: str, seq: bytes | int, data: bytes) -> StepRecord:
     name, fingerprint, status, output, attempts, started, finished, usage = _unpack(
         data
     )
     return StepRecord(
         run_id=run_id,
-        seq=seq,
+        seq=int(seq),
         name=_text(name) or "",
         fingerprint=_text(fingerprint) or "",
         status=cast("StepStatus", _text(status)),
@@ -1048,6 +1056,7 @@ def _snapshot_packed(snapshot: SnapshotRecord) -> bytes:
     )
 
 
+@converter("snapshot")
 def _snapshot_from_packed(
     thread_id: str, namespace: str, checkpoint_id: str, data: bytes
 ) -> SnapshotRecord:

@@ -91,6 +91,7 @@ from resumable.errors import (
     StoreError,
 )
 from resumable.stores import _sql
+from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -379,7 +380,7 @@ class SQLiteStore:
             row = conn.execute(
                 "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
             ).fetchone()
-            current = int(row["value"]) if row else 0
+            current = schema_version_of(row["value"] if row else None, store=self.url)
             if current > supported:
                 raise SchemaVersionError(
                     store=self.url, found=current, supported=supported
@@ -398,8 +399,7 @@ class SQLiteStore:
             raise
 
     def _serve(self) -> None:
-        conn = self._open_connection()
-        self._opened.set()
+        conn = self._open_reporting()
         if conn is None:
             return
         try:
@@ -430,6 +430,18 @@ class SQLiteStore:
         finally:
             conn.close()
 
+    def _open_reporting(self) -> Conn | None:
+        """The store thread's connection; whatever stops it is the opener's error."""
+        try:
+            return self._open_connection()
+        except Exception as exc:  # noqa: BLE001 - an unforeseen failure must not hang open()
+            self._open_error = StoreError(
+                store=self.url, detail=f"cannot open: {exc!r}"
+            )
+            return None
+        finally:
+            self._opened.set()
+
     def _checkpoint(self, conn: Conn) -> None:
         """Copy the WAL into the database and restart it, outside any transaction.
 
@@ -448,7 +460,7 @@ class SQLiteStore:
             return None
         try:
             self._migrate(conn)
-        except SchemaVersionError as exc:
+        except (SchemaVersionError, StoreError) as exc:
             self._open_error = exc
         except sqlite3.Error as exc:
             self._open_error = StoreError(
@@ -974,7 +986,7 @@ class SQLiteStore:
                 "SELECT key, value FROM resumable_inputs WHERE run_id = ?",
                 (_t(run_id),),
             )
-            return {_sql.from_text(row["key"]): bytes(row["value"]) for row in rows}
+            return {_sql.from_text(row["key"]): _sql.blob(row["value"]) for row in rows}
 
         return await self._call(get, write=False, inline=True)
 
@@ -993,7 +1005,7 @@ class SQLiteStore:
 
         def get(conn: Conn) -> dict[str, bytes]:
             rows = _chunk_rows(conn, _SELECT_CHUNKS, wanted)
-            return {row[0]: bytes(row[1]) for row in rows}
+            return {row[0]: _sql.blob(row[1]) for row in rows}
 
         return await self._call(get, write=False, inline=True) if wanted else {}
 
@@ -1126,7 +1138,7 @@ class SQLiteStore:
                 Payload(
                     kind=kind,
                     key=tuple(_sql.key_from_sql(part) for part in row[:-1]),
-                    data=bytes(row[-1]),
+                    data=_sql.blob(row[-1]),
                 )
                 for row in cursor.execute(sql, params)
             ]
@@ -1326,4 +1338,4 @@ def _queue_admits_txn(
 
 
 def _snapshot(row: sqlite3.Row) -> SnapshotRecord:
-    return _sql.snapshot_from_row(row, tuple(json.loads(row["chunk_refs"])))
+    return _sql.snapshot_from_row(row, row["chunk_refs"])
