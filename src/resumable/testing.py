@@ -18,6 +18,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from resumable._tamper import (
+    Mutation,
+    StoredField,
+    TamperFailure,
+    TamperReport,
+    TamperSubject,
+    TamperSuite,
+    decompression_bomb,
+    mutations_of,
+    plain_frame,
+)
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores.protocol import (
     InputRecord,
@@ -33,7 +44,16 @@ from resumable.stores.protocol import (
 __all__ = [
     "T0",
     "FakeClock",
+    "Mutation",
     "StoreContract",
+    "StoredField",
+    "TamperFailure",
+    "TamperReport",
+    "TamperSubject",
+    "TamperSuite",
+    "decompression_bomb",
+    "mutations_of",
+    "plain_frame",
     "run_record",
     "snapshot_record",
     "step_record",

@@ -1,0 +1,53 @@
+"""The tamper suite on every store: damaged rows end in typed errors, in time, in bounded memory."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import BACKENDS, service_url
+from resumable._tamper_subjects import (
+    memory_subject,
+    postgres_subject,
+    redis_subject,
+    sqlite_subject,
+)
+from resumable.testing import TamperSubject, TamperSuite
+
+
+def subject_factory(
+    backend: str, tmp_path: Path
+) -> Callable[[], Awaitable[TamperSubject]]:
+    if backend == "memory":
+        return memory_subject
+    if backend == "sqlite":
+
+        async def fresh_sqlite() -> TamperSubject:
+            return sqlite_subject(tmp_path)
+
+        return fresh_sqlite
+    url = service_url(backend)
+    if backend == "postgres":
+        return lambda: postgres_subject(url)
+    return lambda: redis_subject(url)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_every_damaged_column_fails_safe(backend: str, tmp_path: Path) -> None:
+    modules_before = set(sys.modules)
+    report = await TamperSuite(subject_factory(backend, tmp_path)).run()
+    assert report.cases > 50, report.summary()
+    assert not report.failures, (
+        report.summary()
+        + "\n"
+        + "\n".join(
+            f"{f.table}.{f.column} / {f.mutation} / {f.action}: {f.problem}"
+            for f in report.failures
+        )
+    )
+    # the LangChain constructor JSON imported nothing
+    assert not {m for m in set(sys.modules) - modules_before if "langchain" in m}
