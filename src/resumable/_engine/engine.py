@@ -108,6 +108,17 @@ class StepView:
         """The recorded result, or for a failed step the recorded error as a dict."""
         return self._serde.loads(self._payload or b"", place=self._place)
 
+    def view(self) -> Any:
+        """`output()` as plain JSON-like data, readable without the step's types.
+
+        Tagged values keep their type name (`{"$type": "mod:Class", ...fields}`);
+        nothing is imported or constructed (see `resumable.serde.view`).
+
+        Raises:
+            CorruptCheckpointError: The stored value is damaged or over the limit.
+        """
+        return self._serde.view(self._payload or b"", place=self._place)
+
 
 class RunHandle:
     """A run started in the background by `Engine.start`."""

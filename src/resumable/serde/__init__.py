@@ -14,6 +14,7 @@ from typing import Any
 from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
+from resumable.serde.view import ViewLimits, view_body
 
 __all__ = ["Codec", "DecodeError", "Envelope", "KeyRing", "Serde", "TypeRegistry"]
 
@@ -42,6 +43,10 @@ class Serde:
         self.codec: Codec = Codec(self.registry)
         self.envelope: Envelope = Envelope(keys=keys, compress_over=compress_over)
         self.max_bytes = max_bytes
+        # a view reads what this serde may write, and no more
+        self._view_limits = (
+            ViewLimits() if max_bytes is None else ViewLimits(max_bytes=max_bytes)
+        )
         # the codec's own method, not a wrapper: a resume asks once per replayed step
         self.fingerprint: Callable[[object], str] = self.codec.fingerprint
         """A stable 16-hex-digit digest of a value; never raises."""
@@ -84,3 +89,17 @@ class Serde:
             return self.codec.decode(body)
         except DecodeError as exc:
             raise CorruptCheckpointError(place=place, detail=str(exc)) from exc
+
+    def view(self, data: bytes, *, place: str) -> Any:
+        """Open bytes written by `dumps` and return their generic view.
+
+        Plain JSON-like data that names the type of every tagged value, built
+        without importing or constructing anything (see `resumable.serde.view`),
+        so it works for values of types this process never registered.
+
+        Raises:
+            CorruptCheckpointError: The frame fails its checks, the value is over
+                the payload limit, or it is not a payload the codec wrote.
+        """
+        body = self.envelope.open(data, place=place)
+        return view_body(body, place=place, limits=self._view_limits)
