@@ -7,7 +7,14 @@ import contextlib
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -19,6 +26,7 @@ from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
+from resumable._engine.export import ExportQuery, StepExport, export_steps
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.outcome import workflow_failed
@@ -740,6 +748,41 @@ class Engine:
                     (record, self.serde.loads(record.usage, place=place + " usage"))
                 )
         return build_ledger(run_id, records, self._runtime.prices)
+
+    def export(
+        self,
+        run_ids: Sequence[str] = (),
+        *,
+        workflow: str | None = None,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        since: datetime | timedelta | None = None,
+        run_input: bool = False,
+    ) -> AsyncIterator[StepExport]:
+        """Every step of the selected runs as flat records, for analysis.
+
+        `async for record in engine.export(workflow="analyze"): ...` yields one
+        `StepExport` per journal entry (oldest run first, each in seq order) with
+        timings, attempts, the args fingerprint, usage and cost, and the generic
+        view of the result or error, readable without the application's code.
+
+        Args:
+            run_ids: These runs only (RunNotFound if one is missing); default:
+                every run the other filters match.
+            workflow: Runs of this workflow only.
+            status: Runs in this status (or any of these) only.
+            since: Runs created at or after this time, or within this long ago.
+            run_input: Add the view of each run's input `(args, kwargs)`.
+        """
+        if isinstance(since, timedelta):
+            since = _datetime(self.clock.now_ms()) - since
+        query = ExportQuery(
+            run_ids=[run_ids] if isinstance(run_ids, str) else list(run_ids),
+            workflow=workflow,
+            status=[status] if isinstance(status, str) else list(status or ()),
+            created_since_ms=None if since is None else int(since.timestamp() * 1000),
+            run_input=run_input,
+        )
+        return export_steps(self.store, self.serde, self._runtime.prices, query)
 
     async def close(self) -> None:
         """Release the store's connections and threads."""
