@@ -559,6 +559,29 @@ class Engine:
             f"pass default="
         )
 
+    async def view_state(
+        self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
+    ) -> Any:
+        """`load_state` as a generic view: readable without the state's types.
+
+        Plain JSON-like data naming the type of every tagged value (see
+        `resumable.serde.view`); nothing is imported or constructed.
+
+        Raises:
+            ResumableError: nothing was saved there.
+            CorruptCheckpointError: a stored part is damaged or missing.
+        """
+        found = await self._snapshots.view(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        if found is None:
+            what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
+            raise ResumableError(
+                f"thread {thread_id!r} has no {what} in namespace {namespace!r}; list "
+                f"them with Engine.state_history({thread_id!r}, namespace=None)"
+            )
+        return found[1]
+
     async def conversation(self, thread_id: str) -> Conversation:
         """A chat thread, as last saved; append messages and `save()` complete turns."""
         return await Conversation.open(self, thread_id)

@@ -103,3 +103,7 @@ class Serde:
         """
         body = self.envelope.open(data, place=place)
         return view_body(body, place=place, limits=self._view_limits)
+
+    def view_opened(self, body: bytes, *, place: str) -> Any:
+        """`view` of a body its envelope was already opened for (a snapshot chunk)."""
+        return view_body(body, place=place, limits=self._view_limits)

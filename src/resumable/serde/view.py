@@ -45,7 +45,7 @@ from typing import Any, Final
 from resumable.errors import CorruptCheckpointError
 from resumable.serde.codec import _EXTRA, _FIELDS_SET, _TAG, _TEXT, _VALUE
 
-__all__ = ["TYPE_KEY", "ViewLimits", "one_line", "view_body"]
+__all__ = ["TYPE_KEY", "ViewLimits", "escape_key", "one_line", "view_body"]
 
 TYPE_KEY: Final = "$type"
 """The key that names a value's type in a view."""
@@ -102,7 +102,8 @@ def view_body(body: bytes, *, place: str, limits: ViewLimits | None = None) -> A
         raise CorruptCheckpointError(place=place, detail=detail) from None
 
 
-def _escape(key: str) -> str:
+def escape_key(key: str) -> str:
+    """A stored dict key as a view shows it: one more "$" if it starts with one."""
     return "$" + key if key[:1] == "$" else key
 
 
@@ -151,7 +152,7 @@ class _Viewer:
             return [self.walk(x, depth + 1) for x in node]
         if _TAG in node:
             return self._tagged(node, depth)
-        return {_escape(k): self.walk(x, depth + 1) for k, x in node.items()}
+        return {escape_key(k): self.walk(x, depth + 1) for k, x in node.items()}
 
     def _tagged(self, node: dict[str, Any], depth: int) -> Any:
         tag = node[_TAG]
@@ -168,11 +169,11 @@ class _Viewer:
         payload = node.get(_VALUE)
         if type(payload) is dict:  # a dataclass, NamedTuple or pydantic model
             for key, x in payload.items():
-                out[_escape(key)] = self.walk(x, depth + 1)
+                out[escape_key(key)] = self.walk(x, depth + 1)
             extra = node.get(_EXTRA)
             if type(extra) is dict:
                 for key, x in extra.items():
-                    out.setdefault(_escape(key), self.walk(x, depth + 1))
+                    out.setdefault(escape_key(key), self.walk(x, depth + 1))
         elif _VALUE in node:  # an enum, or a tag this version does not know
             out[_VALUE_KEY] = self.walk(payload, depth + 1)
         return out
