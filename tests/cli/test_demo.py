@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,31 @@ def test_demo_kills_resumes_and_reports_what_replay_saved(
     listing = capsys.readouterr().out
     assert "INCURRED" in listing
     assert f"replay reused {number_in(listing, 'replay reused')} calls" in listing
+    # without --app, in a process that never imports the demo's code or openai:
+    # every step's value is readable through the generic view
+    script = (
+        "import sys; from resumable.cli import main; code = main(sys.argv[1:]); "
+        "assert 'openai' not in sys.modules and 'resumable.cli._demo_flow' "
+        "not in sys.modules, 'imported app code'; sys.exit(code)"
+    )
+    for extra in ([], ["--full"]):
+        plain = subprocess.run(
+            [sys.executable, "-c", script, "show", run_id, *extra, *store],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "unreadable" not in plain
+        if extra:
+            assert (
+                plain.count(
+                    '"$type": "openai.types.chat.chat_completion:ChatCompletion"'
+                )
+                == 101
+            )
+            assert plain.count('"content": "') == 101
+        else:
+            assert plain.count('ChatCompletion: "') == 101  # each step's answer
     assert main(["show", run_id, "--app", "resumable.cli._demo_flow", *store]) == 0
     shown = capsys.readouterr().out
     assert f"replayed {replayed} steps" in shown

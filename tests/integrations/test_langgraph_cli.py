@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import operator
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -87,7 +90,8 @@ def test_show_thread_prints_every_namespace_with_writes(
     assert run_cli(["show-thread", "older", "--store", url]) == 0
     out = capsys.readouterr().out
     assert out.startswith("thread  older  (")
-    rows = [line.split() for line in out.splitlines()[4:]]
+    values_at = out.splitlines()[2].index("VALUES")  # the last column: free text
+    rows = [line[:values_at].split() for line in out.splitlines()[4:]]
     sources = [(row[1] == "(root)", row[-5], row[-4]) for row in rows]
     # newest first: the root's input, start and inner steps; the subgraph's own
     assert (True, "-1", "input") in sources
@@ -107,3 +111,48 @@ def test_empty_stores_and_unknown_threads_say_so(
         run_cli(["show-thread", "gone", "--store", url])
     with pytest.raises(ResumableError, match="--limit"):
         run_cli(["threads", "--store", url, "--limit", "0"])
+
+
+def test_show_thread_shows_values_without_the_graphs_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.graph import MessagesState
+
+    def reply(state: MessagesState) -> dict[str, list[AIMessage]]:
+        return {"messages": [AIMessage(content="hello back")]}
+
+    store = f"sqlite:///{tmp_path / 'chat.db'}"
+    with ResumableSaver.from_url(store) as saver:
+        chat = StateGraph(MessagesState)
+        chat.add_node("reply", reply)
+        chat.add_edge(START, "reply")
+        chat.compile(checkpointer=saver).invoke(
+            {"messages": [HumanMessage(content="hi there")]},
+            {"configurable": {"thread_id": "c"}},
+        )
+    # a process that never imports langgraph or langchain reads the values
+    script = (
+        "import sys; from resumable.cli import main; code = main(sys.argv[1:]); "
+        "assert not {'langchain_core', 'langgraph'} & set(sys.modules), 'imported'; "
+        "sys.exit(code)"
+    )
+
+    def show(*extra: str) -> str:
+        argv = [sys.executable, "-c", script, "show-thread", "c", "--store", store]
+        return subprocess.run(
+            [*argv, *extra], capture_output=True, text=True, check=True
+        ).stdout
+
+    table = show()
+    latest = table.splitlines()[4]  # newest first: the reply is in
+    assert 'HumanMessage(content="hi there"' in latest
+    assert "unreadable" not in table
+    latest_id = latest.split()[0]
+    whole = show("--full", "--checkpoint", latest_id)
+    assert "(1 checkpoints)" in whole
+    messages = json.loads(whole[whole.index("{") :])["messages"]
+    assert [(m["$type"], m["content"]) for m in messages] == [
+        ("langchain_core.messages.human:HumanMessage", "hi there"),
+        ("langchain_core.messages.ai:AIMessage", "hello back"),
+    ]

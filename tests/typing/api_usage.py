@@ -35,3 +35,9 @@ async def use() -> None:
     await handle.result()
     key: str = current_run().idempotency_key
     del pages, size, key
+    async for record in engine.export(["r"], status=["failed", "succeeded"]):
+        cost: float = record.cost_usd
+        del cost
+    shown = (await engine.history("r"))[0].view()
+    state = await engine.view_state("thread-7")
+    del shown, state

@@ -7,7 +7,15 @@ import contextlib
 import os
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -20,6 +28,7 @@ from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
 from resumable._engine.damage import reading
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
+from resumable._engine.export import ExportQuery, StepExport, export_steps
 from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
@@ -110,6 +119,17 @@ class StepView:
     def output(self) -> Any:
         """The recorded result, or for a failed step the recorded error as a dict."""
         return self._serde.loads(self._payload or b"", place=self._place)
+
+    def view(self) -> Any:
+        """`output()` as plain JSON-like data, readable without the step's types.
+
+        Tagged values keep their type name (`{"$type": "mod:Class", ...fields}`);
+        nothing is imported or constructed (see `resumable.serde.view`).
+
+        Raises:
+            CorruptCheckpointError: The stored value is damaged or over the limit.
+        """
+        return self._serde.view(self._payload or b"", place=self._place)
 
 
 class RunHandle:
@@ -552,6 +572,29 @@ class Engine:
             f"pass default="
         )
 
+    async def view_state(
+        self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
+    ) -> Any:
+        """`load_state` as a generic view: readable without the state's types.
+
+        Plain JSON-like data naming the type of every tagged value (see
+        `resumable.serde.view`); nothing is imported or constructed.
+
+        Raises:
+            ResumableError: nothing was saved there.
+            CorruptCheckpointError: a stored part is damaged or missing.
+        """
+        found = await self._snapshots.view(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        if found is None:
+            what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
+            raise ResumableError(
+                f"thread {thread_id!r} has no {what} in namespace {namespace!r}; list "
+                f"them with Engine.state_history({thread_id!r}, namespace=None)"
+            )
+        return found[1]
+
     async def conversation(self, thread_id: str) -> Conversation:
         """A chat thread, as last saved; append messages and `save()` complete turns."""
         return await Conversation.open(self, thread_id)
@@ -744,6 +787,41 @@ class Engine:
                     (record, self.serde.loads(record.usage, place=place + " usage"))
                 )
         return build_ledger(run_id, records, self._runtime.prices)
+
+    def export(
+        self,
+        run_ids: Sequence[str] = (),
+        *,
+        workflow: str | None = None,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        since: datetime | timedelta | None = None,
+        run_input: bool = False,
+    ) -> AsyncIterator[StepExport]:
+        """Every step of the selected runs as flat records, for analysis.
+
+        `async for record in engine.export(workflow="analyze"): ...` yields one
+        `StepExport` per journal entry (oldest run first, each in seq order) with
+        timings, attempts, the args fingerprint, usage and cost, and the generic
+        view of the result or error, readable without the application's code.
+
+        Args:
+            run_ids: These runs only (RunNotFound if one is missing); default:
+                every run the other filters match.
+            workflow: Runs of this workflow only.
+            status: Runs in this status (or any of these) only.
+            since: Runs created at or after this time, or within this long ago.
+            run_input: Add the view of each run's input `(args, kwargs)`.
+        """
+        if isinstance(since, timedelta):
+            since = _datetime(self.clock.now_ms()) - since
+        query = ExportQuery(
+            run_ids=[run_ids] if isinstance(run_ids, str) else list(run_ids),
+            workflow=workflow,
+            status=[status] if isinstance(status, str) else list(status or ()),
+            created_since_ms=None if since is None else int(since.timestamp() * 1000),
+            run_input=run_input,
+        )
+        return export_steps(self.store, self.serde, self._runtime.prices, query)
 
     async def close(self) -> None:
         """Release the store's connections and threads."""

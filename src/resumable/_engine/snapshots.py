@@ -32,6 +32,7 @@ from resumable._engine.packs import Packs, is_pack_namespace, snapshot_place
 from resumable.errors import ChunksMissing, CorruptCheckpointError, ResumableError
 from resumable.serde import Serde
 from resumable.serde.codec import Codec
+from resumable.serde.view import escape_key
 from resumable.stores.protocol import SnapshotRecord, Store
 
 SEGMENT = 32
@@ -782,6 +783,26 @@ class Snapshots:
                 self.codec.loaded(leaf, digest)
         return record, _build(shape, leaves, self.serde.codec)
 
+    async def view(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> tuple[SnapshotRecord, Any] | None:
+        """`load`, with the value as its generic view (`Serde.view`): nothing is rebuilt."""
+        record = await self.packs.find(thread_id, namespace, checkpoint_id)
+        if record is None:
+            return None
+        shape, _ = await self._resolve(record)
+        hashes = list(dict.fromkeys(_leaf_hashes(shape)))
+        bodies, missing = await self._bodies(hashes)
+        place = snapshot_place(thread_id, record.checkpoint_id)
+        if missing:
+            raise CorruptCheckpointError(
+                place=place,
+                detail=f"{len(missing)} content chunk(s) are missing, e.g. {missing[0]}",
+            )
+        view = self.serde.view_opened
+        leaves = {h: view(bodies[h], place=chunk_place(h)) for h in hashes}
+        return record, _build_view(shape, leaves, lambda body: view(body, place=place))
+
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""
         for key in [key for key in self._shapes if key[0] == thread_id]:
@@ -921,3 +942,20 @@ def _build(shape: Shape, leaves: dict[str, Any], codec: Codec) -> Any:
     if "d" in shape:
         return {k: _build(v, leaves, codec) for k, v in shape["d"].items()}
     return [_build(item, leaves, codec) for item in shape["l"]]
+
+
+def _build_view(
+    shape: Shape, leaves: dict[str, Any], view: Callable[[bytes], Any]
+) -> Any:
+    """`_build` for generic views: leaves already viewed, inline ones viewed here."""
+    if "j" in shape:
+        return view(shape["j"].encode("utf-8", "surrogatepass"))
+    if "v" in shape:
+        return shape["v"]
+    if "c" in shape:
+        return leaves[shape["c"]]
+    if "d" in shape:
+        return {
+            escape_key(k): _build_view(v, leaves, view) for k, v in shape["d"].items()
+        }
+    return [_build_view(item, leaves, view) for item in shape["l"]]

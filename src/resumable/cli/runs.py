@@ -15,6 +15,7 @@ from resumable._engine.engine import Engine, StepView
 from resumable._engine.ledger import Ledger, Spend
 from resumable.cli._table import clip, duration, size, table, when
 from resumable.errors import ResumableError
+from resumable.serde.view import one_line
 from resumable.stores.protocol import RUN_STATUSES
 
 _OUTPUT_WIDTH = 60
@@ -34,12 +35,15 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         "show", parents=[store], help="show a run and its journal"
     )
     show.add_argument("run_id")
-    show.add_argument("--full", action="store_true", help="print whole step outputs")
+    show.add_argument(
+        "--full", action="store_true", help="print every step's whole value"
+    )
     show.add_argument(
         "--app",
         action="append",
         default=[],
-        help="import a module whose types outputs use",
+        help="import a module whose types outputs use, and show real objects "
+        "(default: a generic view that needs no application code)",
     )
     show.set_defaults(handler=show_run)
 
@@ -161,9 +165,15 @@ async def show_run(args: argparse.Namespace) -> int:
         print(f"child     {child.run_id}  {child.workflow}  {child.status}")
     for forked in forks:
         print(f"fork      {forked.run_id} (at step {forked.fork_seq})  {forked.status}")
+    _print_journal(steps, full=args.full, typed=bool(args.app))
+    return 0
+
+
+def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
+    """The journal table; `full` adds every step's whole value below it."""
     if not steps:
         print("\nno steps recorded")
-        return 0
+        return
     headers = [
         "SEQ",
         "STEP",
@@ -183,16 +193,15 @@ async def show_run(args: argparse.Namespace) -> int:
             duration(s.duration_ms),
             size(s.output_bytes),
             s.fingerprint[:8],
-            "" if args.full else clip(_preview(s), _OUTPUT_WIDTH),
+            "" if full else _preview(s, typed=typed),
         ]
         for s in steps
     ]
     print()
     print(table(headers, rows, right=[0, 3, 4, 5]))
-    if args.full:
+    if full:
         for s in steps:
-            print(f"\n#{s.seq} {s.name}\n{_preview(s)}")
-    return 0
+            print(f"\n#{_seq(s.seq)} {s.name}\n{_whole(s, typed=typed)}")
 
 
 def _seq(seq: int) -> str:
@@ -208,11 +217,30 @@ def _import_app(app: str) -> None:
         raise ResumableError(f"cannot import --app {app!r}: {exc}") from None
 
 
-def _preview(step: StepView) -> str:
+def _preview(step: StepView, *, typed: bool) -> str:
+    """One line of a step's value: its generic view, or with --app its repr."""
     try:
-        return repr(step.output())
-    except ResumableError as exc:  # a type this process has not registered, or corrupt
+        if typed:
+            return clip(repr(step.output()), _OUTPUT_WIDTH)
+        return one_line(step.view(), _OUTPUT_WIDTH)
+    except ResumableError as exc:
+        return clip(_unreadable(exc, typed=typed), _OUTPUT_WIDTH)
+
+
+def _whole(step: StepView, *, typed: bool) -> str:
+    """A step's whole value: its view as indented JSON, or with --app its repr."""
+    try:
+        if typed:
+            return repr(step.output())
+        return json.dumps(step.view(), indent=2, ensure_ascii=False)
+    except ResumableError as exc:
+        return _unreadable(exc, typed=typed)
+
+
+def _unreadable(exc: ResumableError, *, typed: bool) -> str:
+    if typed:  # a type the --app modules did not register, or a damaged value
         return f"<unreadable here: {exc}> (--app MODULE imports your types)"
+    return f"<unreadable: {exc}>"
 
 
 async def resume_run(args: argparse.Namespace) -> int:

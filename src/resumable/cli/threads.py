@@ -7,14 +7,21 @@ langgraph installed.
 from __future__ import annotations
 
 import argparse
+import json
 from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable.cli._table import clip, table, when
 from resumable.errors import ResumableError
-from resumable.integrations.langgraph_threads import checkpoint_history, list_threads
+from resumable.integrations.langgraph_threads import (
+    CheckpointInfo,
+    checkpoint_history,
+    list_threads,
+)
+from resumable.serde.view import one_line
 
 _ID_WIDTH = 40
+_VALUES_WIDTH = 60
 
 
 def register(commands: Any, store: argparse.ArgumentParser) -> None:
@@ -33,6 +40,10 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="show a LangGraph thread's checkpoint history",
     )
     show.add_argument("thread_id")
+    show.add_argument("--checkpoint", help="this checkpoint only")
+    show.add_argument(
+        "--full", action="store_true", help="print each checkpoint's whole values"
+    )
     show.set_defaults(handler=show_thread)
 
 
@@ -65,13 +76,21 @@ async def list_langgraph_threads(args: argparse.Namespace) -> int:
 
 
 async def show_thread(args: argparse.Namespace) -> int:
-    """Print a thread's checkpoints in every namespace, newest first."""
+    """Print a thread's checkpoints in every namespace, newest first, with values.
+
+    Values are generic views (`resumable.serde.view`): readable without the
+    graph's code or LangChain installed.
+    """
     async with Engine(args.store) as engine:
         history = await checkpoint_history(engine, args.thread_id)
+        if args.checkpoint is not None:
+            history = [c for c in history if c.checkpoint_id == args.checkpoint]
+        values = [await _values(engine, args.thread_id, c) for c in history]
     if not history:
+        which = "" if args.checkpoint is None else f" {args.checkpoint!r}"
         raise ResumableError(
-            f"thread {args.thread_id!r} has no LangGraph checkpoints in this store; "
-            f"list threads with `resumable threads`"
+            f"thread {args.thread_id!r} has no LangGraph checkpoints{which} in this "
+            f"store; list threads with `resumable threads`"
         )
     rows = [
         [
@@ -82,8 +101,9 @@ async def show_thread(args: argparse.Namespace) -> int:
             _text(checkpoint.source),
             str(checkpoint.writes),
             when(checkpoint.created_at),
+            "" if args.full else _preview(value),
         ]
-        for checkpoint in history
+        for checkpoint, value in zip(history, values, strict=True)
     ]
     headers = [
         "CHECKPOINT",
@@ -93,7 +113,35 @@ async def show_thread(args: argparse.Namespace) -> int:
         "SOURCE",
         "WRITES",
         "CREATED (UTC)",
+        "VALUES",
     ]
     print(f"thread  {args.thread_id}  ({len(history)} checkpoints)\n")
     print(table(headers, rows, right=[3, 5]))
+    if args.full:
+        for checkpoint, value in zip(history, values, strict=True):
+            print(f"\n{checkpoint.checkpoint_id} {checkpoint.namespace or '(root)'}")
+            if isinstance(value, ResumableError):
+                print(f"<unreadable: {value}>")
+            else:
+                print(json.dumps(value, indent=2, ensure_ascii=False))
     return 0
+
+
+async def _values(engine: Engine, thread_id: str, checkpoint: CheckpointInfo) -> Any:
+    """The generic view of a checkpoint's channel values, or why it is unreadable."""
+    try:
+        state = await engine.view_state(
+            thread_id,
+            checkpoint_id=checkpoint.checkpoint_id,
+            namespace=checkpoint.namespace,
+        )
+    except ResumableError as exc:
+        return exc
+    # a ResumableSaver checkpoint: LangGraph's channel values under "values"
+    return state.get("values", state) if isinstance(state, dict) else state
+
+
+def _preview(value: Any) -> str:
+    if isinstance(value, ResumableError):
+        return clip(f"<unreadable: {value}>", _VALUES_WIDTH)
+    return one_line(value, _VALUES_WIDTH)

@@ -14,6 +14,7 @@ from typing import Any
 from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
+from resumable.serde.view import ViewLimits, view_body
 
 __all__ = ["Codec", "DecodeError", "Envelope", "KeyRing", "Serde", "TypeRegistry"]
 
@@ -47,6 +48,10 @@ class Serde:
             keys=keys, compress_over=compress_over, max_body_bytes=max_bytes
         )
         self.max_bytes = max_bytes
+        # a view reads what this serde may write, and no more
+        self._view_limits = (
+            ViewLimits() if max_bytes is None else ViewLimits(max_bytes=max_bytes)
+        )
         # the codec's own method, not a wrapper: a resume asks once per replayed step
         self.fingerprint: Callable[[object], str] = self.codec.fingerprint
         """A stable 16-hex-digit digest of a value; never raises."""
@@ -101,3 +106,21 @@ class Serde:
             raise CorruptCheckpointError(
                 place=place, detail="decoding it ran out of memory"
             ) from exc
+
+    def view(self, data: bytes, *, place: str) -> Any:
+        """Open bytes written by `dumps` and return their generic view.
+
+        Plain JSON-like data that names the type of every tagged value, built
+        without importing or constructing anything (see `resumable.serde.view`),
+        so it works for values of types this process never registered.
+
+        Raises:
+            CorruptCheckpointError: The frame fails its checks, the value is over
+                the payload limit, or it is not a payload the codec wrote.
+        """
+        body = self.envelope.open(data, place=place)
+        return view_body(body, place=place, limits=self._view_limits)
+
+    def view_opened(self, body: bytes, *, place: str) -> Any:
+        """`view` of a body its envelope was already opened for (a snapshot chunk)."""
+        return view_body(body, place=place, limits=self._view_limits)

@@ -1,0 +1,212 @@
+"""Export: every step of the selected runs as one flat record, for analysis.
+
+Each record is a step of a run's journal (a fork's shared steps included, and
+marked) with its timings, attempts, the fingerprint of its arguments, the
+token usage and cost of every attempt (priced by the engine's PriceTable, as
+the ledger prices them), and the generic view of its result or error
+(`resumable.serde.view`), so it reads without the application's code. A value
+that cannot be read is marked in `unreadable` and the export goes on: one
+damaged payload does not hide ten thousand good ones.
+
+A step's arguments are not stored (only their fingerprint, which replay
+compares), so they cannot be exported; the run's own input can (`run_input`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Collection, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from resumable._engine.batch import KEYED_SEQ_BASE
+from resumable._engine.ledger import spend_of, usage_entries
+from resumable._engine.runs import load_journal, run_place
+from resumable._engine.steps import step_place
+from resumable.errors import ResumableError, RunNotFound
+from resumable.pricing import PriceTable
+from resumable.serde import Serde
+from resumable.stores.protocol import RunQuery, RunRecord, StepRecord, Store
+
+__all__ = ["ExportQuery", "StepExport", "export_steps"]
+
+_ALL = 1 << 40  # a limit no store reaches: every matching run
+_ERROR_STATUSES = frozenset({"failed", "retrying"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportQuery:
+    """Which runs `Engine.export` reads; every field given narrows the selection."""
+
+    run_ids: Sequence[str] = ()
+    """These runs only (each must exist); empty: every run the filters match."""
+    workflow: str | None = None
+    status: Collection[str] = ()
+    created_since_ms: int | None = None
+    """Runs created at or after this time (ms since the epoch)."""
+    run_input: bool = False
+    """Add the view of the run's input `(args, kwargs)` to each record."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepExport:
+    """One step of one run, flat, with its values as generic views."""
+
+    run_id: str
+    workflow: str
+    run_status: str
+    seq: int
+    """The journal seq; a `map_steps` item's is KEYED_SEQ_BASE + its key's hash."""
+    item_key: str | None
+    """For a `map_steps` item: the hex hash of its key (its seq, readably)."""
+    step: str
+    status: str
+    attempts: int
+    started_at: datetime
+    finished_at: datetime
+    duration_ms: int
+    args_fingerprint: str
+    inherited_from: str | None
+    """The run this step belongs to, when it is shared with a fork."""
+    calls: int
+    """LLM calls recorded for the step, every attempt included."""
+    input_tokens: int
+    cached_input_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    cost_usd: float
+    """Dollars of the calls whose model has a price."""
+    unpriced_calls: int
+    models: tuple[str, ...]
+    result: Any
+    """The view of the recorded result (or, while waiting, its deadline)."""
+    error: Any
+    """The view of the recorded error of a failed or retrying step."""
+    run_input: Any
+    """The view of the run's `(args, kwargs)`, when the export asked for it."""
+    unreadable: tuple[str, ...]
+    """Why a value of this record could not be read (then it is None)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON-ready data (times as ISO 8601 text)."""
+        data = asdict(self)
+        data["started_at"] = self.started_at.isoformat()
+        data["finished_at"] = self.finished_at.isoformat()
+        data["models"] = list(self.models)
+        data["unreadable"] = list(self.unreadable)
+        return data
+
+
+async def export_steps(
+    store: Store, serde: Serde, prices: PriceTable, query: ExportQuery
+) -> AsyncIterator[StepExport]:
+    """The records of every selected run, oldest run first, each in seq order."""
+    for run in await _select(store, query):
+        problems: list[str] = []
+        run_input = None
+        if query.run_input:
+            run_input = _view(
+                serde, run.input, run_place(run.run_id, "input"), problems
+            )
+        journal = await load_journal(store, run)
+        for seq in sorted(journal):
+            if seq > 0:  # negative seqs are the ledger's own entries
+                yield _record(
+                    serde,
+                    prices,
+                    run=run,
+                    step=journal[seq],
+                    run_input=run_input,
+                    run_problems=problems,
+                )
+
+
+async def _select(store: Store, query: ExportQuery) -> list[RunRecord]:
+    if query.run_ids:
+        runs = []
+        for run_id in dict.fromkeys(query.run_ids):
+            run = await store.get_run(run_id)
+            if run is None:
+                raise RunNotFound(run_id=run_id)
+            runs.append(run)
+    else:
+        listed = await store.list_runs(
+            RunQuery(status=query.status, workflow=query.workflow, limit=_ALL)
+        )
+        runs = list(reversed(listed))  # listed newest first
+    return [
+        run
+        for run in runs
+        if (query.workflow is None or run.workflow == query.workflow)
+        and (not query.status or run.status in query.status)
+        and (
+            query.created_since_ms is None
+            or run.created_at_ms >= query.created_since_ms
+        )
+    ]
+
+
+def _view(serde: Serde, data: bytes | None, place: str, problems: list[str]) -> Any:
+    if data is None:
+        return None
+    try:
+        return serde.view(data, place=place)
+    except ResumableError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def _record(
+    serde: Serde,
+    prices: PriceTable,
+    *,
+    run: RunRecord,
+    step: StepRecord,
+    run_input: Any,
+    run_problems: list[str],
+) -> StepExport:
+    problems = list(run_problems)
+    place = step_place(step.run_id, step.seq, step.name)
+    value = _view(serde, step.output, place, problems)
+    usages = []
+    if step.usage is not None:
+        try:
+            raw = serde.loads(step.usage, place=place + " usage")
+            usages = [usage for _, usage in usage_entries(raw, place=place + " usage")]
+        except ResumableError as exc:
+            problems.append(f"{place} usage: {exc}")
+    unpriced: set[str] = set()
+    spend = spend_of(usages, prices, unpriced)
+    failed = step.status in _ERROR_STATUSES
+    keyed = step.seq >= KEYED_SEQ_BASE
+    return StepExport(
+        run_id=run.run_id,
+        workflow=run.workflow,
+        run_status=run.status,
+        seq=step.seq,
+        item_key=f"{step.seq - KEYED_SEQ_BASE:x}" if keyed else None,
+        step=step.name,
+        status=step.status,
+        attempts=step.attempts,
+        started_at=_datetime(step.started_at_ms),
+        finished_at=_datetime(step.finished_at_ms),
+        duration_ms=step.finished_at_ms - step.started_at_ms,
+        args_fingerprint=step.fingerprint,
+        inherited_from=None if step.run_id == run.run_id else step.run_id,
+        calls=spend.calls,
+        input_tokens=spend.input_tokens,
+        cached_input_tokens=spend.cached_input_tokens,
+        cache_write_tokens=spend.cache_write_tokens,
+        output_tokens=spend.output_tokens,
+        cost_usd=spend.cost_usd,
+        unpriced_calls=spend.unpriced_calls,
+        models=tuple(sorted({u.model for u in usages if u.model is not None})),
+        result=None if failed else value,
+        error=value if failed else None,
+        run_input=run_input,
+        unreadable=tuple(problems),
+    )
+
+
+def _datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
