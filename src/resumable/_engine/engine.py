@@ -15,6 +15,7 @@ from typing import Any, Self, TypeVar, overload
 
 from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
+from resumable._engine.check import DEFAULT_STATUSES, CheckReport, check_runs
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
@@ -729,6 +730,47 @@ class Engine:
                     (record, self.serde.loads(record.usage, place=place + " usage"))
                 )
         return build_ledger(run_id, records, self._runtime.prices)
+
+    async def check(
+        self,
+        *,
+        status: RunStatus | list[RunStatus] | None = None,
+        workflow: str | None = None,
+        run_ids: list[str] | None = None,
+        limit: int | None = None,
+        since: timedelta | None = None,
+        timeout_s: float = 10.0,
+    ) -> CheckReport:
+        """Replay stored runs against the code loaded now, executing nothing.
+
+        Each run's workflow runs from the top as a resume would, but every step,
+        child run, wait and sleep is answered from the journal or stops the check
+        there: nothing executes and nothing is written. See `CheckReport`.
+
+        Args:
+            status: Which runs (default: those that may execute again: queued,
+                running, waiting, sleeping, failed).
+            workflow: Only runs of this workflow.
+            run_ids: Only these runs (then `status` and `workflow` are ignored).
+            limit: At most this many runs, newest first.
+            since: Only runs updated within this long.
+            timeout_s: How long one run's workflow body may take before its
+                verdict is "timeout" (a body awaiting something other than steps).
+        """
+        statuses: tuple[RunStatus, ...] = (
+            (status,) if isinstance(status, str) else tuple(status or DEFAULT_STATUSES)
+        )
+        return await check_runs(
+            self._runtime,
+            status=statuses,
+            workflow=workflow,
+            run_ids=run_ids,
+            limit=limit,
+            updated_since_ms=None
+            if since is None
+            else self.clock.now_ms() - int(since.total_seconds() * 1000),
+            timeout_s=timeout_s,
+        )
 
     async def close(self) -> None:
         """Release the store's connections and threads."""

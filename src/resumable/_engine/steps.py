@@ -77,6 +77,16 @@ def decide_call(
         raise ctx.failure
     fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     recorded = ctx.journal.get(seq)
+    if ctx.check is not None:  # Engine.check: answered from the journal, or stops
+        return fingerprint, ctx.check.decide(
+            ctx,
+            recorded,
+            seq=seq,
+            name=name,
+            fingerprint=fingerprint,
+            args=args,
+            kwargs=kwargs,
+        )
     if recorded is None:
         return fingerprint, replay.FIRST_RUN  # a new step: no more calls
     if replay.same_success(recorded, name, fingerprint):
