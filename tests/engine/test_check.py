@@ -204,7 +204,7 @@ async def test_map_steps_items_and_child_runs_replay_from_the_journal(
     async def v2(ns: list[int]) -> int:
         doubled = await map_steps(item, ns, progress=False)
         got: int = await kid(5)
-        return sum(doubled) + got + await item(100)
+        return int(sum(doubled)) + got + await item(100)
 
     await seed(engine, deploy("chk.e", v1), [1, 2, 3], run_id="e1")
     deploy("chk.e", v2)
