@@ -90,6 +90,8 @@ class RunCheck:
     """`Type: message` of what the workflow raised (verdict "raises")."""
     patches_needed: tuple[str, ...] = ()
     """Patches whose old branch this run took (it passed them on old code)."""
+    version: str | None = None
+    """The workflow version the run started on (`@workflow(version=)`)."""
     unused: tuple[int, ...] = ()
     """Recorded seqs the new code never called (it returned before them)."""
 
@@ -315,6 +317,7 @@ async def check_runs(
     *,
     status: Collection[RunStatus] = DEFAULT_STATUSES,
     workflow: str | None = None,
+    version: str | None = None,
     run_ids: Collection[str] | None = None,
     limit: int | None = None,
     updated_since_ms: int | None = None,
@@ -328,7 +331,12 @@ async def check_runs(
         runs = [run for run in found if run is not None]
     else:
         runs = await store.list_runs(
-            RunQuery(status=tuple(status), workflow=workflow, limit=limit or 2**31)
+            RunQuery(
+                status=tuple(status),
+                workflow=workflow,
+                version=version,
+                limit=limit or 2**31,
+            )
         )
     if updated_since_ms is not None:
         runs = [run for run in runs if run.updated_at_ms >= updated_since_ms]
@@ -352,6 +360,7 @@ async def check_run(
         "run_id": run.run_id,
         "workflow": run.workflow,
         "status": run.status,
+        "version": run.version,
     }
     if spec is None:
         return RunCheck(**verdict, verdict="no-workflow", replayed=0)

@@ -70,6 +70,8 @@ class RunView:
     forked_from: str | None
     fork_seq: int | None
     queue: str | None
+    version: str | None = None
+    """The workflow version the run started on (`@workflow(version=)`)."""
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
@@ -84,6 +86,7 @@ class RunView:
             forked_from=run.forked_from,
             fork_seq=run.fork_seq,
             queue=run.queue,
+            version=run.version,
         )
 
 
@@ -323,6 +326,8 @@ class Engine:
                 updated_at_ms=now_ms,
                 forked_from=source,
                 fork_seq=at_step,
+                # it replays the source's steps: it needs code that can run those
+                version=original.version,
             )
         )
         if created.forked_from != source or created.created_at_ms != now_ms:
@@ -374,6 +379,7 @@ class Engine:
         queues: Mapping[str, Queue] | None = None,
         workflows: list[str] | None = None,
         poll_s: float = 0.5,
+        versions: list[str] | None = None,
     ) -> Worker:
         """A worker that claims this store's runnable runs: `await engine.worker().run()`.
 
@@ -385,6 +391,7 @@ class Engine:
             queues=queues,
             workflows=workflows,
             poll_s=poll_s,
+            versions=versions,
         )
 
     @property
@@ -634,6 +641,7 @@ class Engine:
         forked_from: str | None = None,
         queue: str | None = None,
         limit: int = 100,
+        version: str | None = None,
     ) -> list[RunView]:
         """Runs matching every filter given, newest first."""
         statuses = [status] if isinstance(status, str) else list(status or [])
@@ -645,6 +653,7 @@ class Engine:
                 forked_from=forked_from,
                 queue=queue,
                 limit=limit,
+                version=version,
             )
         )
         return [RunView.of(run) for run in records]
@@ -736,6 +745,7 @@ class Engine:
         *,
         status: RunStatus | list[RunStatus] | None = None,
         workflow: str | None = None,
+        version: str | None = None,
         run_ids: list[str] | None = None,
         limit: int | None = None,
         since: timedelta | None = None,
@@ -751,6 +761,7 @@ class Engine:
             status: Which runs (default: those that may execute again: queued,
                 running, waiting, sleeping, failed).
             workflow: Only runs of this workflow.
+            version: Only runs that started on this workflow version.
             run_ids: Only these runs (then `status` and `workflow` are ignored).
             limit: At most this many runs, newest first.
             since: Only runs updated within this long.
@@ -764,6 +775,7 @@ class Engine:
             self._runtime,
             status=statuses,
             workflow=workflow,
+            version=version,
             run_ids=run_ids,
             limit=limit,
             updated_since_ms=None
@@ -834,6 +846,7 @@ class Engine:
                 updated_at_ms=now_ms,
                 parent_id=parent_id,
                 queue=queue,
+                version=spec.version,
                 expires_at_ms=None
                 if ttl is None
                 else now_ms + int(ttl.total_seconds() * 1000),

@@ -47,6 +47,9 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="comma-separated run statuses (default: %(default)s)",
     )
     check.add_argument("--workflow", help="only runs of this workflow")
+    check.add_argument(
+        "--version", help="only runs that started on this @workflow(version=)"
+    )
     check.add_argument("--limit", type=int, help="at most N runs, newest first")
     check.add_argument(
         "--since", type=parse_since, help="only runs updated within, e.g. 7d, 12h"
@@ -92,6 +95,7 @@ async def run_check(args: argparse.Namespace) -> int:
         report = await engine.check(
             status=list(args.status),
             workflow=args.workflow,
+            version=args.version,
             limit=args.limit,
             since=args.since,
             timeout_s=args.timeout,
@@ -155,7 +159,10 @@ def print_report(report: CheckReport, *, everything: bool) -> None:
 
 def describe(run: RunCheck) -> list[str]:
     """A run's verdict as a few readable lines."""
-    head = f"{run.run_id} ({run.workflow}, {run.status}): {run.verdict.upper()}"
+    started = f", version {run.version}" if run.version is not None else ""
+    head = (
+        f"{run.run_id} ({run.workflow}{started}, {run.status}): {run.verdict.upper()}"
+    )
     d = run.divergence
     if d is None:
         return [f"{head}: {run.describe()}"]

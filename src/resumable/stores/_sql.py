@@ -102,6 +102,7 @@ RUN_COLUMNS = (
     "fence",
     "wake_at_ms",
     "expires_at_ms",
+    "version",
 )
 STEP_COLUMNS = (
     "run_id",
@@ -185,7 +186,15 @@ def key_from_sql(part: Any) -> str | int:
 
 
 _RUN_TEXT = frozenset(
-    {"run_id", "workflow", "parent_id", "forked_from", "queue", "lease_owner"}
+    {
+        "run_id",
+        "workflow",
+        "parent_id",
+        "forked_from",
+        "queue",
+        "lease_owner",
+        "version",
+    }
 )
 
 
@@ -241,6 +250,7 @@ def run_from_row(row: Row) -> RunRecord:
         fence=row["fence"],
         wake_at_ms=row["wake_at_ms"],
         expires_at_ms=row["expires_at_ms"],
+        version=maybe_from_text(row["version"]),
     )
 
 
