@@ -1,5 +1,5 @@
-"""Run versions in every store: recorded, listed by, claimed by; and the migrations
-that add them to SQLite and PostgreSQL stores written before versions existed."""
+"""The migrations that add run versions to SQLite and PostgreSQL stores written
+before versions existed (what every store does with versions is in StoreContract)."""
 
 from __future__ import annotations
 
@@ -12,52 +12,9 @@ from pathlib import Path
 import pytest
 
 from resumable.stores import _sql
-from resumable.stores.protocol import RunQuery, Store
+from resumable.stores.protocol import RunQuery
 from resumable.stores.sqlite import SQLiteStore
-from resumable.testing import T0, run_record
-
-
-async def test_a_run_keeps_its_version_and_lists_by_it(store: Store) -> None:
-    await store.create_run(run_record("v1-run", version="1"))
-    await store.create_run(run_record("v2-run", version="2", created_at_ms=T0 + 1))
-    await store.create_run(run_record("plain", created_at_ms=T0 + 2))
-
-    got = await store.get_run("v1-run")
-    assert got is not None
-    assert got.version == "1"
-    plain = await store.get_run("plain")
-    assert plain is not None
-    assert plain.version is None
-    listed = await store.list_runs(RunQuery(version="2"))
-    assert [r.run_id for r in listed] == ["v2-run"]
-    assert len(await store.list_runs(RunQuery())) == 3
-
-
-async def test_a_worker_limited_to_versions_claims_only_their_runs(
-    store: Store,
-) -> None:
-    for n, version in enumerate(["1", "2", None, "1", "2", "3"]):
-        await store.create_run(
-            run_record(f"r{n}", version=version, created_at_ms=T0 + n)
-        )
-
-    async def claim(versions: list[str] | None) -> set[str]:
-        leases = await store.claim_runs(
-            owner=f"w{versions}",
-            now_ms=T0 + 100,
-            ttl_ms=60_000,
-            limit=10,
-            workflows=["wf"],
-            queues={},
-            versions=versions,
-        )
-        return {lease.run_id for lease in leases}
-
-    assert await claim(["2"]) == {"r1", "r4"}
-    assert await claim(["1", "3"]) == {"r0", "r3", "r5"}
-    assert await claim(["2"]) == set()  # leased already
-    assert await claim(["9"]) == set()
-    assert await claim(None) == {"r2"}  # no filter: the run without a version too
+from resumable.testing import run_record
 
 
 async def test_a_sqlite_store_written_before_versions_is_migrated(
