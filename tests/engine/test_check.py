@@ -395,3 +395,49 @@ def test_patched_outside_a_run_says_where_it_belongs() -> None:
         patched("x")
     with pytest.raises(ResumableError, match="deprecate_patch\\(\\) must be called"):
         deprecate_patch("x")
+
+
+async def test_checking_llm_steps_makes_no_provider_call(engine: Engine) -> None:
+    import openai
+
+    from resumable.simulator import SimulatedProvider
+
+    with SimulatedProvider() as provider:
+        client = openai.AsyncOpenAI(
+            base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+        )
+
+        @step(name="chk.llm")
+        async def ask(prompt: str) -> str:
+            reply = await client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": prompt}]
+            )
+            return reply.choices[0].message.content or ""
+
+        async def v1(doc: str) -> str:
+            await ask(f"summarize {doc}")
+            await ask(f"title {doc}")
+            raise Crash("stopped")
+
+        async def v2(doc: str) -> str:
+            summary = await ask(f"summarize {doc}")
+            await ask(f"title {doc}")
+            return await ask(f"translate {summary}")
+
+        async def v2_new_prompt(doc: str) -> str:
+            await ask(f"summarize {doc} in one line")
+            return await ask(f"title {doc}")
+
+        await seed(engine, deploy("chk.llm", v1), "doc", run_id="llm-1")
+        assert len(provider.requests()) == 2
+
+        deploy("chk.llm", v2)
+        (run,) = (await engine.check(workflow="chk.llm")).runs
+        assert (run.verdict, run.new_after_seq) == ("compatible", 2)
+        deploy("chk.llm", v2_new_prompt)
+        (run,) = (await engine.check(workflow="chk.llm")).runs
+        assert run.divergence is not None
+        assert run.divergence.called_args == "('summarize doc in one line')"
+
+        assert len(provider.requests()) == 2  # the check called no provider
+        await client.close()
