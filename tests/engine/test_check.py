@@ -17,6 +17,7 @@ import pytest
 from resumable import (
     Engine,
     ResumableError,
+    RunNotFound,
     WorkflowFailed,
     deprecate_patch,
     map_steps,
@@ -441,3 +442,32 @@ async def test_checking_llm_steps_makes_no_provider_call(engine: Engine) -> None
 
         assert len(provider.requests()) == 2  # the check called no provider
         await client.close()
+
+
+async def test_an_unreadable_journal_is_that_runs_verdict_not_the_checks_end(
+    engine: Engine,
+) -> None:
+    async def v1(doc: str) -> str:
+        await fetch(doc)
+        raise Crash("stopped")
+
+    async def v2(doc: str) -> str:
+        return await fetch(doc)
+
+    await seed(engine, deploy("chk.s", v1), "d", run_id="s1")
+    deploy("chk.s", v2)
+    run = await engine.store.get_run("s1")
+    assert run is not None
+    from dataclasses import replace
+
+    # a fork whose source is gone: its journal cannot be assembled
+    await engine.store.create_run(
+        replace(run, run_id="s2", forked_from="deleted", fork_seq=1)
+    )
+    report = await engine.check(workflow="chk.s")
+    verdicts = {r.run_id: (r.verdict, r.error) for r in report.runs}
+    assert verdicts["s1"] == ("compatible", None)
+    assert verdicts["s2"][0] == "raises"
+    assert "CorruptCheckpointError" in str(verdicts["s2"][1])
+    with pytest.raises(RunNotFound):
+        await engine.check(run_ids=["nope"])

@@ -30,7 +30,7 @@ from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.context import RunContext, Runtime, _run
 from resumable._engine.decorators import WORKFLOWS
 from resumable._engine.runs import load_journal, run_place
-from resumable.errors import NonDeterminismError, ResumableError
+from resumable.errors import NonDeterminismError, ResumableError, RunNotFound
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
 if TYPE_CHECKING:
@@ -327,8 +327,12 @@ async def check_runs(
     """Check the selected runs against the workflows registered in this process."""
     store = runtime.store
     if run_ids is not None:
-        found = [await store.get_run(run_id) for run_id in run_ids]
-        runs = [run for run in found if run is not None]
+        runs = []
+        for run_id in run_ids:
+            found = await store.get_run(run_id)
+            if found is None:
+                raise RunNotFound(run_id=run_id)
+            runs.append(found)
     else:
         runs = await store.list_runs(
             RunQuery(
@@ -365,7 +369,11 @@ async def check_run(
     if spec is None:
         return RunCheck(**verdict, verdict="no-workflow", replayed=0)
     spec.register_types()
-    journal = await load_journal(runtime.store, run)
+    try:
+        journal = await load_journal(runtime.store, run)
+    except ResumableError as exc:  # e.g. forked from a run since deleted
+        unreadable = f"{type(exc).__qualname__}: {exc}"
+        return RunCheck(**verdict, verdict="raises", replayed=0, error=unreadable)
     probe = CheckProbe(journal)
     ctx = RunContext(
         runtime=runtime,
