@@ -471,3 +471,22 @@ async def test_an_unreadable_journal_is_that_runs_verdict_not_the_checks_end(
     assert "CorruptCheckpointError" in str(verdicts["s2"][1])
     with pytest.raises(RunNotFound):
         await engine.check(run_ids=["nope"])
+
+
+async def test_a_rate_limited_batch_is_checked_without_waiting_for_the_limit(
+    engine: Engine,
+) -> None:
+    from resumable import RateLimit
+
+    async def v1(ns: list[int]) -> int:
+        await map_steps(item, ns[:1], progress=False)
+        raise Crash("stopped")
+
+    async def v2(ns: list[int]) -> int:
+        limit = RateLimit(requests_per_minute=1)
+        return sum(await map_steps(item, ns, rate_limit=limit, progress=False))
+
+    await seed(engine, deploy("chk.t", v1), [1, 2, 3], run_id="t1")
+    deploy("chk.t", v2)
+    (run,) = (await engine.check(workflow="chk.t", timeout_s=5)).runs
+    assert run.verdict == "compatible"  # not "timeout": no minute waited out
