@@ -170,10 +170,14 @@ class CheckProbe:
         self.frontiers: list[tuple[int, str]] = []
         self.patches_needed: list[str] = []
 
+    def new_call(self, seq: int, name: str) -> NoReturn:
+        """Stop: nothing is recorded at `seq`, so the new code would execute it."""
+        self.stop_at(seq, f"new code would execute {name!r}")
+
     def decide(
         self,
         ctx: RunContext,
-        recorded: StepRecord | None,
+        recorded: StepRecord,
         *,
         seq: int,
         name: str,
@@ -181,9 +185,11 @@ class CheckProbe:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> StepRecord:
-        """The record a step (or child run) call replays; else stop the check."""
-        if recorded is None:
-            self.stop_at(seq, f"new code would execute {name!r}")
+        """The record a call that is not a recorded success replays; else stop.
+
+        A recorded failure replays (as StepFailed) where a resume would replay it;
+        an unfinished or failed step a resume would execute again stops the check.
+        """
         try:
             decision = replay.decide(
                 recorded,

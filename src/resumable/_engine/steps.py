@@ -77,7 +77,13 @@ def decide_call(
         raise ctx.failure
     fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     recorded = ctx.journal.get(seq)
-    if ctx.check is not None:  # Engine.check: answered from the journal, or stops
+    if recorded is None:
+        if ctx.check is not None:  # Engine.check: stops here, executes nothing
+            ctx.check.new_call(seq, name)
+        return fingerprint, replay.FIRST_RUN  # a new step: no more calls
+    if replay.same_success(recorded, name, fingerprint):
+        return fingerprint, recorded  # a resume replays thousands: no more calls
+    if ctx.check is not None:  # Engine.check: replays a recorded failure, or stops
         return fingerprint, ctx.check.decide(
             ctx,
             recorded,
@@ -87,10 +93,6 @@ def decide_call(
             args=args,
             kwargs=kwargs,
         )
-    if recorded is None:
-        return fingerprint, replay.FIRST_RUN  # a new step: no more calls
-    if replay.same_success(recorded, name, fingerprint):
-        return fingerprint, recorded  # a resume replays thousands: no more calls
     return fingerprint, replay.decide(
         recorded,
         run_id=ctx.run_id,
