@@ -296,6 +296,10 @@ async def test_a_new_code_that_returns_early_lists_the_records_it_leaves_unused(
     deploy("chk.i", v2)
     (run,) = (await engine.check()).runs
     assert (run.verdict, run.unused, run.new_after_seq) == ("compatible", (2,), None)
+    assert run.describe() == (
+        "replays 1 recorded calls to the end; the recorded calls at seq 2 are no "
+        "longer made"
+    )
 
 
 async def test_status_limit_and_since_select_the_runs(store: Store) -> None:

@@ -116,7 +116,13 @@ class RunCheck:
         if self.verdict == "timeout":
             return "the workflow body did not finish or stop in time"
         if self.new_after_seq is None:
-            return f"replays all {self.replayed} recorded calls to the end"
+            unused = (
+                f"; the recorded calls at seq {', '.join(map(str, self.unused))} "
+                f"are no longer made"
+                if self.unused
+                else ""
+            )
+            return f"replays {self.replayed} recorded calls to the end{unused}"
         return (
             f"replays {self.replayed} recorded calls; would execute new steps after "
             f"seq {self.new_after_seq} ({self.frontier})"
