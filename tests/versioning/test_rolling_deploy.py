@@ -1,4 +1,4 @@
-"""A rolling deploy on PostgreSQL: workers of code versions 1 and 2 drain one queue.
+"""A rolling deploy on PostgreSQL and on Redis: workers of code versions 1 and 2 drain one queue.
 
 A version-1 worker leaves version-1 runs waiting mid-way, then is replaced by a
 version-2 worker, and version-2 runs are enqueued. `resumable check` confirms
@@ -16,15 +16,14 @@ import os
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from conftest import store_url
 from resumable import Engine, RunView, wait_for, workflow
 
-pytestmark = pytest.mark.postgres
 HERE = Path(__file__).parent
 N = 4
 
@@ -39,19 +38,20 @@ async def job_v2(n: int) -> str:  # what version-2 code enqueues (never run here
     return str(await wait_for("go"))
 
 
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    base = os.environ.get("RESUMABLE_TEST_POSTGRES_URL")
-    if not base:
-        if os.environ.get("RESUMABLE_REQUIRE_SERVICES") == "1":
-            pytest.fail("RESUMABLE_TEST_POSTGRES_URL is not set")
-        pytest.skip("RESUMABLE_TEST_POSTGRES_URL is not set")
-    url = f"{base}{'&' if '?' in base else '?'}schema=t{uuid.uuid4().hex[:12]}"
+@pytest.fixture(
+    params=[
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh PostgreSQL schema or Redis prefix, dropped afterwards."""
+    url = store_url(str(request.param), tmp_path)
     yield url
 
     async def drop() -> None:
         engine = Engine(url)
-        await engine.store.drop()  # type: ignore[attr-defined]  # PostgresStore's test helper
+        await engine.store.drop()  # type: ignore[attr-defined]  # the server stores' test helper
         await engine.close()
 
     asyncio.run(drop())
@@ -133,34 +133,32 @@ async def until(url: str, run_ids: list[str], status: str, timeout_s: float) -> 
 
 
 def test_workers_of_two_versions_drain_a_mixed_queue_without_a_failure(
-    pg_url: str, tmp_path: Path
+    url: str, tmp_path: Path
 ) -> None:
     log = tmp_path / "fleet.log"
     old_ids = [f"old-{n}" for n in range(N)]
     new_ids = [f"new-{n}" for n in range(N)]
 
     async def enqueue(wf: object, ids: list[str]) -> None:
-        async with Engine(pg_url) as engine:
+        async with Engine(url) as engine:
             for n, run_id in enumerate(ids):
                 await engine.enqueue(wf, n, run_id=run_id)  # type: ignore[arg-type]  # a decorated workflow
 
     asyncio.run(enqueue(job_v1, old_ids))
-    workers = [worker(pg_url, "1", log)]
+    workers = [worker(url, "1", log)]
     try:
-        asyncio.run(until(pg_url, old_ids, "waiting", 60))  # in flight on v1
+        asyncio.run(until(url, old_ids, "waiting", 60))  # in flight on v1
         stop(workers.pop())  # the deploy replaces the version-1 worker...
-        workers.append(worker(pg_url, "2", log))  # ...with a version-2 one
+        workers.append(worker(url, "2", log))  # ...with a version-2 one
         asyncio.run(enqueue(job_v2, new_ids))
-        assert check_v1_runs_on_v2_code(pg_url, log) == dict.fromkeys(
-            old_ids, "diverges"
-        )
+        assert check_v1_runs_on_v2_code(url, log) == dict.fromkeys(old_ids, "diverges")
 
-        asyncio.run(send_go(pg_url, old_ids + new_ids))
-        asyncio.run(until(pg_url, new_ids, "succeeded", 90))
+        asyncio.run(send_go(url, old_ids + new_ids))
+        asyncio.run(until(url, new_ids, "succeeded", 90))
         # the woken version-1 runs wait for a worker that can run them
-        asyncio.run(until(pg_url, old_ids, "queued", 1))
-        workers.append(worker(pg_url, "1", log))  # one still on version 1
-        asyncio.run(until(pg_url, old_ids + new_ids, "succeeded", 90))
+        asyncio.run(until(url, old_ids, "queued", 1))
+        workers.append(worker(url, "1", log))  # one still on version 1
+        asyncio.run(until(url, old_ids + new_ids, "succeeded", 90))
     finally:
         for proc in workers:
             stop(proc)
@@ -176,7 +174,7 @@ def test_workers_of_two_versions_drain_a_mixed_queue_without_a_failure(
     )
 
     async def results() -> dict[str, str]:
-        async with Engine(pg_url) as engine:
+        async with Engine(url) as engine:
             return {
                 run_id: str(
                     await engine.run(
