@@ -371,21 +371,22 @@ async def check_run(
     runtime: Runtime, run: RunRecord, *, timeout_s: float = 10.0
 ) -> RunCheck:
     """Replay one run against the registered code; executes nothing."""
+    base = RunCheck(
+        run_id=run.run_id,
+        workflow=run.workflow,
+        status=run.status,
+        version=run.version,
+        verdict="compatible",
+        replayed=0,
+    )
     spec = WORKFLOWS.get(run.workflow)
-    verdict: dict[str, Any] = {
-        "run_id": run.run_id,
-        "workflow": run.workflow,
-        "status": run.status,
-        "version": run.version,
-    }
     if spec is None:
-        return RunCheck(**verdict, verdict="no-workflow", replayed=0)
+        return replace(base, verdict="no-workflow")
     spec.register_types()
     try:
         journal = await load_journal(runtime.store, run)
     except ResumableError as exc:  # e.g. forked from a run since deleted
-        unreadable = f"{type(exc).__qualname__}: {exc}"
-        return RunCheck(**verdict, verdict="raises", replayed=0, error=unreadable)
+        return replace(base, verdict="raises", error=_described(exc))
     probe = CheckProbe(journal)
     ctx = RunContext(
         runtime=runtime,
@@ -411,22 +412,24 @@ async def check_run(
     except TimeoutError:
         timed_out = True
     except Exception as exc:  # noqa: BLE001 - what the workflow raises is the verdict
-        error = f"{type(exc).__qualname__}: {exc}"
-    replayed = ctx.replayed
-    base = RunCheck(
-        **verdict,
-        verdict="compatible",
-        replayed=replayed,
+        error = _described(exc)
+    seen = replace(
+        base,
+        replayed=ctx.replayed,
         patches_needed=tuple(dict.fromkeys(probe.patches_needed)),
     )
     return _verdict(
-        base,
+        seen,
         probe,
         error=error,
         finished=finished,
         timed_out=timed_out,
         next_seq=ctx.next_seq,
     )
+
+
+def _described(error: BaseException) -> str:
+    return f"{type(error).__qualname__}: {error}"
 
 
 async def _body(
