@@ -473,14 +473,3 @@ def _verdict(
         unused = sorted(s for s in probe.journal if next_seq <= s < KEYED_SEQ_BASE)
         return replace(base, unused=tuple(unused))
     return base
-
-
-def breaking_error(report: CheckReport) -> ResumableError:
-    """The error `resumable check` reports when runs would break."""
-    ids = ", ".join(run.run_id for run in report.breaking[:5])
-    more = len(report.breaking) - 5
-    return ResumableError(
-        f"{len(report.breaking)} run(s) would break on the new code ({ids}"
-        + (f", and {more} more" if more > 0 else "")
-        + "); keep the old code path with patched(), or let them finish first"
-    )
