@@ -7,10 +7,16 @@ from the journal or stops the check with a private BaseException (which a
 workflow's `except Exception:` cannot swallow):
 
 - the journal holds this very call: its recorded outcome replays;
-- the journal holds another call at that seq: `Diverged` (the run would stop
-  with NonDeterminismError on the new code);
-- nothing (or an unfinished attempt) is recorded there: `Frontier`, "the new
-  code would execute X here", which is fine: a resume carries on from there.
+- the journal holds another call at that seq: a `Divergence` is noted and the
+  check stops (the run would stop with NonDeterminismError on the new code);
+- nothing (or an unfinished attempt) is recorded there: a frontier is noted,
+  "the new code would execute X here", and the check stops; that is fine, a
+  resume carries on from there. Under gather() every sibling call is still
+  answered before the body unwinds, so a divergence after a frontier is seen.
+
+The verdict comes from what the probe noted, not from which signal unwound the
+body: the first divergence by seq, else what the workflow raised, else the
+earliest frontier.
 
 No step, child run, wait, sleep or store write happens: the probe stops before
 any of them, and the check reads the store only (runs, journals).
