@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/snapshot_storage.py
 	$(BIN)/python benchmarks/compression.py
 	$(BIN)/python benchmarks/recovery_latency.py
+	$(BIN)/python benchmarks/check_speed.py
 
 clean:
 	rm -rf $(VENV) .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*

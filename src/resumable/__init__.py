@@ -7,11 +7,13 @@ that dies at step 8 resumes there and replays steps 1-7 from the store for free.
 from __future__ import annotations
 
 from resumable._engine.batch import RateLimit, map_steps
+from resumable._engine.check import CheckReport, Divergence, RunCheck
 from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunView, StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
+from resumable._engine.patches import deprecate_patch, patched
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
@@ -40,10 +42,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BudgetExceeded",
+    "CheckReport",
     "Checkpoint",
     "CheckpointWriteError",
     "Conversation",
     "CorruptCheckpointError",
+    "Divergence",
     "Engine",
     "ExecutionSpend",
     "GcReport",
@@ -56,6 +60,7 @@ __all__ = [
     "ResumableError",
     "Retry",
     "RunCancelled",
+    "RunCheck",
     "RunHandle",
     "RunInfo",
     "RunNotFound",
@@ -72,7 +77,9 @@ __all__ = [
     "WorkflowFailed",
     "__version__",
     "current_run",
+    "deprecate_patch",
     "map_steps",
+    "patched",
     "register",
     "sleep",
     "step",

@@ -185,8 +185,10 @@ def sqlite_subject(folder: Path) -> _SQLiteSubject:
 class _PostgresSubject:
     """Every column of every table in a PostgreSQL store's schema, by primary key."""
 
-    def __init__(self, base_url: str) -> None:
-        self.schema = f"tamper_{uuid.uuid4().hex[:10]}"
+    def __init__(self, base_url: str, *, schema: str | None = None) -> None:
+        self.schema = schema or f"tamper_{uuid.uuid4().hex[:10]}"
+        self._scratch: _PostgresSubject | None = None
+        self._is_scratch = False
         separator = "&" if "?" in base_url else "?"
         self.url = f"{base_url}{separator}schema={self.schema}"
         self._base_url = base_url
@@ -280,10 +282,18 @@ class _PostgresSubject:
         return store
 
     async def clone(self) -> _PostgresSubject:
+        """A subject on one scratch schema, its rows reset to these ones.
+
+        Creating a schema per case (tables, functions, migrations) would take
+        longer than the case; the scratch schema is made once and emptied.
+        """
         from psycopg import sql
 
-        twin = _PostgresSubject(self._base_url)
-        await twin.store.get_run("")  # opens it: its schema, tables and functions
+        if self._scratch is None:
+            self._scratch = _PostgresSubject(self._base_url)
+            await self._scratch.store.get_run("")  # creates its tables and functions
+            await self._scratch.store.close()
+        twin = _PostgresSubject(self._base_url, schema=self._scratch.schema)
         db = await self._connect()
         async with db, db.transaction():
             for table in await self._layout(db):
@@ -293,6 +303,7 @@ class _PostgresSubject:
                         twin._name(table), self._name(table)
                     )
                 )
+        twin._is_scratch = True
         return twin
 
     async def drop(self) -> None:
@@ -300,6 +311,10 @@ class _PostgresSubject:
 
         for store in self._stores:
             await store.close()
+        if self._is_scratch:
+            return  # emptied by the next clone; dropped with the template
+        if self._scratch is not None:
+            await self._scratch.drop()
         db = await self._connect()
         async with db:
             await db.execute(

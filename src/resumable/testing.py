@@ -438,6 +438,48 @@ class StoreContract:
         )
         assert len(next_period) == 2
 
+    # --- versions -----------------------------------------------------------------
+    async def test_a_run_keeps_its_version_and_lists_by_it(self, store: Store) -> None:
+        await store.create_run(run_record("v1-run", version="1"))
+        await store.create_run(run_record("v2-run", version="2", created_at_ms=T0 + 1))
+        await store.create_run(run_record("plain", created_at_ms=T0 + 2))
+
+        got = await store.get_run("v1-run")
+        assert got is not None
+        assert got.version == "1"
+        plain = await store.get_run("plain")
+        assert plain is not None
+        assert plain.version is None
+        listed = await store.list_runs(RunQuery(version="2"))
+        assert [r.run_id for r in listed] == ["v2-run"]
+        assert len(await store.list_runs(RunQuery())) == 3
+
+    async def test_a_worker_limited_to_versions_claims_only_their_runs(
+        self, store: Store
+    ) -> None:
+        for n, version in enumerate(["1", "2", None, "1", "2", "3"]):
+            await store.create_run(
+                run_record(f"r{n}", version=version, created_at_ms=T0 + n)
+            )
+
+        async def claim(versions: list[str] | None) -> set[str]:
+            leases = await store.claim_runs(
+                owner=f"w{versions}",
+                now_ms=T0 + 100,
+                ttl_ms=60_000,
+                limit=10,
+                workflows=["wf"],
+                queues={},
+                versions=versions,
+            )
+            return {lease.run_id for lease in leases}
+
+        assert await claim(["2"]) == {"r1", "r4"}
+        assert await claim(["1", "3"]) == {"r0", "r3", "r5"}
+        assert await claim(["2"]) == set()  # leased already
+        assert await claim(["9"]) == set()
+        assert await claim(None) == {"r2"}  # no filter: the run without a version too
+
     # --- journal ------------------------------------------------------------------
     async def test_journal_is_in_seq_order_and_replaces_by_seq(
         self, store: Store

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from resumable import Engine, Retry, current_run, step, workflow
+from resumable import (
+    CheckReport,
+    Engine,
+    Retry,
+    RunCheck,
+    current_run,
+    deprecate_patch,
+    patched,
+    step,
+    workflow,
+)
 
 
 @step(retry=Retry(attempts=3, on=(TimeoutError,)))
@@ -27,6 +37,19 @@ def sync_pipeline(raw: bytes) -> int:
     return parse(raw)
 
 
+@workflow(name="versioned", version="2")
+async def versioned(url: str) -> bytes:
+    deprecate_patch("old-fix")
+    if await patched("new-fetch"):
+        return await fetch(url + "?v=2")
+    return await fetch(url)
+
+
+@workflow(name="sync-versioned", version="2")
+def sync_versioned(raw: bytes) -> int:
+    return parse(raw) if patched("parse-twice") else 0
+
+
 async def use() -> None:
     engine = Engine()
     pages: list[bytes] = await engine.run(pipeline, ["a"], run_id="r")
@@ -34,10 +57,14 @@ async def use() -> None:
     handle = await engine.start(pipeline, ["b"])
     await handle.result()
     key: str = current_run().idempotency_key
-    del pages, size, key
     async for record in engine.export(["r"], status=["failed", "succeeded"]):
         cost: float = record.cost_usd
         del cost
     shown = (await engine.history("r"))[0].view()
     state = await engine.view_state("thread-7")
     del shown, state
+    report: CheckReport = await engine.check(status=["waiting"], version="1")
+    breaking: tuple[RunCheck, ...] = report.breaking
+    ok: bool = report.ok
+    worker = engine.worker(versions=["2"])
+    del pages, size, key, breaking, ok, worker

@@ -181,7 +181,10 @@ class _Batch:
             self.replayed += 1
             return self._count(result, replayed=True)
         async with self.slots:
-            await self._admit()
+            if (
+                self.ctx.check is None
+            ):  # Engine.check executes nothing: no limit to keep
+                await self._admit()
             try:
                 result = await execute_step(self.ctx, seq, self.spec, (item,), {})
             except StepFailed:

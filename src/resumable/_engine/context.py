@@ -13,6 +13,7 @@ from resumable._engine.usage import Usage
 from resumable.errors import ResumableError
 
 if TYPE_CHECKING:
+    from resumable._engine.check import CheckProbe
     from resumable._engine.clock import Clock
     from resumable._engine.ledger import Spend
     from resumable.pricing import PriceTable
@@ -80,6 +81,9 @@ class RunContext:
     spent: Spend = field(default_factory=_no_spend)
     """What the run has incurred so far, in every execution (for budgets)."""
     budget: Budget | None = None
+    check: CheckProbe | None = None
+    """Set by `Engine.check` only: every journaled call is answered from the journal
+    or stops the check; nothing executes and nothing is written."""
 
     def take_seq(self) -> int:
         """The next step number; taken when a step is called, not when it is awaited."""

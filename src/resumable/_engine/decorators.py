@@ -67,6 +67,8 @@ class WorkflowSpec:
     is_async: bool
     budget_usd: float | None = None
     budget_tokens: int | None = None
+    version: str | None = None
+    """Recorded on each run it starts; workers may claim by it (`Worker(versions=)`)."""
     annotations_registered: bool = field(default=False)
 
     @property
@@ -202,6 +204,7 @@ def workflow(
     name: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    version: str | None = None,
 ) -> Callable[[F], F]: ...
 def workflow(
     fn: F | None = None,
@@ -210,6 +213,7 @@ def workflow(
     name: str | None = None,
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
+    version: str | None = None,
 ) -> F | Callable[[F], F]:
     """Make a function a durable workflow that `Engine.run` can start and resume.
 
@@ -222,6 +226,9 @@ def workflow(
             (default: `module:qualname`).
         budget_usd: Stop the run before a step once incurred spend passes this.
         budget_tokens: Stop the run before a step once incurred tokens pass this.
+        version: The code's version, recorded on every run it starts (and shown
+            by `resumable runs`), so workers of old and new code can each claim
+            the runs they can run during a rolling deploy (`Worker(versions=)`).
     """
 
     def decorate(fn: F) -> F:
@@ -233,6 +240,7 @@ def workflow(
             is_async=inspect.iscoroutinefunction(fn),
             budget_usd=budget_usd,
             budget_tokens=budget_tokens,
+            version=version,
         )
         WORKFLOWS.add(spec)
         TYPES.defer(spec.register_types)

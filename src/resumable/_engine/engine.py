@@ -23,6 +23,7 @@ from typing import Any, Self, TypeVar, overload
 
 from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
+from resumable._engine.check import DEFAULT_STATUSES, CheckReport, check_runs
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
@@ -81,6 +82,8 @@ class RunView:
     forked_from: str | None
     fork_seq: int | None
     queue: str | None
+    version: str | None = None
+    """The workflow version the run started on (`@workflow(version=)`)."""
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
@@ -95,6 +98,7 @@ class RunView:
             forked_from=run.forked_from,
             fork_seq=run.fork_seq,
             queue=run.queue,
+            version=run.version,
         )
 
 
@@ -353,6 +357,8 @@ class Engine:
                 updated_at_ms=now_ms,
                 forked_from=source,
                 fork_seq=at_step,
+                # it replays the source's steps: it needs code that can run those
+                version=original.version,
             )
         )
         if created.forked_from != source or created.created_at_ms != now_ms:
@@ -404,6 +410,7 @@ class Engine:
         queues: Mapping[str, Queue] | None = None,
         workflows: list[str] | None = None,
         poll_s: float = 0.5,
+        versions: list[str] | None = None,
     ) -> Worker:
         """A worker that claims this store's runnable runs: `await engine.worker().run()`.
 
@@ -415,6 +422,7 @@ class Engine:
             queues=queues,
             workflows=workflows,
             poll_s=poll_s,
+            versions=versions,
         )
 
     @property
@@ -691,6 +699,7 @@ class Engine:
         forked_from: str | None = None,
         queue: str | None = None,
         limit: int = 100,
+        version: str | None = None,
     ) -> list[RunView]:
         """Runs matching every filter given, newest first."""
         statuses = [status] if isinstance(status, str) else list(status or [])
@@ -702,6 +711,7 @@ class Engine:
                 forked_from=forked_from,
                 queue=queue,
                 limit=limit,
+                version=version,
             )
         )
         return [RunView.of(checked_run(run)) for run in records]
@@ -823,6 +833,50 @@ class Engine:
         )
         return export_steps(self.store, self.serde, self._runtime.prices, query)
 
+    async def check(
+        self,
+        *,
+        status: RunStatus | list[RunStatus] | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        run_ids: list[str] | None = None,
+        limit: int | None = None,
+        since: timedelta | None = None,
+        timeout_s: float = 10.0,
+    ) -> CheckReport:
+        """Replay stored runs against the code loaded now, executing nothing.
+
+        Each run's workflow runs from the top as a resume would, but every step,
+        child run, wait and sleep is answered from the journal or stops the check
+        there: nothing executes and nothing is written. See `CheckReport`.
+
+        Args:
+            status: Which runs (default: those that may execute again: queued,
+                running, waiting, sleeping, failed).
+            workflow: Only runs of this workflow.
+            version: Only runs that started on this workflow version.
+            run_ids: Only these runs (then `status` and `workflow` are ignored).
+            limit: At most this many runs, newest first.
+            since: Only runs updated within this long.
+            timeout_s: How long one run's workflow body may take before its
+                verdict is "timeout" (a body awaiting something other than steps).
+        """
+        statuses: tuple[RunStatus, ...] = (
+            (status,) if isinstance(status, str) else tuple(status or DEFAULT_STATUSES)
+        )
+        return await check_runs(
+            self._runtime,
+            status=statuses,
+            workflow=workflow,
+            version=version,
+            run_ids=run_ids,
+            limit=limit,
+            updated_since_ms=None
+            if since is None
+            else self.clock.now_ms() - int(since.total_seconds() * 1000),
+            timeout_s=timeout_s,
+        )
+
     async def close(self) -> None:
         """Release the store's connections and threads."""
         await self.store.close()
@@ -887,6 +941,7 @@ class Engine:
                 updated_at_ms=now_ms,
                 parent_id=parent_id,
                 queue=queue,
+                version=spec.version,
                 expires_at_ms=None
                 if ttl is None
                 else now_ms + int(ttl.total_seconds() * 1000),

@@ -78,9 +78,21 @@ def decide_call(
     fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     recorded = ctx.journal.get(seq)
     if recorded is None:
+        if ctx.check is not None:  # Engine.check: stops here, executes nothing
+            ctx.check.new_call(seq, name)
         return fingerprint, replay.FIRST_RUN  # a new step: no more calls
     if replay.same_success(recorded, name, fingerprint):
         return fingerprint, recorded  # a resume replays thousands: no more calls
+    if ctx.check is not None:  # Engine.check: replays a recorded failure, or stops
+        return fingerprint, ctx.check.decide(
+            ctx,
+            recorded,
+            seq=seq,
+            name=name,
+            fingerprint=fingerprint,
+            args=args,
+            kwargs=kwargs,
+        )
     return fingerprint, replay.decide(
         recorded,
         run_id=ctx.run_id,

@@ -161,7 +161,10 @@ class _Point:
                 f"{what}() must be called in a @workflow body run by an Engine "
                 f"(not in a step, and not outside a run)"
             )
-        return cls(ctx, ctx.take_seq(), name)
+        seq = ctx.take_seq()
+        if ctx.check is not None:  # Engine.check: replays a finished wait, or stops
+            ctx.check.wait_point(ctx, seq, name)
+        return cls(ctx, seq, name)
 
     def load(self) -> Any:
         record = self.recorded

@@ -52,6 +52,9 @@ class Worker:
         queues: Limits per queue name, shared by every worker of the fleet.
         workflows: Names of the workflows to run (default: every registered one).
         poll_s: How often to look for work when no notification arrives.
+        versions: Claim only runs that started on one of these workflow versions
+            (`@workflow(version=)`), so old and new workers drain a store side by
+            side during a rolling deploy. Default: any run, versioned or not.
     """
 
     def __init__(
@@ -62,12 +65,14 @@ class Worker:
         queues: Mapping[str, Queue] | None = None,
         workflows: list[str] | None = None,
         poll_s: float = 0.5,
+        versions: list[str] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.engine, self.concurrency, self.poll_s = engine, concurrency, poll_s
         self.queues = {name: queue.policy() for name, queue in (queues or {}).items()}
         self._workflows = workflows
+        self.versions = None if versions is None else tuple(versions)
         self._active: set[asyncio.Task[Any]] = set()
         self._finished = asyncio.Event()
         self.completed = 0
@@ -109,6 +114,7 @@ class Worker:
             limit=free,
             workflows=names,
             queues=self.queues,
+            versions=self.versions,
         )
         for lease in leases:
             task = asyncio.ensure_future(self._execute(lease.run_id))

@@ -13,7 +13,17 @@ import os
 import sys
 from collections.abc import Sequence
 
-from resumable.cli import demo, export, gc, keys, runs, simulate, threads, worker
+from resumable.cli import (
+    check,
+    demo,
+    export,
+    gc,
+    keys,
+    runs,
+    simulate,
+    threads,
+    worker,
+)
 from resumable.errors import ResumableError
 from resumable.stores import DEFAULT_URL
 
@@ -40,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     keys.register(commands, store)
     threads.register(commands, store)
     export.register(commands, store)
+    check.register(commands, store)
     return parser
 
 

@@ -28,6 +28,9 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     )
     listing.add_argument("--status", choices=RUN_STATUSES)
     listing.add_argument("--workflow")
+    listing.add_argument(
+        "--version", help="only runs that started on this @workflow(version=)"
+    )
     listing.add_argument("--limit", type=int, default=50)
     listing.set_defaults(handler=list_runs)
 
@@ -81,7 +84,10 @@ async def list_runs(args: argparse.Namespace) -> int:
     """Print runs as a table."""
     async with Engine(args.store) as engine:
         found = await engine.runs(
-            status=args.status, workflow=args.workflow, limit=args.limit
+            status=args.status,
+            workflow=args.workflow,
+            limit=args.limit,
+            version=args.version,
         )
         ledgers = [await _ledger_or_none(engine, run.run_id) for run in found]
     if not found:
@@ -91,6 +97,7 @@ async def list_runs(args: argparse.Namespace) -> int:
         [
             run.run_id,
             run.workflow,
+            run.version or "-",
             run.status,
             when(run.created_at),
             when(run.updated_at),
@@ -102,6 +109,7 @@ async def list_runs(args: argparse.Namespace) -> int:
     headers = [
         "RUN",
         "WORKFLOW",
+        "VERSION",
         "STATUS",
         "CREATED (UTC)",
         "UPDATED (UTC)",
@@ -143,6 +151,8 @@ async def show_run(args: argparse.Namespace) -> int:
         ledger = await _ledger_or_none(engine, args.run_id)
     print(f"run       {run.run_id}")
     print(f"workflow  {run.workflow}")
+    if run.version is not None:
+        print(f"version   {run.version} (the code version it started on)")
     print(f"status    {run.status}")
     print(f"created   {when(run.created_at)} UTC   updated {when(run.updated_at)} UTC")
     if run.forked_from is not None:
@@ -247,6 +257,8 @@ async def resume_run(args: argparse.Namespace) -> int:
     """Import the app module, then resume the run to its end."""
     _import_app(args.app)
     async with Engine(args.store) as engine:
+        run = await engine.get(args.run_id)
+        print(f"run {args.run_id} {_started_on(run.version)}", flush=True)
         result = await engine.resume(args.run_id)
     print(f"run {args.run_id} succeeded: {clip(repr(result), 200)}")
     return 0
@@ -274,9 +286,19 @@ async def fork_run(args: argparse.Namespace) -> int:
         new_id = await engine.fork(
             args.run_id, at_step=args.at_step, run_id=args.new_id
         )
-    print(f"run {new_id} forked from {args.run_id} at step {args.at_step}")
+        version = (await engine.get(new_id)).version
+    print(
+        f"run {new_id} forked from {args.run_id} at step {args.at_step}; "
+        f"{args.run_id} {_started_on(version)}"
+    )
     print(f"continue it with: resumable resume {new_id} --app MODULE")
     return 0
+
+
+def _started_on(version: str | None) -> str:
+    if version is None:
+        return "started on a workflow without a version"
+    return f"started on workflow version {version}"
 
 
 async def cancel_run(args: argparse.Namespace) -> int:

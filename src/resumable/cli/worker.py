@@ -39,6 +39,13 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="limits for a queue, e.g. docs=4:60/60 (4 at once, 60 starts a minute)",
     )
     worker.add_argument("--lease-ttl", type=float, default=5.0, help="seconds")
+    worker.add_argument(
+        "--version",
+        action="append",
+        dest="versions",
+        help="claim only runs started on this @workflow(version=) (repeatable); "
+        "default: any run",
+    )
     worker.set_defaults(handler=run_worker)
 
 
@@ -69,9 +76,13 @@ async def run_worker(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with Engine(args.store, lease_ttl_s=args.lease_ttl) as engine:
-        worker = engine.worker(concurrency=args.concurrency, queues=queues)
+        worker = engine.worker(
+            concurrency=args.concurrency, queues=queues, versions=args.versions
+        )
+        versions = ", ".join(args.versions) if args.versions else "any"
         print(
-            f"worker {engine.owner} on {engine!r}: concurrency {args.concurrency}",
+            f"worker {engine.owner} on {engine!r}: concurrency {args.concurrency}, "
+            f"versions {versions}",
             flush=True,
         )
         await worker.run(stop=stop)

@@ -24,11 +24,11 @@ _CREATE_RUN: Final = """
 WITH inserted AS (
     INSERT INTO {schema}.resumable_runs (run_id, workflow, status, input, output,
         created_at_ms, updated_at_ms, parent_id, forked_from, fork_seq, queue,
-        lease_owner, lease_expires_at_ms, fence, wake_at_ms, expires_at_ms)
+        lease_owner, lease_expires_at_ms, fence, wake_at_ms, expires_at_ms, version)
     VALUES (%(run_id)s, %(workflow)s, %(status)s, %(input)s, %(output)s::bytea,
         %(created_at_ms)s, %(updated_at_ms)s, %(parent_id)s, %(forked_from)s,
         %(fork_seq)s::bigint, %(queue)s, %(lease_owner)s, %(lease_expires_at_ms)s,
-        %(fence)s, %(wake_at_ms)s::bigint, %(expires_at_ms)s::bigint)
+        %(fence)s, %(wake_at_ms)s::bigint, %(expires_at_ms)s::bigint, %(version)s::text)
     ON CONFLICT (run_id) DO NOTHING
     RETURNING *
 ), announced AS (
@@ -44,6 +44,7 @@ SELECT * FROM {schema}.resumable_runs
    AND (%(forked_from)s::text IS NULL OR forked_from = %(forked_from)s::text)
    AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
    AND (%(updated_before_ms)s::bigint IS NULL OR updated_at_ms < %(updated_before_ms)s::bigint)
+   AND (%(version)s::text IS NULL OR version = %(version)s::text)
  ORDER BY created_at_ms DESC, run_id DESC
  LIMIT %(limit)s
 """
@@ -107,6 +108,7 @@ SELECT (SELECT count(*) FROM reopened) AS reopened,
 _RUNNABLE: Final = """
 SELECT run_id, status, queue FROM {schema}.resumable_runs
  WHERE workflow = ANY(%(workflows)s::text[])
+   AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
    AND status IN ('queued', 'running', 'sleeping', 'waiting')
    AND (status = 'queued'
         OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)

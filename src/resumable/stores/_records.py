@@ -75,6 +75,7 @@ def run_problem(run: RunRecord) -> str | None:
         ("fence", _is_int(run.fence)),
         ("wake_at_ms", _optional(_is_int, run.wake_at_ms)),
         ("expires_at_ms", _optional(_is_int, run.expires_at_ms)),
+        ("version", _optional(_is_text, run.version)),
     )
     bad = [name for name, ok in checks if not ok]
     if not bad:

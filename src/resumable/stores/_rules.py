@@ -7,6 +7,7 @@ WHERE clauses, and StoreContract checks that every store agrees with them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from resumable.stores.protocol import RunQuery, RunRecord, RunUpdate
 
@@ -105,4 +106,10 @@ def matches(run: RunRecord, query: RunQuery) -> bool:
             query.updated_before_ms is None
             or run.updated_at_ms < query.updated_before_ms
         )
+        and (query.version is None or run.version == query.version)
     )
+
+
+def version_claimable(run: RunRecord, versions: Collection[str] | None) -> bool:
+    """Whether a worker limited to `versions` (None: any) may claim the run."""
+    return versions is None or (run.version is not None and run.version in versions)

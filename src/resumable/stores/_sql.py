@@ -104,6 +104,7 @@ RUN_COLUMNS = (
     "fence",
     "wake_at_ms",
     "expires_at_ms",
+    "version",
 )
 STEP_COLUMNS = (
     "run_id",
@@ -187,7 +188,15 @@ def key_from_sql(part: Any) -> str | int:
 
 
 _RUN_TEXT = frozenset(
-    {"run_id", "workflow", "parent_id", "forked_from", "queue", "lease_owner"}
+    {
+        "run_id",
+        "workflow",
+        "parent_id",
+        "forked_from",
+        "queue",
+        "lease_owner",
+        "version",
+    }
 )
 
 
@@ -252,6 +261,7 @@ def run_from_row(row: Row) -> RunRecord:
         fence=row["fence"],
         wake_at_ms=row["wake_at_ms"],
         expires_at_ms=row["expires_at_ms"],
+        version=maybe_from_text(row["version"]),
     )
 
 

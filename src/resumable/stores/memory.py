@@ -108,12 +108,15 @@ class MemoryStore:
         limit: int,
         workflows: Collection[str],
         queues: Mapping[str, QueuePolicy],
+        versions: Collection[str] | None = None,
     ) -> list[Lease]:
         candidates = sorted(
             (
                 run
                 for run in self._runs.values()
-                if run.workflow in workflows and _rules.is_runnable(run, now_ms)
+                if run.workflow in workflows
+                and _rules.is_runnable(run, now_ms)
+                and _rules.version_claimable(run, versions)
             ),
             key=lambda run: (run.created_at_ms, run.run_id),
         )

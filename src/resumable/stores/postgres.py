@@ -395,6 +395,7 @@ class PostgresStore:
             "forked_from": _sql.maybe_text(query.forked_from),
             "queue": _sql.maybe_text(query.queue),
             "updated_before_ms": query.updated_before_ms,
+            "version": _sql.maybe_text(query.version),
             "limit": query.limit,
         }
         return [
@@ -474,9 +475,11 @@ class PostgresStore:
         limit: int,
         workflows: Collection[str],
         queues: Mapping[str, QueuePolicy],
+        versions: Collection[str] | None = None,
     ) -> list[Lease]:
         if limit <= 0 or not workflows:
             return []
+        allowed = None if versions is None else [_t(v) for v in versions]
         expires_at_ms = now_ms + ttl_ms
         admission = _Admission({_t(name): policy for name, policy in queues.items()})
         names = [_t(name) for name in workflows]
@@ -489,6 +492,7 @@ class PostgresStore:
                     self._sql.runnable,
                     {
                         "workflows": names,
+                        "versions": allowed,
                         "now_ms": now_ms,
                         "seen": seen,
                         "closed": sorted(admission.closed),

@@ -81,6 +81,9 @@ class RunRecord:
     """When a sleeping run wakes, or a waiting run's earliest timeout fires."""
     expires_at_ms: int | None = None
     """When a finished run becomes eligible for garbage collection (its TTL)."""
+    version: str | None = None
+    """The version of the workflow's code the run started on (`@workflow(version=)`);
+    None for a workflow without one, and for runs stored before versions existed."""
 
     @property
     def is_terminal(self) -> bool:
@@ -188,6 +191,7 @@ class RunQuery:
     forked_from: str | None = None
     queue: str | None = None
     updated_before_ms: int | None = None
+    version: str | None = None
     limit: int = 100
     """Newest first (by creation time), at most this many."""
 
@@ -378,11 +382,14 @@ class Store(Protocol):
         limit: int,
         workflows: Collection[str],
         queues: Mapping[str, QueuePolicy],
+        versions: Collection[str] | None = None,
     ) -> list[Lease]:
         """Lease up to `limit` runnable runs of the given workflows.
 
         Runnable: queued; running with an expired lease; sleeping or waiting with
         `wake_at_ms <= now_ms`. Queue policies are enforced across all workers.
+        With `versions`, only runs whose `version` is one of them (never a run
+        without a version): a worker claims only what its code can run.
         """
         ...
 

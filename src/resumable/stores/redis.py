@@ -668,6 +668,7 @@ class RedisStore:
         limit: int,
         workflows: Collection[str],
         queues: Mapping[str, QueuePolicy],
+        versions: Collection[str] | None = None,
     ) -> list[Lease]:
         names = sorted(set(workflows))
         if limit <= 0 or not names:
@@ -690,6 +691,10 @@ class RedisStore:
                 b"" if policy.rate is None else _num(policy.rate),
                 _num(policy.period_ms),
             ]
+        if versions is None:
+            args.append(_num(-1))
+        else:
+            args += [_num(len(set(versions))), *(_b(v) for v in sorted(set(versions)))]
         flat = await self._script("claim_runs", [self._keys.timers], args)
         return [
             Lease(
@@ -960,6 +965,7 @@ def _run_fields(run: RunRecord) -> list[tuple[str, bytes]]:
         ("fence", run.fence),
         ("wake_at_ms", run.wake_at_ms),
         ("expires_at_ms", run.expires_at_ms),
+        ("version", run.version),
     ]
     encoded: list[tuple[str, bytes]] = []
     for name, value in values:
@@ -1000,6 +1006,7 @@ def _run_from_hash(run_id: str, found: Mapping[bytes, bytes]) -> RunRecord:
         fence=number("fence") or 0,
         wake_at_ms=number("wake_at_ms"),
         expires_at_ms=number("expires_at_ms"),
+        version=text("version"),
     )
 
 

@@ -186,6 +186,7 @@ UPDATE resumable_runs
 _RUNNABLE: Final = """
 SELECT run_id, status, queue FROM resumable_runs
  WHERE workflow IN (SELECT value FROM json_each(?))
+   AND (? IS NULL OR version IN (SELECT value FROM json_each(?)))
    AND (status = 'queued'
         OR (status = 'running' AND lease_expires_at_ms <= ?)
         OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= ?))
@@ -770,6 +771,7 @@ class SQLiteStore:
             ("parent_id", query.parent_id),
             ("forked_from", query.forked_from),
             ("queue", query.queue),
+            ("version", query.version),
         ):
             if value is not None:
                 clauses.append(f"{column} = ?")  # column names are our constants
@@ -868,13 +870,16 @@ class SQLiteStore:
         limit: int,
         workflows: Collection[str],
         queues: Mapping[str, QueuePolicy],
+        versions: Collection[str] | None = None,
     ) -> list[Lease]:
         names = json.dumps(sorted(_t(name) for name in workflows))
+        # NULL: any version (json_each of NULL is empty, so NULL also admits none)
+        allowed = None if versions is None else json.dumps(sorted(map(_t, versions)))
 
         def claim(conn: Conn) -> list[Lease]:
             claimed: list[Lease] = []
             rows = conn.execute(
-                _RUNNABLE, (names, now_ms, now_ms, limit * 4 + 16)
+                _RUNNABLE, (names, allowed, allowed, now_ms, now_ms, limit * 4 + 16)
             ).fetchall()
             for row in rows:
                 if len(claimed) >= limit:

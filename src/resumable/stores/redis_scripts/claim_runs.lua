@@ -1,7 +1,8 @@
 -- claim_runs: lease up to `limit` runnable runs of the given workflows, oldest first,
 -- enforcing queue policies. One script, so concurrent claimers never share a run.
 -- KEYS[1] timers. ARGV: base, owner, now_ms, expires_at_ms, limit, n, workflow x n,
--- m, (queue, concurrency, rate, period_ms) x m   ('' = no limit).
+-- m, (queue, concurrency, rate, period_ms) x m   ('' = no limit),
+-- v, version x v   (v = -1: any version; else only runs of these versions).
 -- Returns a flat list: run_id, fence, run_id, fence, ...
 local owner, now_text, expires = ARGV[2], ARGV[3], ARGV[4]
 local now, limit = tonumber(ARGV[3]), tonumber(ARGV[5])
@@ -19,6 +20,14 @@ for _ = 1, tonumber(ARGV[pos]) do
     period = tonumber(ARGV[pos + 4]),
   }
   pos = pos + 4
+end
+pos = pos + 1
+local versions = nil
+if tonumber(ARGV[pos]) >= 0 then
+  versions = {}
+  for i = 1, tonumber(ARGV[pos]) do
+    versions[ARGV[pos + i]] = true
+  end
 end
 
 -- timers that came due (expired leases, ended sleeps, wait timeouts) become claimable
@@ -38,7 +47,9 @@ end
 local candidates = {}
 for _, workflow in ipairs(workflows) do
   local ready = B .. 'rdy:' .. workflow
-  local found = redis.call('ZRANGE', ready, 0, limit * 4 + 15, 'WITHSCORES')
+  -- a worker limited to some versions skips the others' runs: look further
+  local window = versions and limit * 16 + 63 or limit * 4 + 15
+  local found = redis.call('ZRANGE', ready, 0, window, 'WITHSCORES')
   for i = 1, #found, 2 do
     candidates[#candidates + 1] = {tonumber(found[i + 1]), found[i], ready}
   end
@@ -78,6 +89,8 @@ for _, candidate in ipairs(candidates) do
     redis.call('ZREM', candidate[3], id)
   elseif not is_runnable(run, now) then
     refile(id, run, run.status)
+  elseif versions and not (run.version and versions[run.version]) then
+    -- another version's run: left ready for a worker that runs it
   else
     local is_start = run.status == 'queued'
     local policy = run.queue and policies[run.queue]

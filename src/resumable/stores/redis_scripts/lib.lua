@@ -3,7 +3,7 @@ local B = ARGV[1]
 local TERMINAL = {succeeded = true, failed = true, cancelled = true}
 local RUN_FIELDS = {
   'status', 'workflow', 'created_at_ms', 'queue', 'lease_owner',
-  'lease_expires_at_ms', 'fence', 'wake_at_ms',
+  'lease_expires_at_ms', 'fence', 'wake_at_ms', 'version',
 }
 
 -- numbers go back to Redis as exact decimals, never as "1.8e+12"
