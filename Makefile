@@ -35,6 +35,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/snapshot_storage.py
 	$(BIN)/python benchmarks/compression.py
 	$(BIN)/python benchmarks/recovery_latency.py
+	$(BIN)/python benchmarks/pg_step_overhead.py     # these two and step_overhead.py refresh
+	$(BIN)/python benchmarks/redis_step_overhead.py  # src/resumable/data/overhead.json
 
 clean:
 	rm -rf $(VENV) .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*

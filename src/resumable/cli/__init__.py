@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from resumable.cli import demo, gc, keys, runs, simulate, threads, worker
+from resumable.cli import costmodel, demo, gc, keys, runs, simulate, threads, worker
 from resumable.errors import ResumableError
 from resumable.stores import DEFAULT_URL
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.register(commands, store)
     keys.register(commands, store)
     threads.register(commands, store)
+    costmodel.register(commands)
     return parser
 
 
