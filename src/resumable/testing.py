@@ -1,4 +1,7 @@
-"""Test helpers: `FakeClock`, and `StoreContract`, the suite every store must pass.
+"""Test helpers: `FakeClock`, `crash_test`, and `StoreContract`, the suite every store must pass.
+
+`crash_test` (from `resumable.crashtest`) kills your workflow at every step
+boundary in turn and checks each resume; see that module.
 
 A third-party store runs the same suite as ours::
 
@@ -18,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from resumable.crashtest import CrashReport, Trial, crash_test, record_effect
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores.protocol import (
     InputRecord,
@@ -32,8 +36,12 @@ from resumable.stores.protocol import (
 
 __all__ = [
     "T0",
+    "CrashReport",
     "FakeClock",
     "StoreContract",
+    "Trial",
+    "crash_test",
+    "record_effect",
     "run_record",
     "snapshot_record",
     "step_record",
