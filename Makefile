@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean docs docs-tables
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,5 +38,13 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/pg_step_overhead.py     # these two and step_overhead.py refresh
 	$(BIN)/python benchmarks/redis_step_overhead.py  # src/resumable/data/overhead.json
 
+# the site under site/, from docs/ and the docstrings; --strict fails on any warning
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# rewrite the guide's cost tables from `resumable cost-model` (after `make bench`)
+docs-tables: $(STAMP)
+	$(BIN)/python tests/docs/test_cost_tables.py
+
 clean:
-	rm -rf $(VENV) .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*
+	rm -rf $(VENV) site .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*

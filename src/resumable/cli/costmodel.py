@@ -291,13 +291,13 @@ def render(
     seconds = even[0].step_seconds
     lines.append("")
     lines.append(
-        "below the break-even LLM spend per request the store costs more than "
-        "resuming saves; "
-        + (
-            "with no failures or a single step, resuming never saves anything"
-            if seconds is None
-            else f"steps shorter than {seconds * 1000:.2f} ms make a request slower "
-            "on average with the journal than restarting without it"
-        )
+        "break-even: below that LLM spend per request, the store costs more than "
+        "resuming saves."
+    )
+    lines.append(
+        "with no failures or a single step, resuming never saves anything."
+        if seconds is None
+        else f"latency: steps shorter than {seconds * 1000:.2f} ms make a request "
+        "slower on average with the journal than restarting without it."
     )
     return "\n".join(lines)
