@@ -67,6 +67,25 @@ def test_the_tables_cover_1k_10k_and_100k_requests_a_day() -> None:
         assert header.split() == ["1K/day", "10K/day", "100K/day"]
 
 
+def shell_commands() -> list[str]:
+    """`resumable cost-model ...` lines of the shell blocks in README and docs."""
+    commands = []
+    for page in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]:
+        joined = page.read_text().replace("\\\n", " ")
+        for line in joined.splitlines():
+            command = line.split("#")[0].strip()
+            if command.startswith("resumable cost-model") and "..." not in command:
+                commands.append(command.removeprefix("resumable cost-model").strip())
+    return commands
+
+
+def test_the_cost_model_commands_shown_in_the_docs_run() -> None:
+    commands = [c for c in shell_commands() if "--from-store" not in c]
+    assert len(commands) >= 2
+    for arguments in commands:
+        assert "break-even LLM $/request" in printed(arguments)
+
+
 if __name__ == "__main__":
     for page in pages():
         page.write_text(regenerated(page.read_text()))

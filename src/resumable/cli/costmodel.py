@@ -231,11 +231,34 @@ def render(
     inputs: Inputs, rates: Sequence[int], seen: Observed | None, kind: str
 ) -> str:
     """The printout: the assumptions, then one column per request rate."""
-    steps = inputs.steps
-    labels = sorted({s.label for s in steps})
+    table = _table(inputs, rates)
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [*_assumptions(inputs, seen, kind), ""]
+    lines += [
+        "  ".join(
+            cell.ljust(w) if i == 0 else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        )
+        for row in table
+    ]
+    seconds = break_even(inputs, rates[0] if rates else 0).step_seconds
+    lines += [
+        "",
+        "break-even: below that LLM spend per request, the store costs more than "
+        "resuming saves.",
+        "with no failures or a single step, resuming never saves anything."
+        if seconds is None
+        else f"latency: steps shorter than {seconds * 1000:.2f} ms make a request "
+        "slower on average with the journal than restarting without it.",
+    ]
+    return "\n".join(lines)
+
+
+def _assumptions(inputs: Inputs, seen: Observed | None, kind: str) -> list[str]:
+    labels = sorted({s.label for s in inputs.steps})
     over = inputs.overhead
     lines = [
-        f"{len(steps)} steps/request ({', '.join(labels)}), LLM "
+        f"{len(inputs.steps)} steps/request ({', '.join(labels)}), LLM "
         f"{_usd(inputs.llm_usd_per_request)}/request, failure rate "
         f"{inputs.failure_rate:.2%}/step, {inputs.step_seconds:g} s/step",
         f"store: {kind}, measured {over.us_per_step:g} us/step, "
@@ -250,10 +273,14 @@ def render(
             f"observed on {seen.runs} runs: {seen.steps_per_run:.1f} steps/run, "
             f"{seen.failure_rate:.2%} of step attempts interrupted"
         )
-    table = [("", *(_rate(r) for r in rates))]
+    return lines
+
+
+def _table(inputs: Inputs, rates: Sequence[int]) -> list[tuple[str, ...]]:
     at = [estimate(inputs, r) for r in rates]
     even = [break_even(inputs, r) for r in rates]
-    table += [
+    return [
+        ("", *(_rate(r) for r in rates)),
         ("storage / day", *(_bytes(e.storage_bytes_per_day) for e in at)),
         ("storage at steady state", *(_bytes(e.storage_bytes_steady) for e in at)),
         ("write ops/s (average)", *(f"{e.write_ops_per_s:.2f}" for e in at)),
@@ -279,25 +306,3 @@ def render(
         ),
         ("break-even LLM $/request", *(_usd(b.llm_usd_per_request) for b in even)),
     ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines.append("")
-    lines += [
-        "  ".join(
-            cell.ljust(w) if i == 0 else cell.rjust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        )
-        for row in table
-    ]
-    seconds = even[0].step_seconds
-    lines.append("")
-    lines.append(
-        "break-even: below that LLM spend per request, the store costs more than "
-        "resuming saves."
-    )
-    lines.append(
-        "with no failures or a single step, resuming never saves anything."
-        if seconds is None
-        else f"latency: steps shorter than {seconds * 1000:.2f} ms make a request "
-        "slower on average with the journal than restarting without it."
-    )
-    return "\n".join(lines)
