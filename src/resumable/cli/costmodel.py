@@ -244,13 +244,18 @@ def render(
     seconds = break_even(inputs, rates[0] if rates else 0).step_seconds
     lines += [
         "",
-        "break-even: below that LLM spend per request, the store costs more than "
-        "resuming saves.",
-        "with no failures or a single step, resuming never saves anything."
-        if seconds is None
-        else f"latency: steps shorter than {seconds * 1000:.2f} ms make a request "
-        "slower on average with the journal than restarting without it.",
+        "break-even: below that LLM spend per request, the store costs more",
+        "  than resuming saves.",
     ]
+    if seconds is None:
+        lines.append(
+            "with no failures or a single step, resuming never saves anything."
+        )
+    else:
+        lines += [
+            f"latency: steps shorter than {seconds * 1000:.2f} ms make a request slower",
+            "  on average with the journal than restarting without it.",
+        ]
     return "\n".join(lines)
 
 
@@ -258,12 +263,13 @@ def _assumptions(inputs: Inputs, seen: Observed | None, kind: str) -> list[str]:
     labels = sorted({s.label for s in inputs.steps})
     over = inputs.overhead
     lines = [
-        f"{len(inputs.steps)} steps/request ({', '.join(labels)}), LLM "
-        f"{_usd(inputs.llm_usd_per_request)}/request, failure rate "
+        f"{len(inputs.steps)} steps/request ({', '.join(labels)}),",
+        f"  LLM {_usd(inputs.llm_usd_per_request)}/request, failure rate "
         f"{inputs.failure_rate:.2%}/step, {inputs.step_seconds:g} s/step",
         f"store: {kind}, measured {over.us_per_step:g} us/step, "
         f"{over.bytes_per_step:g} B/step + payload, {over.bytes_per_run:g} B/run, "
-        f"{over.writes_per_run} writes/run ({over.source})",
+        f"{over.writes_per_run} writes/run",
+        f"  ({over.source})",
         f"retention {inputs.retention_days:g} days; unit prices "
         f"${inputs.usd_per_gb_month:g}/GB-month, ${inputs.usd_per_million_writes:g}"
         f"/M writes, ${inputs.store_usd_per_month:g}/month fixed",
