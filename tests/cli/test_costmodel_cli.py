@@ -138,3 +138,32 @@ def test_from_an_empty_store_says_what_to_do(
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     assert main(["cost-model", "--from-store", url]) == 1
     assert "no finished run with steps" in capsys.readouterr().err
+
+
+def test_an_overhead_file_replaces_the_shipped_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figures = tmp_path / "overhead.json"
+    figures.write_text(
+        json.dumps(
+            {
+                "sqlite": {
+                    "us_per_step": 2000.0,
+                    "bytes_per_step": 100,
+                    "bytes_per_run": 50,
+                    "writes_per_run": 3,
+                    "writes_per_resume": 3,
+                    "source": "a slow disk, measured by hand",
+                }
+            }
+        )
+    )
+    data = run_json(capsys, "--overhead-file", str(figures), "--steps", "2")
+    rates = data["rates"]
+    assert isinstance(rates, list)
+    assert rates[0]["added_latency_per_step_ms"] == 2.0
+    assert (
+        main(["cost-model", "--overhead-file", str(figures), "--store-kind", "redis"])
+        == 1
+    )
+    assert "no measured overhead for store kind 'redis'" in capsys.readouterr().err

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from resumable.cli import main
+from resumable.costmodel import load_overheads
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = re.compile(r"(<!-- cost-model: (.*?) -->\n```text\n)(.*?)(```\n)", re.S)
@@ -84,6 +85,29 @@ def test_the_cost_model_commands_shown_in_the_docs_run() -> None:
     assert len(commands) >= 2
     for arguments in commands:
         assert "break-even LLM $/request" in printed(arguments)
+
+
+STORE_ROWS = {
+    "| `sqlite` (full) |": "sqlite",
+    "| `sqlite?durability=normal` |": "sqlite-normal",
+    "| `postgresql` (local) |": "postgres",
+    "| `redis` (local, no persistence) |": "redis",
+}
+
+
+def test_the_stores_page_quotes_the_measured_overheads() -> None:
+    shipped = load_overheads()
+    rows = (ROOT / "docs" / "stores.md").read_text().splitlines()
+    for start, kind in STORE_ROWS.items():
+        (row,) = [line for line in rows if line.startswith(start)]
+        figures = shipped[kind]
+        cells = [cell.strip() for cell in row.split("|")]
+        assert cells[2] == f"{figures.us_per_step:.0f} µs", (
+            kind,
+            "update docs/stores.md",
+        )
+        assert cells[4] == f"{figures.bytes_per_step:.0f}", kind
+        assert cells[5] == f"{figures.bytes_per_run:.0f}", kind
 
 
 if __name__ == "__main__":
