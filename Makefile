@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean docs docs-tables
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,8 @@ lint: $(STAMP)
 	$(BIN)/mypy benchmarks
 	$(BIN)/pyright src tests/typing
 
+# step_overhead, pg_ and redis_step_overhead refresh src/resumable/data/overhead.json
+# (read by `resumable cost-model`); without the services, their entries keep their old date
 bench: $(STAMP)
 	$(BIN)/python benchmarks/step_overhead.py
 	$(BIN)/python benchmarks/step_work.py
@@ -36,6 +38,16 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/compression.py
 	$(BIN)/python benchmarks/recovery_latency.py
 	$(BIN)/python benchmarks/check_speed.py
+	-$(BIN)/python benchmarks/pg_step_overhead.py
+	-$(BIN)/python benchmarks/redis_step_overhead.py
+
+# the site under site/, from docs/ and the docstrings; --strict fails on any warning
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# rewrite the guide's cost tables from `resumable cost-model` (after `make bench`)
+docs-tables: $(STAMP)
+	$(BIN)/python tests/docs/test_cost_tables.py
 
 clean:
-	rm -rf $(VENV) .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*
+	rm -rf $(VENV) site .resumable .pytest_cache .mypy_cache .ruff_cache .coverage*

@@ -3,6 +3,8 @@
 1000 sequential steps, each returning ~1 KB, through `resumable.Engine` on a
 postgresql:// store, against raw psycopg writing the same journal row with
 INSERT + COMMIT on one connection. Median of 5 runs; target: at most 1.3x raw.
+The µs per step and the bytes a run and a step take (tables, TOAST and indexes)
+are written to resumable/data/overhead.json for `resumable cost-model`.
 
     RESUMABLE_TEST_POSTGRES_URL=postgresql://... python benchmarks/pg_step_overhead.py
 """
@@ -16,6 +18,7 @@ import time
 import uuid
 
 import psycopg
+from _overhead import save, storage_figures
 from psycopg import sql
 
 from resumable import Engine, step, workflow
@@ -113,9 +116,40 @@ async def main() -> None:
         print(f"engine : {engine_median:8.1f} us/step   runs: {_fmt(engine_us)}")
         print(f"raw    : {raw_median:8.1f} us/step   runs: {_fmt(raw_us)}")
         print(f"ratio  : {engine_median / raw_median:8.2f}x (target <= 1.30x)")
+        await save_figures(url, conninfo, schema, engine_median)
     finally:
         await store.drop()
         await store.close()
+
+
+async def save_figures(
+    url: str, conninfo: str, schema: str, us_per_step: float
+) -> None:
+    """The bytes of a run and a step in PostgreSQL, with the µs per step, for cost-model."""
+    size = sql.SQL(
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s AND c.relkind = 'r' AND c.relname LIKE 'resumable%%'"
+    )
+
+    async def used_bytes() -> float:
+        async with await psycopg.AsyncConnection.connect(conninfo) as conn:
+            cursor = await conn.execute(size, (schema,))
+            row = await cursor.fetchone()
+            return float(row[0]) if row else 0.0
+
+    engine = Engine(url)
+    try:
+        per_run, per_step = await storage_figures(engine, used_bytes)
+    finally:
+        await engine.close()
+    await save(
+        "postgres",
+        us_per_step=us_per_step,
+        bytes_per_run=per_run,
+        bytes_per_step=per_step,
+        source=f"benchmarks/pg_step_overhead.py, median of {ROUNDS} runs of {STEPS} steps",
+    )
 
 
 def _fmt(values: list[float]) -> str:

@@ -5,7 +5,9 @@ Engine: a @workflow loops over a @step returning a ~1 KB string, 1000 times, thr
 fenced Lua script before the workflow moves on. Floor: the same bytes written with
 one awaited redis-py HSET per step, measured in the same process on the same server.
 Each figure is the median of 5 runs (after one warm-up of each); all keys are
-deleted afterwards.
+deleted afterwards. The µs per step and the bytes a run and a step take (MEMORY
+USAGE of the store's keys) are written to resumable/data/overhead.json for
+`resumable cost-model`.
 
 Run: .venv/bin/python benchmarks/redis_step_overhead.py [redis://127.0.0.1:6379/0]
 (or set RESUMABLE_BENCH_REDIS_URL)
@@ -21,6 +23,7 @@ import sys
 import time
 import uuid
 
+from _overhead import save, storage_figures
 from redis.asyncio import Redis
 
 from resumable import Engine, step, workflow
@@ -77,6 +80,9 @@ async def main(base_url: str) -> None:
         for i in range(RUNS):
             engine_s.append(await engine_run_s(engine, f"run-{i}"))
             raw_s.append(await raw_run_s(raw, raw_key + f":{i}".encode(), payload))
+        per_run, per_step = await storage_figures(
+            engine, lambda: used_bytes(raw, store.prefix)
+        )
     finally:
         await store.drop()
         await engine.close()
@@ -96,6 +102,21 @@ async def main(base_url: str) -> None:
     print(f"  ratio per interleaved pair:   {', '.join(f'{p:.2f}' for p in pairs)}")
     print(f"  engine runs (s): {', '.join(f'{s:.3f}' for s in engine_s)}")
     print(f"  raw runs (s):    {', '.join(f'{s:.3f}' for s in raw_s)}")
+    await save(
+        "redis",
+        us_per_step=engine_us,
+        bytes_per_run=per_run,
+        bytes_per_step=per_step,
+        source=f"benchmarks/redis_step_overhead.py, median of {RUNS} runs of {STEPS} steps",
+    )
+
+
+async def used_bytes(client: Redis, prefix: str) -> float:
+    """MEMORY USAGE summed over the store's keys."""
+    total = 0
+    async for key in client.scan_iter(match=f"{{{prefix}}}*"):
+        total += int(await client.memory_usage(key) or 0)
+    return float(total)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,10 @@ The floors run on SQLite's defaults. resumable's full mode checkpoints a smaller
 WAL (`_WAL_PAGES_FULL` in resumable.stores.sqlite), which makes raw sqlite3 faster too,
 so the raw FULL floor is also measured with that setting and its ratio printed.
 A last row runs the same steps as 50 runs at once, whose commits share fsyncs.
+
+The added µs per step (resumable minus plain python) and the bytes a run and a
+step take on SQLite are written to resumable/data/overhead.json for
+`resumable cost-model`.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import median_us_per_op, table
+from _overhead import save, storage_figures
 
 from resumable import Engine, step, workflow
 from resumable.stores.sqlite import _WAL_PAGES_FULL
@@ -159,6 +164,44 @@ async def main() -> None:
         / results[f"raw sqlite FULL, WAL {_WAL_PAGES_FULL} pages"]
     )
     print(f"resumable sqlite full against raw FULL with its own WAL size: {tuned:.2f}x")
+    await save_figures(results)
+
+
+async def save_figures(results: dict[str, float]) -> None:
+    """The added latency per step and SQLite's bytes per run and step, for cost-model."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "size.db"
+        engine = Engine(f"sqlite:///{path}")
+
+        async def used_bytes() -> float:
+            conn = sqlite3.connect(path)
+            try:
+                (pages,) = conn.execute("PRAGMA page_count").fetchone()
+                (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+                (page,) = conn.execute("PRAGMA page_size").fetchone()
+            finally:
+                conn.close()
+            return float((pages - free) * page)
+
+        await engine.run(many_steps, 0, run_id="migrate")
+        per_run, per_step = await storage_figures(engine, used_bytes)
+        await engine.close()
+    plain = results["plain python"]
+    source = f"benchmarks/step_overhead.py, median of {RUNS} runs of {STEPS} steps"
+    for kind, row in (
+        ("sqlite", "resumable sqlite full"),
+        ("sqlite-normal", "resumable sqlite normal"),
+        ("memory", "resumable memory"),
+    ):
+        await save(
+            kind,
+            us_per_step=results[row] - plain,
+            bytes_per_run=per_run,
+            bytes_per_step=per_step,
+            source=source
+            if kind != "memory"
+            else f"{source} (bytes: the SQLite figures; memory:// keeps them in RAM)",
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""Test helpers: `FakeClock`, and `StoreContract`, the suite every store must pass.
+"""Test helpers: `FakeClock`, `crash_test`, and `StoreContract`, the suite every store must pass.
+
+`crash_test` (from `resumable.crashtest`) kills your workflow at every step
+boundary in turn and checks each resume; see that module.
 
 A third-party store runs the same suite as ours::
 
@@ -29,6 +32,7 @@ from resumable._tamper import (
     mutations_of,
     plain_frame,
 )
+from resumable.crashtest import CrashReport, Trial, crash_test, record_effect
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores.protocol import (
     InputRecord,
@@ -43,6 +47,7 @@ from resumable.stores.protocol import (
 
 __all__ = [
     "T0",
+    "CrashReport",
     "FakeClock",
     "Mutation",
     "StoreContract",
@@ -51,9 +56,12 @@ __all__ = [
     "TamperReport",
     "TamperSubject",
     "TamperSuite",
+    "Trial",
+    "crash_test",
     "decompression_bomb",
     "mutations_of",
     "plain_frame",
+    "record_effect",
     "run_record",
     "snapshot_record",
     "step_record",

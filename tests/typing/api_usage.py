@@ -68,3 +68,22 @@ async def use() -> None:
     ok: bool = report.ok
     worker = engine.worker(versions=["2"])
     del pages, size, key, breaking, ok, worker
+
+
+def crash_test_usage() -> None:
+    from resumable.costmodel import Inputs, estimate, load_overheads, step_cost
+    from resumable.pricing import PriceTable
+    from resumable.testing import CrashReport, crash_test, record_effect
+
+    report: CrashReport = crash_test(pipeline, ["a"], phases=("before-commit",))
+    record_effect("email")
+    boundaries: int = report.boundaries
+    one = step_cost(PriceTable(), model="gpt-5-mini", input_tokens=1, output_tokens=1)
+    inputs = Inputs(
+        steps=(one,),
+        failure_rate=0.01,
+        overhead=load_overheads()["sqlite"],
+        retention_days=30,
+    )
+    stored: float = estimate(inputs, 1000).storage_bytes_steady
+    del boundaries, stored

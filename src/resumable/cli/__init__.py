@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from resumable.cli import (
     check,
+    costmodel,
     demo,
     export,
     gc,
@@ -51,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     threads.register(commands, store)
     export.register(commands, store)
     check.register(commands, store)
+    costmodel.register(commands)
     return parser
 
 
