@@ -514,24 +514,39 @@ class TamperSuite:
             report.refused_by_store += 1
             return
         report.cases += 1
+        await self.examine(report, subject, target, m.name)
+
+    async def examine(
+        self,
+        report: TamperReport,
+        subject: TamperSubject,
+        damaged: StoredField,
+        mutation: str,
+    ) -> None:
+        """Resume, list, show and load a store damaged at `damaged`; note failures.
+
+        For tests that damage a filled store their own way (whole rows, say):
+        fill a subject with `populate`, damage it, then call this.
+        """
         EXECUTED.clear()
         store = await subject.reopen()
         engine = Engine(store, store_retry_s=0.2, max_payload_bytes=MAX_PAYLOAD_BYTES)
+        table, column = damaged.table, damaged.column
         try:
             for action, call in _actions(engine, subject.url):
                 report.actions += 1
                 problem = await self._act(report, call)
                 if problem is not None:
                     report.failures.append(
-                        TamperFailure(table, column, m.name, action, problem)
+                        TamperFailure(table, column, mutation, action, problem)
                     )
         finally:
             with contextlib.suppress(ResumableError):
                 await engine.close()
-        reran = self._reran(target)
+        reran = self._reran(damaged)
         if reran:
             report.failures.append(
-                TamperFailure(table, column, m.name, "all", f"re-ran {reran}")
+                TamperFailure(table, column, mutation, "all", f"re-ran {reran}")
             )
 
     async def _damage(

@@ -147,7 +147,7 @@ class _CodecSerializer:
                 detail=f"it is {kind!r}, not resumable's codec; ResumableSaver never "
                 f"decodes pickle or msgpack",
             )
-        return self._serde.codec.decode(payload)
+        return self._serde.decode(payload, place="a LangGraph serde payload")
 
 
 class ResumableSaver(BaseCheckpointSaver[int]):

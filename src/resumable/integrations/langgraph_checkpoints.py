@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import TASKS
 from langgraph.types import Send
 
+from resumable._engine.damage import reading
 from resumable._engine.engine import Engine
 from resumable._engine.snapshots import Checkpoint as Snapshot
 from resumable.errors import ResumableError, SerializationError
@@ -205,6 +206,18 @@ class CheckpointStorage:
         return snapshot, value
 
     async def _tuple(
+        self, snapshot: Snapshot, value: dict[str, Any]
+    ) -> CheckpointTuple:
+        """The CheckpointTuple a loaded state describes.
+
+        Raises:
+            CorruptCheckpointError: The state is not shaped as the saver writes it.
+        """
+        place = f"thread {snapshot.thread_id!r} checkpoint {snapshot.checkpoint_id!r}"
+        with reading(place):
+            return await self._build_tuple(snapshot, value)
+
+    async def _build_tuple(
         self, snapshot: Snapshot, value: dict[str, Any]
     ) -> CheckpointTuple:
         thread_id, namespace = snapshot.thread_id, snapshot.namespace

@@ -132,11 +132,12 @@ def checked_steps(run_id: str, steps: list[StepRecord]) -> list[StepRecord]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def converter(what: str) -> Callable[[F], F]:
+def converter(what: str, where: Callable[..., str] | None = None) -> Callable[[F], F]:
     """Report a stored row or packed record that does not convert as damage.
 
     For the functions that turn what a driver returned into a record: a value of
     the wrong type or shape raises CorruptCheckpointError, not a TypeError.
+    `where(*args)` names the place from the converter's arguments (a row's ids).
     """
 
     def decorate(convert: F) -> F:
@@ -153,11 +154,20 @@ def converter(what: str) -> Callable[[F], F]:
                 struct.error,
             ) as exc:
                 raise CorruptCheckpointError(
-                    place=f"a stored {what}",
-                    detail=f"it does not read as one ({type(exc).__name__}: "
+                    place=_place(what, where, args),
+                    detail=f"it does not read as a {what} ({type(exc).__name__}: "
                     f"{str(exc)[:120]})",
                 ) from exc
 
         return cast("F", checked)
 
     return decorate
+
+
+def _place(what: str, where: Callable[..., str] | None, args: tuple[Any, ...]) -> str:
+    if where is not None:
+        try:
+            return where(*args)
+        except Exception:  # noqa: BLE001, S110 - the ids themselves may be the damage
+            pass
+    return f"a stored {what}"

@@ -241,7 +241,7 @@ def blob(value: Any) -> Any:
     return value
 
 
-@converter("run")
+@converter("run", lambda row: f"run {row['run_id']!r}")
 def run_from_row(row: Row) -> RunRecord:
     """A RunRecord from a row keyed by column name."""
     return RunRecord(
@@ -265,7 +265,7 @@ def run_from_row(row: Row) -> RunRecord:
     )
 
 
-@converter("step")
+@converter("step", lambda row: f"run {row['run_id']!r} step #{row['seq']}")
 def step_from_row(row: Row) -> StepRecord:
     """A StepRecord from a row keyed by column name."""
     return StepRecord(
@@ -286,7 +286,7 @@ JOURNAL_COLUMNS = STEP_COLUMNS[1:]
 """The columns `journal_records` reads: a step's, but the run id it was asked for."""
 
 
-@converter("step")
+@converter("step", lambda run_id, rows: f"run {run_id!r} journal")
 def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepRecord]:
     """The StepRecords of one run's journal, from rows of JOURNAL_COLUMNS.
 
@@ -328,7 +328,7 @@ def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepReco
     return records
 
 
-@converter("input")
+@converter("input", lambda row: f"run {row['run_id']!r} input {row['key']!r}")
 def input_from_row(row: Row) -> InputRecord:
     """An InputRecord from a row keyed by column name."""
     return InputRecord(
@@ -339,7 +339,12 @@ def input_from_row(row: Row) -> InputRecord:
     )
 
 
-@converter("snapshot")
+@converter(
+    "snapshot",
+    lambda row, refs: (
+        f"thread {row['thread_id']!r} checkpoint {row['checkpoint_id']!r}"
+    ),
+)
 def snapshot_from_row(row: Row, chunk_refs: Any) -> SnapshotRecord:
     """A SnapshotRecord from a row keyed by column name, plus its chunk references."""
     return SnapshotRecord(

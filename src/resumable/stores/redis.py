@@ -980,7 +980,7 @@ def _run_fields(run: RunRecord) -> list[tuple[str, bytes]]:
     return encoded
 
 
-@converter("run")
+@converter("run", lambda run_id, found: f"run {run_id!r}")
 def _run_from_hash(run_id: str, found: Mapping[bytes, bytes]) -> RunRecord:
     def text(name: str) -> str | None:
         return _text(found.get(name.encode()))
@@ -1030,7 +1030,12 @@ def _inputs_from_hash(found: Mapping[Any, Any]) -> dict[str, bytes]:
     return {_s(key): _unpack(packed)[0] or b"" for key, packed in found.items()}
 
 
-@converter("step")
+@converter(
+    "step",
+    lambda run_id, seq, data: (
+        f"run {run_id!r} step #{_s(seq) if isinstance(seq, bytes) else seq}"
+    ),
+)
 def _step_from_packed(run_id: str, seq: bytes | int, data: bytes) -> StepRecord:
     name, fingerprint, status, output, attempts, started, finished, usage = _unpack(
         data
@@ -1063,7 +1068,12 @@ def _snapshot_packed(snapshot: SnapshotRecord) -> bytes:
     )
 
 
-@converter("snapshot")
+@converter(
+    "snapshot",
+    lambda thread_id, namespace, checkpoint_id, data: (
+        f"thread {thread_id!r} checkpoint {checkpoint_id!r}"
+    ),
+)
 def _snapshot_from_packed(
     thread_id: str, namespace: str, checkpoint_id: str, data: bytes
 ) -> SnapshotRecord:
