@@ -381,6 +381,11 @@ def _cli_show(url: str, run_id: str) -> None:
         raise AssertionError(f"exit {status}, stderr {message[-300:]!r}")
 
 
+async def _cli_show_elsewhere(url: str, run_id: str) -> None:
+    # the CLI runs its own event loop: on a thread of its own, as in a shell
+    await asyncio.to_thread(_cli_show, url, run_id)
+
+
 def _actions(
     engine: Engine, url: str | None
 ) -> Iterator[tuple[str, Callable[[], Awaitable[Any]]]]:
@@ -389,10 +394,7 @@ def _actions(
         yield f"show {run_id}", functools.partial(_show, engine, run_id)
         yield f"resume {run_id}", functools.partial(_resume, engine, run_id)
     if url is not None:  # the CLI opens the store itself
-        yield (
-            "cli show t-done",
-            functools.partial(asyncio.to_thread, _cli_show, url, "t-done"),
-        )
+        yield "cli show t-done", functools.partial(_cli_show_elsewhere, url, "t-done")
     yield "load state", functools.partial(_load, engine)
 
 

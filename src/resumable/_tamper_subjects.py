@@ -197,10 +197,10 @@ class _PostgresSubject:
         self._stores = [self.store]
 
     async def _connect(self) -> Any:
-        import psycopg
-        from psycopg.rows import dict_row
+        from psycopg import AsyncConnection
+        from psycopg.rows import DictRow, dict_row
 
-        return await psycopg.AsyncConnection.connect(
+        return await AsyncConnection[DictRow].connect(
             self._conninfo, autocommit=True, row_factory=dict_row
         )
 

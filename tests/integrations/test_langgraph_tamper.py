@@ -51,7 +51,7 @@ def _frame(body: bytes) -> bytes:
     return header + zlib.crc32(body, zlib.crc32(header)).to_bytes(4, "big") + body
 
 
-DAMAGE: dict[str, Callable[[sqlite3.Connection], None]] = {
+DAMAGE: dict[str, Callable[[sqlite3.Connection], object]] = {
     "a chunk with a valid checksum around a bad body": lambda db: db.execute(
         "UPDATE resumable_chunks SET data = ?", (_frame(b'{"~": "tuple", "v": 1}'),)
     ),

@@ -17,7 +17,6 @@ from resumable._tamper_subjects import (
 )
 from resumable.testing import TamperSubject, TamperSuite
 
-
 SERVER_MUTATIONS = frozenset(
     {
         "bit flipped at byte 0",
