@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import enum
+import time
 from typing import Any
 
 import pytest
@@ -328,6 +329,40 @@ async def test_store_refusing_a_write_stops_the_run(engine: Engine) -> None:
     assert caught.value.seq == 1
     assert ran == ["first"]
     assert await engine.store.load_journal("refused") == []
+
+
+async def test_a_store_that_hangs_fails_the_write_within_store_retry_s(
+    engine: Engine,
+) -> None:
+    @step
+    async def first() -> str:
+        return "ok"
+
+    @workflow
+    async def wf() -> str:
+        return await first()
+
+    started = time.monotonic()
+    with pytest.raises(CheckpointWriteError) as caught:
+        await Engine(HangingStore(engine.store), store_retry_s=0.5).run(
+            wf, run_id="hung"
+        )
+    assert time.monotonic() - started < 5  # the window, not a driver's own timeout
+    assert (caught.value.run_id, caught.value.seq) == ("hung", 1)
+    assert "did not answer" in str(caught.value)
+
+
+class HangingStore:
+    """Delegates to a real store, but a step commit never returns (a server gone)."""
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        await asyncio.Event().wait()
 
 
 class RefusingStore:

@@ -170,8 +170,9 @@ class Engine:
             Default: $RESUMABLE_ENCRYPTION_KEY if set.
         lease_ttl_s: How long a run's lease lasts without a heartbeat; a crashed
             worker's runs are taken over after at most this long.
-        store_retry_s: How long a failed store write is retried before the run
-            stops with CheckpointWriteError.
+        store_retry_s: How long a run's store write may take, retries included,
+            before the run stops with CheckpointWriteError: an attempt that hangs
+            (a pool waiting for a server that is gone) is cut off at this too.
         clock: Where time comes from (tests pass `resumable.testing.FakeClock`).
         prices: Model prices for the ledger and dollar budgets (default: the
             built-in table, `resumable.pricing`).

@@ -353,20 +353,16 @@ async def durably(
     runtime = ctx.runtime
     deadline = runtime.clock.now_ms() + int(runtime.store_retry_s * 1000)
     delay = 0.05
-    retrying = False
     while True:
         try:
-            if retrying:  # a retry may not outlast the window (the first attempt is
-                # bounded by the store's own timeout: a slow healthy write must pass)
-                remaining_s = max(deadline - runtime.clock.now_ms(), 0) / 1000
-                async with asyncio.timeout(remaining_s):
-                    await write()
-            else:
+            # no attempt outlasts the window: a store that hangs (a pool waiting
+            # for a server that is gone) fails the write when store_retry_s says
+            remaining_s = max(deadline - runtime.clock.now_ms(), 0) / 1000
+            async with asyncio.timeout(remaining_s):
                 await write()
         except (CheckpointWriteError, StoreError, TimeoutError) as exc:
             if isinstance(exc, CheckpointWriteError) and not exc.transient:
                 raise
-            retrying = True
             if runtime.clock.now_ms() + delay * 1000 >= deadline:
                 if isinstance(exc, CheckpointWriteError):
                     raise
