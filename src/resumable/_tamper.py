@@ -1,11 +1,11 @@
 """The tamper suite: damage what a store wrote, then check the library fails safe.
 
 A store's rows are the one input the library reads back without having produced
-it in this process, so it must treat them as hostile. For every table (or key
-family) and column (or field) a store writes, the suite builds a fresh store,
-fills it through the public API (finished, failed, waiting, forked and child
-runs, a ledger, a state thread long enough to be packed), damages that one value
-(`mutations_of`) and then resumes every run, lists, shows and loads. Each action
+it in this process, so it must treat them as hostile. The suite fills a store
+once through the public API (`_tamper_scenario.populate`). Then for every table
+(or key family) and column (or field) the store wrote, it takes a copy of the
+filled store, damages that one value (`mutations_of`) and resumes every run,
+lists, shows and loads (`_tamper_scenario.actions`). Each action
 must end as it would on a healthy store or with a `ResumableError`, within a
 time limit and a memory bound, and a step whose own row was not damaged never
 runs again. Values are decoded only into types the program registered.
@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import io
 import json
 import struct
@@ -29,13 +28,11 @@ import time
 import tracemalloc
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from resumable._engine.context import current_run
-from resumable._engine.decorators import step, workflow
 from resumable._engine.engine import Engine
-from resumable._engine.waits import wait_for
+from resumable._tamper_scenario import EXECUTED, actions, populate
 from resumable.errors import ResumableError
 from resumable.stores.protocol import Store
 
@@ -238,166 +235,6 @@ def _has_zstd() -> bool:
     return True
 
 
-# --------------------------------------------------------------- the scenario
-
-EXECUTED: Counter[tuple[str, str]] = Counter()
-"""(run id, step) -> how many times the suite's steps ran (process-wide, reset per case)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TamperScore:
-    """A registered type inside stored values (named by a step annotation)."""
-
-    label: str
-    value: float
-
-
-def _executed(name: str) -> None:
-    EXECUTED[(current_run().run_id, name)] += 1
-
-
-@step(name="tamper.fetch")
-async def _fetch(i: int) -> str:
-    _executed("tamper.fetch")
-    current_run().record_usage(model="gpt-5-mini", input_tokens=100, output_tokens=20)
-    return f"document {i}: " + "lorem ipsum dolor sit amet " * 80
-
-
-@step(name="tamper.score")
-async def _score(i: int) -> TamperScore:
-    _executed("tamper.score")
-    return TamperScore(label=f"s{i}", value=i / 3)
-
-
-@step(name="tamper.broken")
-async def _broken() -> None:
-    _executed("tamper.broken")
-    raise RuntimeError("this step always fails")
-
-
-@workflow(name="resumable.tamper:child")
-async def _child(i: int) -> TamperScore:
-    return await _score(i + 100)
-
-
-@workflow(name="resumable.tamper:flow")
-async def _flow(n: int) -> dict[str, Any]:
-    texts = [await _fetch(i) for i in range(n)]
-    scores = list(await asyncio.gather(*(_score(i) for i in range(n))))
-    child = await _child(n)
-    return {"texts": texts, "scores": scores, "child": child, "when": (n, b"\x00")}
-
-
-@workflow(name="resumable.tamper:fails")
-async def _fails() -> None:
-    await _fetch(0)
-    await _broken()
-
-
-@workflow(name="resumable.tamper:waits")
-async def _waits() -> Any:
-    await _fetch(1)
-    return [await wait_for("approval"), await wait_for("second")]
-
-
-RUNS = ("t-done", "t-failed", "t-waiting", "t-fork")
-THREAD = "t-thread"
-
-
-async def populate(engine: Engine) -> None:
-    """Fill a store through the public API: every kind of row the suite damages."""
-    await engine.run(_flow, 2, run_id="t-done")
-    with contextlib.suppress(ResumableError):
-        await engine.run(_fails, run_id="t-failed")
-    waiting = asyncio.ensure_future(engine.run(_waits, run_id="t-waiting"))
-    await _until_waiting(engine, "t-waiting", inputs=0)
-    await engine.send("t-waiting", "approval", {"ok": True, "by": "tamper"})
-    await _until_waiting(engine, "t-waiting", inputs=1)
-    waiting.cancel()  # the run stays recorded as waiting for "second"
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiting
-    await engine.fork("t-done", at_step=1, run_id="t-fork")
-    messages: list[Any] = []
-    for i in range(18):  # past the 16 saves that pack a thread's older rows
-        messages.append({"role": "user", "content": f"message {i} " * 20})
-        await engine.save_state(
-            THREAD,
-            {"messages": list(messages), "score": TamperScore(label="m", value=i)},
-            label=f"save {i}",
-        )
-
-
-async def _until_waiting(engine: Engine, run_id: str, *, inputs: int) -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.005)
-        with contextlib.suppress(ResumableError):  # not created yet
-            steps = await engine.history(run_id)
-            if (await engine.get(run_id)).status == "waiting" and len(
-                steps
-            ) > inputs + 1:
-                return
-    raise AssertionError(f"{run_id} did not wait")
-
-
-# --------------------------------------------------------------- the actions
-
-
-async def _resume(engine: Engine, run_id: str) -> None:
-    if run_id == "t-waiting":  # resumed, it would wait for this
-        with contextlib.suppress(ResumableError):
-            await engine.send(run_id, "second", [1, 2])
-    await engine.resume(run_id)
-
-
-async def _show(engine: Engine, run_id: str) -> None:
-    await engine.get(run_id)
-    for entry in await engine.history(run_id):
-        entry.output()
-    await engine.ledger(run_id)
-
-
-async def _load(engine: Engine) -> None:
-    await engine.load_state(THREAD)
-    for checkpoint in await engine.state_history(THREAD):
-        await engine.load_state(THREAD, checkpoint_id=checkpoint.checkpoint_id)
-
-
-async def _list(engine: Engine) -> None:
-    await engine.runs(limit=100)
-    await engine.runs(status="failed", limit=100)
-
-
-def _cli_show(url: str, run_id: str) -> None:
-    from resumable.cli import main
-
-    with (
-        contextlib.redirect_stdout(io.StringIO()),
-        contextlib.redirect_stderr(io.StringIO()) as err,
-    ):
-        status = main(["show", run_id, "--store", url])
-    message = err.getvalue()
-    if status not in (0, 1) or "Traceback" in message or "never retrieved" in message:
-        raise AssertionError(f"exit {status}, stderr {message[-300:]!r}")
-
-
-async def _cli_show_elsewhere(url: str, run_id: str) -> None:
-    # the CLI runs its own event loop: on a thread of its own, as in a shell
-    await asyncio.to_thread(_cli_show, url, run_id)
-
-
-def _actions(
-    engine: Engine, url: str | None
-) -> Iterator[tuple[str, Callable[[], Awaitable[Any]]]]:
-    yield "list runs", functools.partial(_list, engine)
-    for run_id in RUNS:
-        yield f"show {run_id}", functools.partial(_show, engine, run_id)
-        yield f"resume {run_id}", functools.partial(_resume, engine, run_id)
-    if url is not None:  # the CLI opens the store itself
-        yield "cli show t-done", functools.partial(_cli_show_elsewhere, url, "t-done")
-    yield "load state", functools.partial(_load, engine)
-
-
 # --------------------------------------------------------------- the suite
 
 
@@ -458,13 +295,18 @@ class TamperSuite:
         self._memory_limit = memory_limit_bytes
         self._keep = mutation_filter or (lambda _: True)
 
+    @staticmethod
+    async def fill(subject: TamperSubject) -> None:
+        """Write the suite's scenario into a fresh subject's store."""
+        async with Engine(subject.store, store_retry_s=0.2) as engine:
+            await populate(engine)
+
     async def run(self) -> TamperReport:
         """Run every case; the report lists what did not fail safe."""
         report = TamperReport()
         template = await self._subject()
         try:
-            async with Engine(template.store, store_retry_s=0.2) as engine:
-                await populate(engine)
+            await self.fill(template)
             for (table, column, ordinal), mutation in await self._plan(template):
                 subject = await template.clone()
                 try:
@@ -528,14 +370,14 @@ class TamperSuite:
         """Resume, list, show and load a store damaged at `damaged`; note failures.
 
         For tests that damage a filled store their own way (whole rows, say):
-        fill a subject with `populate`, damage it, then call this.
+        `fill` a subject, damage it, then call this.
         """
         EXECUTED.clear()
         store = await subject.reopen()
         engine = Engine(store, store_retry_s=0.2, max_payload_bytes=MAX_PAYLOAD_BYTES)
         table, column = damaged.table, damaged.column
         try:
-            for action, call in _actions(engine, subject.url):
+            for action, call in actions(engine, subject.url):
                 report.actions += 1
                 problem = await self._act(report, call)
                 if problem is not None:

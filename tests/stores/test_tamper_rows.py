@@ -11,8 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resumable import Engine
-from resumable._tamper import populate
 from resumable._tamper_subjects import sqlite_subject
 from resumable.testing import StoredField, TamperReport, TamperSuite
 
@@ -34,8 +32,7 @@ def _template() -> Any:
 
         async def fill() -> Any:
             subject = sqlite_subject(Path(tempfile.mkdtemp(prefix="tamper-rows-")))
-            async with Engine(subject.store, store_retry_s=0.2) as engine:
-                await populate(engine)
+            await TamperSuite.fill(subject)
             return subject, await subject.fields()
 
         _TEMPLATE["subject"], _TEMPLATE["fields"] = asyncio.run(fill())
