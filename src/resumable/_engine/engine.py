@@ -33,6 +33,7 @@ from resumable._engine.export import ExportQuery, StepExport, export_steps
 from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
+from resumable._engine.listing import RunCounts, RunFilter, decode_cursor, encode_cursor
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
@@ -84,6 +85,10 @@ class RunView:
     queue: str | None
     version: str | None = None
     """The workflow version the run started on (`@workflow(version=)`)."""
+    lease_owner: str | None = None
+    """The worker that holds (or last held) the run's lease."""
+    lease_expires_at: datetime | None = None
+    """When that lease ends unless renewed (None: never leased)."""
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
@@ -99,7 +104,20 @@ class RunView:
             fork_seq=run.fork_seq,
             queue=run.queue,
             version=run.version,
+            lease_owner=run.lease_owner,
+            lease_expires_at=_datetime(run.lease_expires_at_ms)
+            if run.lease_expires_at_ms
+            else None,
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPage:
+    """One page of `Engine.runs_page`."""
+
+    runs: list[RunView]
+    next_cursor: str | None
+    """Pass it back as `cursor` for the next page; None on the last page."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -716,6 +734,44 @@ class Engine:
             )
         )
         return [RunView.of(checked_run(run)) for run in records]
+
+    async def runs_page(
+        self,
+        selection: RunFilter | None = None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """One page of the runs `selection` matches, newest first.
+
+        Pages are found by key, not by offset, so a deep page costs what the first
+        does, and a run created meanwhile never shifts a page.
+
+        Args:
+            selection: Which runs (default: all).
+            limit: Runs per page.
+            cursor: The `next_cursor` of the previous page (None: the first page).
+        """
+        query = (selection or RunFilter()).query(
+            limit=limit + 1, after=None if cursor is None else decode_cursor(cursor)
+        )
+        records = await self.store.list_runs(query)
+        runs = [RunView.of(checked_run(run)) for run in records[:limit]]
+        last = records[limit - 1] if len(records) > limit else None
+        return RunPage(
+            runs=runs,
+            next_cursor=None
+            if last is None
+            else encode_cursor(last.created_at_ms, last.run_id),
+        )
+
+    async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
+        """How many runs `selection` matches, by status and queue."""
+        return RunCounts(
+            by_status_and_queue=await self.store.count_runs(
+                (selection or RunFilter()).query()
+            )
+        )
 
     async def get(self, run_id: str) -> RunView:
         """One run's summary. Raises RunNotFound."""
