@@ -23,6 +23,7 @@ from resumable.cli import (
     runs,
     simulate,
     threads,
+    ui,
     worker,
 )
 from resumable.errors import ResumableError
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.register(commands, store)
     check.register(commands, store)
     costmodel.register(commands)
+    ui.register(commands, store)
     return parser
 
 
