@@ -228,13 +228,8 @@ def _error(board: Dashboard, message: str, status: int) -> Response:
 def _login(board: Dashboard) -> Handler:
     async def login(request: Request) -> Response:
         if request.method == "POST":
-            form = await request.form()
-            given = form.get("token")
-            if (
-                board.token is not None
-                and isinstance(given, str)
-                and _same(given, board.token)
-            ):
+            given = (await _form(request)).get("token", "")
+            if board.token is not None and _same(given, board.token):
                 response = RedirectResponse("/", status_code=303)
                 response.set_cookie(
                     TOKEN_COOKIE, board.token, httponly=True, samesite="strict"

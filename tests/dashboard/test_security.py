@@ -1,0 +1,95 @@
+"""The dashboard refuses what it must: POSTs without CSRF, foreign hosts, no token."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from dashboard import flows
+from dashboard.conftest import Dashboard, call, serve
+from resumable import Engine, ResumableError
+from resumable.ui import check_bind, is_loopback
+
+
+def _queued_run(dashboard: Dashboard) -> Engine:
+    engine = Engine(dashboard.store_url)
+    call(engine.enqueue(flows.pipeline, 1, run_id="target"))
+    return engine
+
+
+def test_a_post_without_the_csrf_token_is_refused(dashboard: Dashboard, page: Page) -> None:
+    engine = _queued_run(dashboard)
+    page.goto(f"{dashboard.url}/run?id=target")  # the browser has the page, not the token
+    refused = page.request.post(
+        f"{dashboard.url}/actions/cancel", form={"run_id": "target"}
+    )
+    assert refused.status == 403
+    assert "CSRF" in refused.text()
+    forged = page.request.post(
+        f"{dashboard.url}/actions/cancel", form={"run_id": "target", "csrf": "guess"}
+    )
+    assert forged.status == 403
+    assert call(engine.get("target")).status == "queued"
+    page.locator("form[action='/actions/cancel'] button").click()  # the page's own form
+    expect(page.locator(".flash")).to_contain_text("the run is cancelled")
+    assert call(engine.get("target")).status == "cancelled"
+    call(engine.close())
+
+
+def test_a_request_naming_another_host_is_refused(dashboard: Dashboard) -> None:
+    request = urllib.request.Request(
+        f"{dashboard.url}/", headers={"Host": "attacker.example:80"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)  # noqa: S310 - our own test server
+    assert refused.value.code == 421
+    refused.value.close()
+
+
+def test_a_token_gates_every_page_until_login(dashboard: Dashboard, page: Page) -> None:
+    server, thread, url = serve(dashboard.engine, token="s3cret-token")
+    try:
+        page.goto(f"{url}/")
+        expect(page.locator("h1")).to_have_text("Log in")
+        assert page.request.get(f"{url}/workers", max_redirects=0).status == 303
+        page.fill("input[name=token]", "wrong")
+        page.click("button")
+        expect(page.locator(".error")).to_contain_text("wrong token")
+        page.goto(f"{url}/login")
+        page.fill("input[name=token]", "s3cret-token")
+        page.click("button")
+        expect(page.locator("h1")).to_have_text("Runs")
+        bearer = page.context.browser.new_context(  # type: ignore[union-attr]  # launched, not connected
+            extra_http_headers={"Authorization": "Bearer s3cret-token"}
+        )
+        assert bearer.request.get(f"{url}/workers").status == 200
+        bearer.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_a_non_loopback_host_without_a_token_is_refused() -> None:
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")  # noqa: S104 - the address refused
+    with pytest.raises(ResumableError, match="without --token"):
+        check_bind("0.0.0.0", None)  # noqa: S104 - the address refused
+    check_bind("0.0.0.0", "a-token")  # noqa: S104 - allowed with a token
+    check_bind("127.0.0.1", None)
+    cli = subprocess.run(
+        [sys.executable, "-m", "resumable.cli", "ui", "--host", "0.0.0.0", "--store", "memory://"],  # noqa: S104 - refused
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert cli.returncode == 1
+    assert "refusing to serve the dashboard on '0.0.0.0' without --token" in cli.stderr
