@@ -43,7 +43,9 @@ class Dashboard:
     """The dashboard's own engine (tests read through their own)."""
 
 
-def serve(engine: Engine, *, token: str | None = None) -> tuple[uvicorn.Server, threading.Thread, str]:
+def serve(
+    engine: Engine, *, token: str | None = None
+) -> tuple[uvicorn.Server, threading.Thread, str]:
     config = uvicorn.Config(
         create_app(engine, token=token), host="127.0.0.1", port=0, log_level="warning"
     )

@@ -9,11 +9,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from playwright.sync_api import Page, expect
 
 from dashboard import flows
 from dashboard.conftest import Dashboard, call
-from resumable import Engine, RunNotFound
+from resumable import Engine, RunNotFound, WorkflowFailed
 
 TESTS_DIR = Path(__file__).parent.parent
 
@@ -56,10 +57,8 @@ def test_a_failed_step_shows_its_error_and_hostile_text_stays_inert(
 ) -> None:
     engine = _engine(dashboard)
     run_id = flows.HOSTILE
-    try:
+    with pytest.raises(WorkflowFailed, match="quota"):
         engine.run_sync(flows.failing, "quota <b>exceeded</b>", run_id=run_id)
-    except Exception as exc:  # noqa: BLE001 - the run is meant to fail
-        assert "quota" in str(exc)
     page.goto(f"{dashboard.url}/?status=failed")
     link = page.locator("a.runlink")
     expect(link).to_have_text([run_id])
@@ -73,7 +72,9 @@ def test_a_failed_step_shows_its_error_and_hostile_text_stays_inert(
     assert page.locator("main script, main img").count() == 0
 
 
-def test_sending_an_input_wakes_the_waiting_run(dashboard: Dashboard, page: Page) -> None:
+def test_sending_an_input_wakes_the_waiting_run(
+    dashboard: Dashboard, page: Page
+) -> None:
     engine = _engine(dashboard)
     outcome: list[str] = []
     waiting = threading.Thread(
@@ -97,7 +98,9 @@ def test_sending_an_input_wakes_the_waiting_run(dashboard: Dashboard, page: Page
     form.locator("button").click()
     expect(page.locator(".flash")).to_contain_text("sent 'approval'")
     # no reload: the page's live update shows the run finishing
-    expect(page.locator("#live")).to_have_attribute("data-status", "succeeded", timeout=20_000)
+    expect(page.locator("#live")).to_have_attribute(
+        "data-status", "succeeded", timeout=20_000
+    )
     waiting.join(timeout=20)
     assert outcome == ["contract: {'ok': True}"]
 

@@ -15,6 +15,8 @@ from dashboard.conftest import Dashboard, call, serve
 from resumable import Engine, ResumableError
 from resumable.ui import check_bind, is_loopback
 
+TOKEN = "s3cret-token"  # noqa: S105 - the test's own token
+
 
 def _queued_run(dashboard: Dashboard) -> Engine:
     engine = Engine(dashboard.store_url)
@@ -22,9 +24,13 @@ def _queued_run(dashboard: Dashboard) -> Engine:
     return engine
 
 
-def test_a_post_without_the_csrf_token_is_refused(dashboard: Dashboard, page: Page) -> None:
+def test_a_post_without_the_csrf_token_is_refused(
+    dashboard: Dashboard, page: Page
+) -> None:
     engine = _queued_run(dashboard)
-    page.goto(f"{dashboard.url}/run?id=target")  # the browser has the page, not the token
+    page.goto(
+        f"{dashboard.url}/run?id=target"
+    )  # the browser has the page, not the token
     refused = page.request.post(
         f"{dashboard.url}/actions/cancel", form={"run_id": "target"}
     )
@@ -42,17 +48,17 @@ def test_a_post_without_the_csrf_token_is_refused(dashboard: Dashboard, page: Pa
 
 
 def test_a_request_naming_another_host_is_refused(dashboard: Dashboard) -> None:
-    request = urllib.request.Request(
+    request = urllib.request.Request(  # noqa: S310 - http to our own test server
         f"{dashboard.url}/", headers={"Host": "attacker.example:80"}
     )
     with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=10)  # noqa: S310 - our own test server
+        urllib.request.urlopen(request, timeout=10)  # noqa: S310 - as above
     assert refused.value.code == 421
     refused.value.close()
 
 
 def test_a_token_gates_every_page_until_login(dashboard: Dashboard, page: Page) -> None:
-    server, thread, url = serve(dashboard.engine, token="s3cret-token")
+    server, thread, url = serve(dashboard.engine, token=TOKEN)
     try:
         page.goto(f"{url}/")
         expect(page.locator("h1")).to_have_text("Log in")
@@ -61,11 +67,11 @@ def test_a_token_gates_every_page_until_login(dashboard: Dashboard, page: Page) 
         page.click("button")
         expect(page.locator(".error")).to_contain_text("wrong token")
         page.goto(f"{url}/login")
-        page.fill("input[name=token]", "s3cret-token")
+        page.fill("input[name=token]", TOKEN)
         page.click("button")
         expect(page.locator("h1")).to_have_text("Runs")
         bearer = page.context.browser.new_context(  # type: ignore[union-attr]  # launched, not connected
-            extra_http_headers={"Authorization": "Bearer s3cret-token"}
+            extra_http_headers={"Authorization": f"Bearer {TOKEN}"}
         )
         assert bearer.request.get(f"{url}/workers").status == 200
         bearer.close()
@@ -84,7 +90,16 @@ def test_a_non_loopback_host_without_a_token_is_refused() -> None:
     check_bind("0.0.0.0", "a-token")  # noqa: S104 - allowed with a token
     check_bind("127.0.0.1", None)
     cli = subprocess.run(
-        [sys.executable, "-m", "resumable.cli", "ui", "--host", "0.0.0.0", "--store", "memory://"],  # noqa: S104 - refused
+        [
+            sys.executable,
+            "-m",
+            "resumable.cli",
+            "ui",
+            "--host",
+            "0.0.0.0",  # noqa: S104 - the address refused
+            "--store",
+            "memory://",
+        ],
         capture_output=True,
         text=True,
         timeout=60,

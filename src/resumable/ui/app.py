@@ -293,7 +293,7 @@ async def _perform(
         return new_id, f"forked from {run_id} at step {at_step}; resume it to run it"
     if action == "resume":
         view = await engine.get(run_id)  # RunNotFound now, not in the background
-        if view.workflow not in WORKFLOWS:
+        if WORKFLOWS.get(view.workflow) is None:
             raise ResumableError(
                 f"workflow {view.workflow!r} is not registered in the dashboard's "
                 f"process; start it with `resumable ui --app MODULE` (the module that "

@@ -61,7 +61,8 @@ async def render(engine: Engine, params: Mapping[str, str]) -> str:
     found = await engine.runs_page(
         selection, limit=limit, cursor=params.get("cursor") or None
     )
-    kept = {k: params.get(k, "") for k in _FILTER_KEYS} | {"limit": limit}
+    kept: dict[str, object] = {k: params.get(k, "") for k in _FILTER_KEYS}
+    kept["limit"] = limit
     return (
         _filters(params, limit)
         + _counts(counts.by_status(), counts.total, params.get("status", ""), kept)
