@@ -71,7 +71,7 @@ def dashboard(tmp_path: Path) -> Iterator[Dashboard]:
     call(engine.close())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # sync Playwright holds a running loop: release it
 def browser() -> Iterator[Browser]:
     if not Path(CHROMIUM).exists():
         reason = f"{CHROMIUM} is missing: apt-get install chromium"
