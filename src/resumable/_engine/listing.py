@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from resumable.errors import ResumableError
-from resumable.stores.protocol import RunQuery, RunStatus
+from resumable.stores.protocol import RUN_STATUSES, RunQuery, RunStatus
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,11 +70,11 @@ class RunCounts:
         return sum(self.by_status_and_queue.values())
 
     def by_status(self) -> dict[str, int]:
-        """Runs per status (statuses with no run left out)."""
+        """Runs per status, in lifecycle order (statuses with no run left out)."""
         counts: dict[str, int] = {}
         for (status, _), n in self.by_status_and_queue.items():
             counts[status] = counts.get(status, 0) + n
-        return counts
+        return {s: counts[s] for s in sorted(counts, key=_lifecycle_order)}
 
     def by_queue(self) -> dict[str, dict[str, int]]:
         """Runs per queue name, then per status (runs without a queue left out)."""
@@ -117,6 +117,11 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
             "start from the first page (cursor=None)"
         )
     return created_at_ms, run_id
+
+
+def _lifecycle_order(status: str) -> tuple[int, str]:
+    known = status in RUN_STATUSES
+    return (RUN_STATUSES.index(status) if known else len(RUN_STATUSES), status)
 
 
 def _ms(moment: datetime | None) -> int | None:

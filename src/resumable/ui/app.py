@@ -147,7 +147,7 @@ def create_app(
 
     async def runs(request: Request) -> tuple[str, str]:
         live = await runs_page.render(board.engine, request.query_params)
-        return "Runs", f"<h1>Runs</h1><div id=live data-terminal=0>{live}</div>"
+        return "Runs", f"<h1>Runs</h1>{live}"
 
     async def run(request: Request) -> tuple[str, str]:
         run_id = request.query_params.get("id", "")

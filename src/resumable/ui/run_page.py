@@ -10,6 +10,7 @@ from resumable._engine.ledger import Ledger
 from resumable._engine.listing import RunFilter
 from resumable.errors import ResumableError
 from resumable.ui.html import (
+    VALUE_CHARS,
     badge,
     csrf_field,
     esc,
@@ -119,8 +120,8 @@ def _header(run: RunView, ledger: Ledger | None) -> str:
                 f'<a href="{url("/run", {"id": run.forked_from})}">{esc(run.forked_from)}</a> at step {run.fork_seq}',
             )
         )
-    if ledger is not None:
-        rows.append(("Executions", str(len(ledger.executions)) or "1"))
+    if ledger is not None and ledger.executions:
+        rows.append(("Executions", f"{len(ledger.executions)} that spent or replayed"))
     cells = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     links = (
         f'<a href="{url("/lineage", {"id": run.run_id})}">lineage</a> · '
@@ -175,8 +176,10 @@ def _steps(steps: list[StepExport], replayed: int) -> str:
     rows = []
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
-        value = s.error if s.status in ("failed", "retrying") else s.result
-        shown = f"<pre class=value>{value_text(value)}</pre>"
+        if s.status in ("failed", "retrying"):
+            shown = _error(s.error)
+        else:
+            shown = f"<pre class=value>{value_text(s.result)}</pre>"
         if s.unreadable:
             shown += f"<p class=error>{esc('; '.join(s.unreadable))}</p>"
         if s.status in ("failed", "retrying"):
@@ -216,6 +219,14 @@ def _steps(steps: list[StepExport], replayed: int) -> str:
         rows,
         "steps",
     )
+
+
+def _error(error: object) -> str:
+    """A recorded error: its type and message, then its traceback as text."""
+    if not isinstance(error, dict) or not isinstance(error.get("traceback"), str):
+        return f"<pre class=value>{value_text(error)}</pre>"
+    head = f"<p class=error><b>{esc(error.get('type', 'Error'))}</b>: {esc(error.get('message', ''))}</p>"
+    return head + f"<pre class=value>{esc(error['traceback'][-VALUE_CHARS:])}</pre>"
 
 
 def _ledger(ledger: Ledger | None) -> str:

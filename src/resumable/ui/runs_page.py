@@ -52,7 +52,7 @@ def _time(params: Mapping[str, str], key: str) -> datetime | None:
 
 
 async def render(engine: Engine, params: Mapping[str, str]) -> str:
-    """The page's live part: filters, counts, the table and the pager."""
+    """The page: the filter form, then the live part (counts, table, pager)."""
     limit = int(params.get("limit") or 50)
     if limit not in PAGE_SIZES:
         limit = 50
@@ -65,9 +65,11 @@ async def render(engine: Engine, params: Mapping[str, str]) -> str:
     kept["limit"] = limit
     return (
         _filters(params, limit)
+        + "<div id=live data-terminal=0>"
         + _counts(counts.by_status(), counts.total, params.get("status", ""), kept)
         + _rows(found.runs)
         + _pager(found.next_cursor, params, kept)
+        + "</div>"
     )
 
 
