@@ -65,3 +65,14 @@ def crash_in_child(url: str, run_id: str) -> None:
 
     asyncio.run(main())
     sys.exit("the step should have killed the process")
+
+
+@workflow
+async def agent(topic: str) -> str:
+    return str((await fetch(len(topic)))["text"])
+
+
+@workflow
+async def team(topic: str) -> str:
+    await fetch(0)
+    return await agent(topic)

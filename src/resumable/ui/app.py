@@ -29,7 +29,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from resumable._engine.decorators import WORKFLOWS
@@ -105,9 +105,18 @@ class Dashboard:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """An url-encoded form body (what our forms post; no multipart parser needed)."""
-    body = (await request.body())[:_MAX_FORM_BYTES].decode("utf-8", "replace")
-    return dict(parse_qsl(body, keep_blank_values=True))
+    """An url-encoded form body (what our forms post; no multipart parser needed).
+
+    Raises:
+        PermissionError: the body is over 1 MiB (never cut: a cut value would be sent).
+    """
+    body = await request.body()
+    if len(body) > _MAX_FORM_BYTES:
+        raise PermissionError(
+            f"the form is {len(body):,} bytes, over the {_MAX_FORM_BYTES:,} this "
+            "dashboard takes; send large inputs with `resumable send` or Engine.send"
+        )
+    return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
 def _same(given: str, expected: str) -> bool:
@@ -118,6 +127,82 @@ def _text(message: str, status: int) -> Response:
     return Response(message + "\n", status_code=status, media_type="text/plain")
 
 
+Render = Callable[[Dashboard, Request], Awaitable[tuple[str, str]]]
+
+
+async def _runs(board: Dashboard, request: Request) -> tuple[str, str]:
+    live = await runs_page.render(board.engine, request.query_params)
+    return "Runs", f"<h1>Runs</h1>{live}"
+
+
+async def _run(board: Dashboard, request: Request) -> tuple[str, str]:
+    run_id = request.query_params.get("id", "")
+    live = await run_page.render_live(board.engine, run_id)
+    if request.headers.get("x-fragment") == "1":
+        return run_id, live
+    view = await board.engine.get(run_id)
+    steps = len(await board.engine.history(run_id))
+    note = request.query_params.get("note")
+    flash = f"<p class=flash>{esc(note)}</p>" if note else ""
+    return run_id, flash + live + run_page.actions(view, board.csrf, steps)
+
+
+async def _lineage(board: Dashboard, request: Request) -> tuple[str, str]:
+    run_id = request.query_params.get("id", "")
+    body = await lineage_page.render_lineage(board.engine, run_id)
+    return f"Lineage {run_id}", body
+
+
+async def _diff(board: Dashboard, request: Request) -> tuple[str, str]:
+    a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
+    return "Diff", await lineage_page.render_diff(board.engine, a, b)
+
+
+async def _threads(board: Dashboard, request: Request) -> tuple[str, str]:
+    return "Threads", await threads_page.render_threads(board.engine)
+
+
+async def _thread(board: Dashboard, request: Request) -> tuple[str, str]:
+    params = request.query_params
+    thread_id = params.get("id", "")
+    body = await threads_page.render_thread(
+        board.engine, thread_id, params.get("cp"), params.get("ns", "")
+    )
+    return f"Thread {thread_id}", body
+
+
+async def _workers(board: Dashboard, request: Request) -> tuple[str, str]:
+    return "Workers", await workers_page.render_workers(board.engine)
+
+
+_PAGES: tuple[tuple[str, Render], ...] = (
+    ("/", _runs),
+    ("/run", _run),
+    ("/lineage", _lineage),
+    ("/diff", _diff),
+    ("/threads", _threads),
+    ("/thread", _thread),
+    ("/workers", _workers),
+)
+
+
+def _html(board: Dashboard, render: Render) -> Handler:
+    """A GET endpoint: the whole page, or with `X-Fragment: 1` only its body."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            title, body = await render(board, request)
+        except RunNotFound as exc:
+            return _error(board, str(exc), 404)
+        except ResumableError as exc:
+            return _error(board, str(exc), 400)
+        if request.headers.get("x-fragment") == "1":
+            return HTMLResponse(body)
+        return HTMLResponse(page(title, body, csrf=board.csrf))
+
+    return endpoint
+
+
 def create_app(
     engine: Engine, *, token: str | None = None, host: str = "127.0.0.1"
 ) -> Starlette:
@@ -125,79 +210,20 @@ def create_app(
 
     Args:
         engine: What the dashboard reads and acts through.
-        token: If given, every request must carry it (see `serve`).
+        token: If given, every request must carry it (bearer header or the cookie
+            the /login form sets).
         host: The address served; its name is accepted in the Host header.
     """
     hosts = LOOPBACK_NAMES | {host.lower(), f"[{host.lower()}]"}
     board = Dashboard(engine, token=token, hosts=frozenset(hosts))
-
-    def html(render: Callable[[Request], Awaitable[tuple[str, str]]]) -> Handler:
-        async def endpoint(request: Request) -> Response:
-            try:
-                title, body = await render(request)
-            except RunNotFound as exc:
-                return _error(board, str(exc), 404)
-            except ResumableError as exc:
-                return _error(board, str(exc), 400)
-            if request.headers.get("x-fragment") == "1":
-                return HTMLResponse(body)
-            return HTMLResponse(page(title, body, csrf=board.csrf))
-
-        return endpoint
-
-    async def runs(request: Request) -> tuple[str, str]:
-        live = await runs_page.render(board.engine, request.query_params)
-        return "Runs", f"<h1>Runs</h1>{live}"
-
-    async def run(request: Request) -> tuple[str, str]:
-        run_id = request.query_params.get("id", "")
-        live = await run_page.render_live(board.engine, run_id)
-        if request.headers.get("x-fragment") == "1":
-            return run_id, live
-        view = await board.engine.get(run_id)
-        steps = len(await board.engine.history(run_id))
-        note = request.query_params.get("note")
-        flash = f"<p class=flash>{esc(note)}</p>" if note else ""
-        return run_id, flash + live + run_page.actions(view, board.csrf, steps)
-
-    async def lineage(request: Request) -> tuple[str, str]:
-        run_id = request.query_params.get("id", "")
-        return f"Lineage {run_id}", await lineage_page.render_lineage(
-            board.engine, run_id
-        )
-
-    async def diff(request: Request) -> tuple[str, str]:
-        a, b = request.query_params.get("a", ""), request.query_params.get("b", "")
-        return "Diff", await lineage_page.render_diff(board.engine, a, b)
-
-    async def threads(request: Request) -> tuple[str, str]:
-        return "Threads", await threads_page.render_threads(board.engine)
-
-    async def thread(request: Request) -> tuple[str, str]:
-        params = request.query_params
-        thread_id = params.get("id", "")
-        body = await threads_page.render_thread(
-            board.engine, thread_id, params.get("cp"), params.get("ns", "")
-        )
-        return f"Thread {thread_id}", body
-
-    async def workers(request: Request) -> tuple[str, str]:
-        return "Workers", await workers_page.render_workers(board.engine)
-
-    routes = [
-        Route("/", html(runs)),
-        Route("/run", html(run)),
-        Route("/lineage", html(lineage)),
-        Route("/diff", html(diff)),
-        Route("/threads", html(threads)),
-        Route("/thread", html(thread)),
-        Route("/workers", html(workers)),
+    static = StaticFiles(directory=str(resources.files("resumable.ui") / "static"))
+    routes: list[BaseRoute] = [
+        Route(path, _html(board, render)) for path, render in _PAGES
+    ]
+    routes += [
         Route("/login", _login(board), methods=["GET", "POST"]),
         Route("/actions/{action}", _action(board), methods=["POST"]),
-        Mount(
-            "/static",
-            StaticFiles(directory=str(resources.files("resumable.ui") / "static")),
-        ),
+        Mount("/static", static),
     ]
 
     @asynccontextmanager
@@ -212,12 +238,11 @@ def create_app(
         response.headers.update(_HEADERS)
         return response
 
-    app = Starlette(
+    return Starlette(
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(BaseHTTPMiddleware, dispatch=guard)],
     )
-    return app
 
 
 def _error(board: Dashboard, message: str, status: int) -> Response:
@@ -228,7 +253,10 @@ def _error(board: Dashboard, message: str, status: int) -> Response:
 def _login(board: Dashboard) -> Handler:
     async def login(request: Request) -> Response:
         if request.method == "POST":
-            given = (await _form(request)).get("token", "")
+            try:
+                given = (await _form(request)).get("token", "")
+            except PermissionError as exc:
+                return _text(f"refused: {exc}", 413)
             if board.token is not None and _same(given, board.token):
                 response = RedirectResponse("/", status_code=303)
                 response.set_cookie(

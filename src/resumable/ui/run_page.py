@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from resumable._engine.children import child_run_id
 from resumable._engine.engine import Engine, RunView
 from resumable._engine.export import StepExport
 from resumable._engine.ledger import Ledger
@@ -40,8 +41,8 @@ async def render_live(engine: Engine, run_id: str) -> str:
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
         + _header(run, ledger)
         + _run_input(steps)
-        + _waterfall(steps, replayed)
-        + _steps(steps, replayed)
+        + _waterfall(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _steps(steps, replayed, _children_by_seq(run_id, steps, children.runs))
         + _ledger(ledger)
         + _related("Child runs", children.runs)
         + _related("Forks", forks.runs)
@@ -142,29 +143,49 @@ def _kind(step: StepExport, position: int, replayed: int) -> str:
     return "replayed" if position <= replayed else "executed"
 
 
-def _waterfall(steps: list[StepExport], replayed: int) -> str:
+def _children_by_seq(
+    run_id: str, steps: list[StepExport], children: list[RunView]
+) -> dict[int, RunView]:
+    """The child run each journal seq started (a child's id is `<parent>/<seq>`)."""
+    by_id = {child.run_id: child for child in children}
+    found = {s.seq: by_id.get(child_run_id(run_id, s.seq)) for s in steps}
+    return {seq: child for seq, child in found.items() if child is not None}
+
+
+def _waterfall(
+    steps: list[StepExport], replayed: int, children: dict[int, RunView]
+) -> str:
     if not steps:
         return "<p class=empty>No steps recorded yet.</p>"
     start = min(s.started_at for s in steps)
-    end = max(s.finished_at for s in steps)
+    end = max(
+        [s.finished_at for s in steps] + [c.updated_at for c in children.values()]
+    )
     span_ms = max(1.0, (end - start).total_seconds() * 1000)
     rows = []
     for i, s in enumerate(steps, start=1):
-        x = 200 + _WATERFALL_PX * _ms(s.started_at, start) / span_ms
-        width = max(3.0, _WATERFALL_PX * s.duration_ms / span_ms)
-        y = 20 * (i - 1)
         kind = _kind(s, i, replayed)
-        rows.append(
-            f'<text x="0" y="{y + 13}" class=lbl>#{s.seq} {esc(s.step[:26])}</text>'
-            f'<rect x="{x:.1f}" y="{y + 2}" width="{width:.1f}" height="14" class="k-{kind}"><title>{esc(kind)}: {s.duration_ms} ms, {s.attempts} attempt(s)</title></rect>'
+        rows.append((f"#{s.seq} {s.step[:26]}", s.started_at, s.duration_ms, kind))
+        child = children.get(s.seq)
+        if child is not None:
+            took = int(_ms(child.updated_at, child.created_at))
+            rows.append((f"  ↳ {child.run_id[-24:]}", child.created_at, took, "child"))
+    bars = []
+    for i, (label, began, duration_ms, kind) in enumerate(rows):
+        x = 200 + _WATERFALL_PX * _ms(began, start) / span_ms
+        width = max(3.0, _WATERFALL_PX * duration_ms / span_ms)
+        y = 20 * i
+        bars.append(
+            f'<text x="0" y="{y + 13}" class=lbl>{esc(label)}</text>'
+            f'<rect x="{x:.1f}" y="{y + 2}" width="{width:.1f}" height="14" class="k-{kind}"><title>{esc(kind)}: {duration_ms} ms</title></rect>'
         )
     legend = "".join(
         f'<span class="key k-{k}">{k}</span>'
-        for k in ("executed", "replayed", "retrying", "waiting", "failed")
+        for k in ("executed", "replayed", "retrying", "waiting", "failed", "child")
     )
     return (
         f"<h2>Steps</h2><p class=legend>{legend}</p>"
-        f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(steps) + 4}" role=img>{"".join(rows)}</svg>'
+        f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(rows) + 4}" role=img>{"".join(bars)}</svg>'
     )
 
 
@@ -172,7 +193,7 @@ def _ms(moment: datetime, start: datetime) -> float:
     return (moment - start).total_seconds() * 1000
 
 
-def _steps(steps: list[StepExport], replayed: int) -> str:
+def _steps(steps: list[StepExport], replayed: int, children: dict[int, RunView]) -> str:
     rows = []
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
@@ -184,6 +205,12 @@ def _steps(steps: list[StepExport], replayed: int) -> str:
             shown += f"<p class=error>{esc('; '.join(s.unreadable))}</p>"
         if s.status in ("failed", "retrying"):
             shown = f"<div class=error-box>{shown}</div>"
+        child = children.get(s.seq)
+        if child is not None:
+            link = url("/run", {"id": child.run_id})
+            child_link = f' <a class=child href="{link}">child run {esc(child.run_id)}</a> {badge(child.status)}'
+        else:
+            child_link = ""
         inherited = (
             f" <small>(from {esc(s.inherited_from)})</small>"
             if s.inherited_from
@@ -192,7 +219,7 @@ def _steps(steps: list[StepExport], replayed: int) -> str:
         rows.append(
             [
                 str(s.seq),
-                esc(s.step) + inherited,
+                esc(s.step) + inherited + child_link,
                 badge(s.status),
                 f'<span class="k-{kind} kind">{esc(kind)}</span>',
                 str(s.attempts),
