@@ -74,7 +74,18 @@ def test_a_token_gates_every_page_until_login(dashboard: Dashboard, page: Page) 
             extra_http_headers={"Authorization": f"Bearer {TOKEN}"}
         )
         assert bearer.request.get(f"{url}/workers").status == 200
+        # reached by the machine's address, as a non-loopback --host is
+        by_address = bearer.request.get(
+            f"{url}/workers", headers={"Host": "192.0.2.10:8765"}
+        )
+        assert by_address.status == 200
         bearer.close()
+        anonymous = page.context.browser.new_context()  # type: ignore[union-attr]  # launched
+        refused = anonymous.request.get(
+            f"{url}/workers", headers={"Host": "192.0.2.10:8765"}, max_redirects=0
+        )
+        assert refused.status == 303  # to /login: no token, no page
+        anonymous.close()
     finally:
         server.should_exit = True
         thread.join(timeout=10)

@@ -4,8 +4,9 @@ It reads and acts only through `Engine`. Security by default:
 
 - every POST carries the page's CSRF token (compared in constant time) and comes
   from this origin; a GET never changes anything;
-- the Host header must name the address the server listens on, so a page on
-  another site that rebinds its DNS name to 127.0.0.1 cannot read the dashboard;
+- without a token, the Host header must name a loopback address (or `host`), so a
+  page on another site that rebinds its DNS name to 127.0.0.1 cannot read the
+  dashboard;
 - with a token, every request must carry it (bearer header or the cookie the
   login form sets); `serve` refuses a non-loopback address without one;
 - a Content-Security-Policy of 'self' only: no inline script or style runs.
@@ -71,7 +72,9 @@ class Dashboard:
         """A refusal if the request fails the host or token checks, else None."""
         host = request.headers.get("host", "")
         name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        if name.lower() not in self.hosts:
+        # without a token the dashboard is loopback-only; a foreign Host then means
+        # a page elsewhere rebound its DNS name to us (with a token, the token rules)
+        if self.token is None and name.lower() not in self.hosts:
             return _text(
                 f"refused: Host {host!r} is not an address this dashboard serves", 421
             )
