@@ -53,9 +53,8 @@ def _time(params: Mapping[str, str], key: str) -> datetime | None:
 
 async def render(engine: Engine, params: Mapping[str, str]) -> str:
     """The page: the filter form, then the live part (counts, table, pager)."""
-    limit = int(params.get("limit") or 50)
-    if limit not in PAGE_SIZES:
-        limit = 50
+    text = params.get("limit") or ""
+    limit = int(text) if text.isdigit() and int(text) in PAGE_SIZES else 50
     selection = run_filter(params)
     counts = await engine.count_runs(run_filter(params, with_status=False))
     found = await engine.runs_page(
