@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from resumable import Engine, ResumableError, RunFilter, workflow
+from resumable.stores.memory import MemoryStore
 from resumable.stores.protocol import Store
-from resumable.testing import FakeClock
+from resumable.testing import FakeClock, run_record
 
 
 @workflow
@@ -76,3 +77,21 @@ async def test_a_cursor_not_made_by_runs_page_is_refused(store_engine: Engine) -
 @pytest.fixture
 def store_engine(store: Store, clock: FakeClock) -> Engine:
     return Engine(store, clock=clock)
+
+
+async def test_run_view_shows_the_lease_and_survives_a_damaged_expiry(
+    store_engine: Engine, clock: FakeClock
+) -> None:
+    engine = store_engine
+    await engine.enqueue(listed, 1, run_id="leased")
+    lease = await engine.store.acquire_lease(
+        "leased", owner="worker-1", now_ms=clock.now_ms(), ttl_ms=5_000
+    )
+    assert lease is not None
+    view = await engine.get("leased")
+    assert view.lease_owner == "worker-1"
+    assert view.lease_expires_at is not None
+    assert int(view.lease_expires_at.timestamp() * 1000) == lease.expires_at_ms
+    damaged = MemoryStore()
+    await damaged.create_run(run_record("far", lease_expires_at_ms=2**62))
+    assert (await Engine(damaged).get("far")).lease_expires_at is None

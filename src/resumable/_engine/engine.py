@@ -105,9 +105,7 @@ class RunView:
             queue=run.queue,
             version=run.version,
             lease_owner=run.lease_owner,
-            lease_expires_at=_datetime(run.lease_expires_at_ms)
-            if run.lease_expires_at_ms
-            else None,
+            lease_expires_at=_lease_time(run.lease_expires_at_ms),
         )
 
 
@@ -1167,6 +1165,18 @@ def new_run_id() -> str:
 
 def _datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _lease_time(ms: int) -> datetime | None:
+    """A lease's expiry to show; None if never leased, or past what a datetime holds.
+
+    Only shown, never acted on: the store compares the stored number itself, so a
+    damaged expiry must not make every listing of the run fail.
+    """
+    try:
+        return _datetime(ms) if ms else None
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _step_view(record: StepRecord, run_id: str, serde: Serde) -> StepView:
