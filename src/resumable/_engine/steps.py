@@ -7,9 +7,11 @@ encode and one store write; a replayed step costs one decode.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.context import RunContext, _step
@@ -25,6 +27,11 @@ from resumable.errors import (
     StoreError,
 )
 from resumable.stores.protocol import StepRecord, StepStatus
+
+if TYPE_CHECKING:
+    from resumable._engine.observe import Observer
+
+log = logging.getLogger("resumable.steps")
 
 
 async def execute_step(
@@ -130,12 +137,17 @@ def replayed(ctx: RunContext, record: StepRecord) -> Any:
     Counts the step as replayed by this execution (its ledger entry says so).
     """
     ctx.replayed += 1
+    observer = ctx.runtime.observer
+    if observer is not None:
+        observer.step_replayed(ctx, record)
     # a forked run replays its parent's records, sealed under the parent's run id
     place = step_place(record.run_id, record.seq, record.name)
     if record.usage is not None:
         raw = ctx.runtime.serde.loads(record.usage, place=place + " usage")
         entries = ledger.usage_entries(raw, place=place + " usage")
         ctx.replayed_usage.extend(usage for _, usage in entries)
+        if observer is not None:
+            observer.usage_replayed(ctx, [usage for _, usage in entries])
     value = ctx.runtime.serde.loads(record.output or b"", place=place)
     if record.status == "ok":
         return value
@@ -153,88 +165,224 @@ async def _run_attempts(
     plan: replay.Execute,
 ) -> Any:
     runtime = ctx.runtime
-    place = step_place(ctx.run_id, seq, spec.name)
     previous = ctx.journal.get(seq)
     calls = _recorded_calls(ctx, previous) if previous is not None else []
     noting = start_noting_replays(ctx)  # overlaps the step; durable before its outcome
     check_budget(ctx, spec.name)
+    observer = runtime.observer
     attempt = plan.first_attempt
     while True:
-        started_at_ms = runtime.clock.now_ms()
+        started = _Attempt(seq, spec.name, fingerprint, attempt, runtime.clock.now_ms())
         attempt_calls: list[Usage] = []
-        step_token = _step.set((ctx, seq, spec.name, attempt, attempt_calls))
-        try:
-            if spec.is_async:
-                result = await spec.fn(*args, **kwargs)
-            else:
-                result = await asyncio.to_thread(spec.fn, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
-            error = exc
-        else:
-            attempt_calls.extend(usage_from(result))
-            try:
-                output = runtime.serde.dumps(result, place=place)
-            except SerializationError as exc:
-                raise SerializationError(
-                    run_id=ctx.run_id,
-                    step=spec.name,
-                    path=exc.path.replace("value", "result", 1),
-                    detail=exc.detail,
-                ) from None
-            if attempt_calls:
-                calls.extend((ctx.fence, usage) for usage in attempt_calls)
-            if noting is not None:
-                await noting
-            await commit(
-                ctx,
-                StepRecord(
-                    run_id=ctx.run_id,
-                    seq=seq,
-                    name=spec.name,
-                    fingerprint=fingerprint,
-                    status="ok",
-                    output=output,
-                    attempts=attempt,
-                    started_at_ms=started_at_ms,
-                    finished_at_ms=runtime.clock.now_ms(),
-                    usage=_encoded_calls(ctx, place, calls),
-                ),
-            )
-            _spend(ctx, attempt_calls)
-            return result
-        finally:
-            _step.reset(step_token)
-
-        if isinstance(error, ResumableError) and not isinstance(error, StepFailed):
-            raise error  # our own signals (lease lost, nested write errors) are not step errors
-        # a failed attempt's calls were billed too: they stay in the record
-        calls.extend((ctx.fence, usage) for usage in attempt_calls)
-        _spend(ctx, attempt_calls)
-        delay = retry.next_delay(spec.retry, attempt - plan.base, error, random.random)
-        status: StepStatus = "failed" if delay is None else "retrying"
-        info = outcome.error_info(error, step=spec.name, seq=seq, attempts=attempt)
-        if noting is not None:
-            await noting
-        await commit(
-            ctx,
-            StepRecord(
-                run_id=ctx.run_id,
-                seq=seq,
-                name=spec.name,
-                fingerprint=fingerprint,
-                status=status,
-                output=runtime.serde.dumps(info, place=place),
-                attempts=attempt,
-                started_at_ms=started_at_ms,
-                finished_at_ms=runtime.clock.now_ms(),
-                usage=_encoded_calls(ctx, place, calls),
-            ),
+        scope = (
+            None
+            if observer is None
+            else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
         )
-        if delay is None:
-            raise outcome.step_failed(ctx.run_id, info) from error
+        try:
+            done, value = await _attempt(
+                ctx,
+                started,
+                spec,
+                call=(args, kwargs),
+                attempt_calls=attempt_calls,
+                calls=calls,
+                noting=noting,
+            )
+            if done:
+                if observer is not None:
+                    observer.step_ended(
+                        ctx, scope, error=None, retry_delay_s=None, calls=attempt_calls
+                    )
+                return value
+            # a failed attempt's calls were billed too: they stay in the record
+            calls.extend((ctx.fence, usage) for usage in attempt_calls)
+            _spend(ctx, attempt_calls)
+            delay = await _record_failure(
+                ctx,
+                started,
+                error=value,
+                delay=retry.next_delay(
+                    spec.retry, attempt - plan.base, value, random.random
+                ),
+                calls=calls,
+                noting=noting,
+            )
+        except BaseException as exc:
+            if observer is not None:
+                observer.step_ended(
+                    ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
+                )
+            raise
+        if observer is not None:
+            observer.step_ended(
+                ctx, scope, error=value, retry_delay_s=delay, calls=attempt_calls
+            )
         await runtime.clock.sleep(delay)
         check_budget(ctx, spec.name)
         attempt += 1
+
+
+async def _attempt(
+    ctx: RunContext,
+    started: _Attempt,
+    spec: StepSpec,
+    *,
+    call: tuple[tuple[Any, ...], dict[str, Any]],
+    attempt_calls: list[Usage],
+    calls: list[tuple[int, Usage]],
+    noting: asyncio.Future[None] | None,
+) -> tuple[bool, Any]:
+    """Run one attempt of a step.
+
+    Returns (True, result) once its success is committed, else (False, the
+    exception the step raised).
+    """
+    runtime = ctx.runtime
+    args, kwargs = call
+    place = step_place(ctx.run_id, started.seq, spec.name)
+    step_token = _step.set(
+        (ctx, started.seq, spec.name, started.attempt, attempt_calls)
+    )
+    try:
+        if spec.is_async:
+            result = await spec.fn(*args, **kwargs)
+        else:
+            result = await asyncio.to_thread(spec.fn, *args, **kwargs)
+    except Exception as exc:  # every step error is journaled or retried
+        if isinstance(exc, ResumableError) and not isinstance(exc, StepFailed):
+            raise  # our own signals (lease lost, nested write errors) are not step errors
+        return False, exc
+    finally:
+        _step.reset(step_token)
+    attempt_calls.extend(usage_from(result))
+    try:
+        output = runtime.serde.dumps(result, place=place)
+    except SerializationError as exc:
+        raise SerializationError(
+            run_id=ctx.run_id,
+            step=spec.name,
+            path=exc.path.replace("value", "result", 1),
+            detail=exc.detail,
+        ) from None
+    if attempt_calls:
+        calls.extend((ctx.fence, usage) for usage in attempt_calls)
+    if noting is not None:
+        await noting
+    await commit(
+        ctx, started.record("ok", output, ctx, _encoded_calls(ctx, place, calls))
+    )
+    _spend(ctx, attempt_calls)
+    return True, result
+
+
+async def _record_failure(
+    ctx: RunContext,
+    started: _Attempt,
+    *,
+    error: Exception,
+    delay: float | None,
+    calls: list[tuple[int, Usage]],
+    noting: asyncio.Future[None] | None,
+) -> float:
+    """Commit a failed attempt: retrying after `delay`, or failed if it is None.
+
+    Returns:
+        The delay before the next attempt.
+
+    Raises:
+        StepFailed: no retry is left; the run sees the step's recorded failure.
+    """
+    runtime = ctx.runtime
+    seq, name, attempt = started.seq, started.name, started.attempt
+    place = step_place(ctx.run_id, seq, name)
+    info = outcome.error_info(error, step=name, seq=seq, attempts=attempt)
+    if noting is not None:
+        await noting
+    record = started.record(
+        "failed" if delay is None else "retrying",
+        runtime.serde.dumps(info, place=place),
+        ctx,
+        _encoded_calls(ctx, place, calls),
+    )
+    await commit(ctx, record)
+    fields = log_fields(ctx, seq, name, attempt)
+    if delay is None:
+        log.warning(
+            "run %r, step #%d %r failed after %d attempts (%s)",
+            ctx.run_id,
+            seq,
+            name,
+            attempt,
+            type(error).__name__,
+            extra=fields,
+        )
+        raise outcome.step_failed(ctx.run_id, info) from error
+    log.info(
+        "run %r, step #%d %r: attempt %d failed (%s); retrying in %.3f s",
+        ctx.run_id,
+        seq,
+        name,
+        attempt,
+        type(error).__name__,
+        delay,
+        extra=fields,
+    )
+    return delay
+
+
+class _Attempt(NamedTuple):
+    """Which attempt of which step call is running, and since when."""
+
+    seq: int
+    name: str
+    fingerprint: str
+    attempt: int
+    started_at_ms: int
+
+    def record(
+        self, status: StepStatus, output: bytes, ctx: RunContext, usage: bytes | None
+    ) -> StepRecord:
+        """The journal entry of this attempt's outcome, finished now."""
+        return StepRecord(
+            run_id=ctx.run_id,
+            seq=self.seq,
+            name=self.name,
+            fingerprint=self.fingerprint,
+            status=status,
+            output=output,
+            attempts=self.attempt,
+            started_at_ms=self.started_at_ms,
+            finished_at_ms=ctx.runtime.clock.now_ms(),
+            usage=usage,
+        )
+
+
+def observe_start(
+    ctx: RunContext,
+    observer: Observer,
+    seq: int,
+    name: str,
+    attempt: int,
+    *,
+    child: bool,
+) -> Any:
+    """Tell the observer an attempt starts (and, at the first, that replay ended)."""
+    if ctx.is_replaying:
+        ctx.is_replaying = False
+        observer.replay_finished(ctx)
+    return observer.step_started(ctx, seq, name, attempt, child=child)
+
+
+def log_fields(ctx: RunContext, seq: int, name: str, attempt: int) -> dict[str, Any]:
+    """The `extra` of a log record about a step: run_id, seq, step, attempt."""
+    return {
+        "run_id": ctx.run_id,
+        "workflow": ctx.workflow,
+        "seq": seq,
+        "step": name,
+        "attempt": attempt,
+    }
 
 
 def _spend(ctx: RunContext, calls: list[Usage]) -> None:
@@ -327,6 +475,8 @@ async def commit(ctx: RunContext, record: StepRecord) -> None:
     was lost, the run is poisoned: this and every later step raise the error, and
     the run ends with it.
     """
+    observer = ctx.runtime.observer
+    started_s = time.perf_counter() if observer is not None else 0.0
     try:
         await durably(
             ctx,
@@ -335,7 +485,23 @@ async def commit(ctx: RunContext, record: StepRecord) -> None:
         )
     except (LeaseLost, CheckpointWriteError) as exc:
         ctx.failure = exc
+        if observer is not None:
+            observer.checkpoint_written(
+                ctx, record, duration_s=time.perf_counter() - started_s, error=exc
+            )
+        log.error(
+            "run %r, step #%d %r: its record could not be written (%s); the run stops",
+            ctx.run_id,
+            record.seq,
+            record.name,
+            type(exc).__name__,
+            extra=log_fields(ctx, record.seq, record.name, record.attempts),
+        )
         raise
+    if observer is not None:
+        observer.checkpoint_written(
+            ctx, record, duration_s=time.perf_counter() - started_s, error=None
+        )
 
 
 async def durably(
@@ -361,6 +527,8 @@ async def durably(
             async with asyncio.timeout(remaining_s):
                 await write()
         except (CheckpointWriteError, StoreError, TimeoutError) as exc:
+            if runtime.observer is not None:
+                runtime.observer.store_error(ctx, exc)
             if isinstance(exc, CheckpointWriteError) and not exc.transient:
                 raise
             if runtime.clock.now_ms() + delay * 1000 >= deadline:
