@@ -42,12 +42,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure(log_format: str = "text", level: str = "INFO") -> None:
+def configure(log_format: str = "text", level: str = "INFO") -> logging.Handler:
     """Send the `resumable` loggers to stderr as text or JSON (for the CLI).
 
     Args:
         log_format: "text" or "json".
         level: The lowest level shown (a `logging` level name).
+
+    Returns:
+        The handler added to the `resumable` logger (remove it to undo).
     """
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
@@ -56,9 +59,9 @@ def configure(log_format: str = "text", level: str = "INFO") -> None:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
         )
+    handler.setLevel(level.upper())
     logger = logging.getLogger("resumable")
-    for old in list(logger.handlers):
-        logger.removeHandler(old)
     logger.addHandler(handler)
-    logger.setLevel(level.upper())
-    logger.propagate = False
+    if logger.getEffectiveLevel() > handler.level:
+        logger.setLevel(handler.level)
+    return handler
