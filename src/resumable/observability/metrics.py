@@ -70,6 +70,11 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Executions of runs that ended, by outcome",
         ("workflow", "outcome"),
     ),
+    "resumable_run_failures": (
+        "counter",
+        "Executions that recorded their run as failed, by error class",
+        ("workflow", "error"),
+    ),
     "resumable_steps_executed": (
         "counter",
         "Step attempts executed, by outcome (ok, retrying, failed, interrupted)",
@@ -327,6 +332,8 @@ class Metrics(Observer, Collector):
     ) -> None:
         """Count the execution, and a budget stop."""
         self._add("resumable_executions", (ctx.workflow, outcome))
+        if outcome == "failed" and error is not None:
+            self._add("resumable_run_failures", (ctx.workflow, type(error).__name__))
         if isinstance(error, BudgetExceeded) or isinstance(
             getattr(error, "__cause__", None), BudgetExceeded
         ):
