@@ -96,10 +96,10 @@ class MetricsEndpoint:
             )
             writer.write(head.encode() + (body if method == b"GET" else b""))
             await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass  # the client went away
         except TimeoutError:
             log.debug("metrics endpoint: a client sent no request in time")
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass  # the client went away
         finally:
             writer.close()
             with contextlib.suppress(OSError):
