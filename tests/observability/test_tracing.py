@@ -53,8 +53,13 @@ async def test_a_run_killed_mid_way_resumes_in_a_span_linked_to_the_dead_executi
 ) -> None:
     db, log = tmp_path / "traced.db", tmp_path / "steps.log"
     child = subprocess.Popen(
-        [sys.executable, str(APP), str(db), str(log), "killed"],
-        env={**os.environ, "HANG_FROM": "3", "PYTHONPATH": str(TESTS)},
+        [sys.executable, str(APP), str(db), "killed"],
+        env={
+            **os.environ,
+            "HANG_FROM": "3",
+            "TRACED_LOG": str(log),
+            "PYTHONPATH": str(TESTS),
+        },
         stderr=subprocess.PIPE,
     )
     try:

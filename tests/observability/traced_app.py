@@ -1,8 +1,9 @@
-"""A traced workflow run in a child process: `python traced_app.py DB LOG RUN_ID`.
+"""A traced workflow run in a child process: `python traced_app.py DB RUN_ID`.
 
 The child sets up the OpenTelemetry SDK as an application would (a global
 TracerProvider) and runs `traced.sequential` with Tracing on; steps i >= HANG_FROM
-hang until the test kills the process.
+hang until the test kills the process. Each step appends `start <i>` to the file
+TRACED_LOG names (nowhere when unset, as in the test's own process).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ STEPS = 5
 
 
 def note(line: str) -> None:
-    fd = os.open(sys.argv[2], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fd = os.open(os.environ.get("TRACED_LOG", os.devnull), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, f"{line}\n".encode())
     finally:
@@ -49,4 +50,4 @@ async def main(db: str, run_id: str) -> None:
 
 if __name__ == "__main__":
     trace.set_tracer_provider(TracerProvider())
-    asyncio.run(main(sys.argv[1], sys.argv[3]))
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
