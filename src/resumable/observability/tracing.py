@@ -148,6 +148,7 @@ class Tracing(Observer):
         self, ctx: RunContext, seq: int, name: str, attempt: int, *, child: bool
     ) -> Any:
         """Start the attempt's span and make it current (a child run nests in it)."""
+        # few attributes: the SDK validates each one, on every step
         span = self.tracer.start_span(
             f"resumable.{'child' if child else 'step'} {name}",
             attributes={
@@ -156,7 +157,6 @@ class Tracing(Observer):
                 "resumable.step": name,
                 "resumable.attempt": attempt,
                 "resumable.idempotency_key": f"{ctx.run_id}:{seq}",
-                "resumable.replayed": False,
             },
         )
         return span, otel_context.attach(trace.set_span_in_context(span))
@@ -173,6 +173,7 @@ class Tracing(Observer):
         """End the attempt's span with its LLM calls and its error, if any."""
         span, token = scope
         if calls:
+            span.set_attribute("resumable.replayed", False)
             _set_gen_ai(span, calls, ctx.runtime)
         if retry_delay_s is not None:
             span.set_attribute("resumable.retry_delay_s", retry_delay_s)
@@ -189,18 +190,17 @@ class Tracing(Observer):
         duration_s: float,
         error: BaseException | None,
     ) -> None:
-        """An event on the current span (the step's) for the commit."""
-        trace.get_current_span().add_event(
-            "resumable.checkpoint",
-            {
-                "resumable.seq": record.seq,
-                "resumable.store": store_kind(ctx.runtime),
-                "resumable.checkpoint.bytes": len(record.output or b"")
-                + len(record.usage or b""),
-                "resumable.checkpoint.duration_ms": duration_s * 1000,
-                "resumable.checkpoint.ok": error is None,
-            },
-        )
+        """The commit's size and duration, on the step's span (current here)."""
+        if record.seq <= 0:  # a ledger entry, written beside the step
+            return
+        attributes: dict[str, int | float | str] = {
+            "resumable.checkpoint.bytes": len(record.output or b"")
+            + len(record.usage or b""),
+            "resumable.checkpoint.duration_ms": duration_s * 1000,
+        }
+        if error is not None:
+            attributes["resumable.checkpoint.error"] = type(error).__name__
+        trace.get_current_span().set_attributes(attributes)
 
     def lease_lost(self, ctx: RunContext) -> None:
         """An event on the execution span."""
