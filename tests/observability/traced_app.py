@@ -23,7 +23,9 @@ STEPS = 5
 
 
 def note(line: str) -> None:
-    fd = os.open(os.environ.get("TRACED_LOG", os.devnull), os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fd = os.open(
+        os.environ.get("TRACED_LOG", os.devnull), os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    )
     try:
         os.write(fd, f"{line}\n".encode())
     finally:
