@@ -15,7 +15,7 @@ from resumable.errors import WorkflowFailed
 from resumable.observability import JsonFormatter, Metrics, MetricsEndpoint
 from resumable.stores import create_store
 
-SECRET = "sk-live-do-not-log-me"
+PRIVATE_VALUE = "user-42 private note"
 
 
 @step(retry=Retry(attempts=2, initial_delay=0.0, jitter=0.0))
@@ -34,7 +34,7 @@ async def test_step_failures_are_logged_with_run_fields_and_without_their_data(
     caplog.set_level(logging.INFO, logger="resumable")
     async with Engine("memory://") as engine:
         with pytest.raises(WorkflowFailed):
-            await engine.run(logged, SECRET, run_id="logged-run")
+            await engine.run(logged, PRIVATE_VALUE, run_id="logged-run")
     mine = [r for r in caplog.records if getattr(r, "run_id", None) == "logged-run"]
     retried, exhausted = (r for r in mine if r.name == "resumable.steps")
     assert (retried.levelno, retried.seq, retried.step, retried.attempt) == (  # type: ignore[attr-defined]
@@ -49,7 +49,7 @@ async def test_step_failures_are_logged_with_run_fields_and_without_their_data(
     formatter = JsonFormatter()
     for record in caplog.records:
         line = formatter.format(record)
-        assert SECRET not in line
+        assert PRIVATE_VALUE not in line
     entry = json.loads(formatter.format(exhausted))
     assert entry["run_id"] == "logged-run"
     assert entry["workflow"] == "logged.flow"

@@ -18,8 +18,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from crash.fleet_app import STEPS, fleet_job
-from resumable import Engine, Retry, step, workflow
-from resumable.errors import WorkflowFailed
+from resumable import Engine, Retry, current_run, step, workflow
+from resumable.errors import BudgetExceeded, WorkflowFailed
 from resumable.observability import Metrics
 from resumable.testing import FakeClock
 
@@ -304,3 +304,39 @@ async def _endpoint(worker: subprocess.Popen[bytes], out: Path) -> str:
     raise AssertionError(
         f"the worker never said where its metrics are: {out.read_text()}"
     )
+
+
+@step
+async def spend(i: int) -> int:
+    current_run().record_usage(
+        model="gpt-5-mini", provider="openai", input_tokens=80, output_tokens=20
+    )
+    return i
+
+
+@workflow(name="metered.budget", budget_tokens=150)
+async def budgeted() -> int:
+    return sum([await spend(i) for i in range(5)])
+
+
+async def test_a_budget_stop_and_the_tokens_spent_are_counted() -> None:
+    metrics = Metrics()
+    async with Engine("memory://", observers=[metrics]) as engine:
+        with pytest.raises(BudgetExceeded):
+            await engine.run(budgeted, run_id="over-budget")
+        ledger = await engine.ledger("over-budget")
+    wf = "metered.budget"
+    assert metrics.value("resumable_budget_stops", workflow=wf) == 1
+    assert metrics.value("resumable_executions", workflow=wf, outcome="failed") == 1
+    assert (
+        metrics.value("resumable_run_failures", workflow=wf, error="BudgetExceeded")
+        == 1
+    )
+    labels = {"workflow": wf, "model": "gpt-5-mini", "source": "incurred"}
+    assert metrics.value("resumable_llm_tokens", direction="input", **labels) == (
+        ledger.incurred.input_tokens
+    )
+    assert metrics.value("resumable_llm_tokens", direction="output", **labels) == (
+        ledger.incurred.output_tokens
+    )
+    assert ledger.incurred.calls == 2  # the third step was refused before it ran
