@@ -202,6 +202,7 @@ def spawn_worker(url: str, log: Path, output: Path) -> subprocess.Popen[bytes]:
                 "fleet_app",
                 "--concurrency",
                 "4",
+                "--traces",
                 "--metrics-port",
                 "0",
                 "--lease-ttl",
