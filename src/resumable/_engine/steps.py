@@ -11,7 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.context import RunContext, _step
@@ -26,7 +26,7 @@ from resumable.errors import (
     StepFailed,
     StoreError,
 )
-from resumable.stores.protocol import StepRecord, StepStatus
+from resumable.stores.protocol import StepRecord
 
 if TYPE_CHECKING:
     from resumable._engine.observe import Observer
@@ -165,6 +165,7 @@ async def _run_attempts(
     plan: replay.Execute,
 ) -> Any:
     runtime = ctx.runtime
+    place = step_place(ctx.run_id, seq, spec.name)
     previous = ctx.journal.get(seq)
     calls = _recorded_calls(ctx, previous) if previous is not None else []
     noting = start_noting_replays(ctx)  # overlaps the step; durable before its outcome
@@ -172,189 +173,187 @@ async def _run_attempts(
     observer = runtime.observer
     attempt = plan.first_attempt
     while True:
-        started = _Attempt(seq, spec.name, fingerprint, attempt, runtime.clock.now_ms())
+        started_at_ms = runtime.clock.now_ms()
         attempt_calls: list[Usage] = []
         scope = (
             None
             if observer is None
             else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
         )
+        step_token = _step.set((ctx, seq, spec.name, attempt, attempt_calls))
         try:
-            done, value = await _attempt(
-                ctx,
-                started,
-                spec,
-                call=(args, kwargs),
-                attempt_calls=attempt_calls,
-                calls=calls,
-                noting=noting,
-            )
-            if done:
+            if spec.is_async:
+                result = await spec.fn(*args, **kwargs)
+            else:
+                result = await asyncio.to_thread(spec.fn, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
+            error = exc
+        else:
+            try:
+                attempt_calls.extend(usage_from(result))
+                try:
+                    output = runtime.serde.dumps(result, place=place)
+                except SerializationError as exc:
+                    raise SerializationError(
+                        run_id=ctx.run_id,
+                        step=spec.name,
+                        path=exc.path.replace("value", "result", 1),
+                        detail=exc.detail,
+                    ) from None
+                if attempt_calls:
+                    calls.extend((ctx.fence, usage) for usage in attempt_calls)
+                if noting is not None:
+                    await noting
+                await commit(
+                    ctx,
+                    StepRecord(
+                        run_id=ctx.run_id,
+                        seq=seq,
+                        name=spec.name,
+                        fingerprint=fingerprint,
+                        status="ok",
+                        output=output,
+                        attempts=attempt,
+                        started_at_ms=started_at_ms,
+                        finished_at_ms=runtime.clock.now_ms(),
+                        usage=_encoded_calls(ctx, place, calls),
+                    ),
+                )
+                _spend(ctx, attempt_calls)
+            except BaseException as exc:
                 if observer is not None:
                     observer.step_ended(
-                        ctx, scope, error=None, retry_delay_s=None, calls=attempt_calls
+                        ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
                     )
-                return value
-            # a failed attempt's calls were billed too: they stay in the record
-            calls.extend((ctx.fence, usage) for usage in attempt_calls)
-            _spend(ctx, attempt_calls)
-            delay = await _record_failure(
-                ctx,
-                started,
-                error=value,
-                delay=retry.next_delay(
-                    spec.retry, attempt - plan.base, value, random.random
-                ),
-                calls=calls,
-                noting=noting,
-            )
-        except BaseException as exc:
+                raise
             if observer is not None:
                 observer.step_ended(
-                    ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
+                    ctx, scope, error=None, retry_delay_s=None, calls=attempt_calls
                 )
-            raise
-        if observer is not None:
-            observer.step_ended(
-                ctx, scope, error=value, retry_delay_s=delay, calls=attempt_calls
-            )
+            return result
+        finally:
+            _step.reset(step_token)
+
+        delay = await _record_failed_attempt(
+            ctx,
+            StepRecord(
+                run_id=ctx.run_id,
+                seq=seq,
+                name=spec.name,
+                fingerprint=fingerprint,
+                status="failed",  # or "retrying": decided here
+                output=None,
+                attempts=attempt,
+                started_at_ms=started_at_ms,
+                finished_at_ms=started_at_ms,
+            ),
+            error,
+            retry_policy=spec.retry,
+            retry_number=attempt - plan.base,
+            calls=calls,
+            attempt_calls=attempt_calls,
+            noting=noting,
+            observer=observer,
+            scope=scope,
+        )
         await runtime.clock.sleep(delay)
         check_budget(ctx, spec.name)
         attempt += 1
 
 
-async def _attempt(
+async def _record_failed_attempt(
     ctx: RunContext,
-    started: _Attempt,
-    spec: StepSpec,
-    *,
-    call: tuple[tuple[Any, ...], dict[str, Any]],
-    attempt_calls: list[Usage],
-    calls: list[tuple[int, Usage]],
-    noting: asyncio.Future[None] | None,
-) -> tuple[bool, Any]:
-    """Run one attempt of a step.
-
-    Returns (True, result) once its success is committed, else (False, the
-    exception the step raised).
-    """
-    runtime = ctx.runtime
-    args, kwargs = call
-    place = step_place(ctx.run_id, started.seq, spec.name)
-    step_token = _step.set(
-        (ctx, started.seq, spec.name, started.attempt, attempt_calls)
-    )
-    try:
-        if spec.is_async:
-            result = await spec.fn(*args, **kwargs)
-        else:
-            result = await asyncio.to_thread(spec.fn, *args, **kwargs)
-    except Exception as exc:  # every step error is journaled or retried
-        if isinstance(exc, ResumableError) and not isinstance(exc, StepFailed):
-            raise  # our own signals (lease lost, nested write errors) are not step errors
-        return False, exc
-    finally:
-        _step.reset(step_token)
-    attempt_calls.extend(usage_from(result))
-    try:
-        output = runtime.serde.dumps(result, place=place)
-    except SerializationError as exc:
-        raise SerializationError(
-            run_id=ctx.run_id,
-            step=spec.name,
-            path=exc.path.replace("value", "result", 1),
-            detail=exc.detail,
-        ) from None
-    if attempt_calls:
-        calls.extend((ctx.fence, usage) for usage in attempt_calls)
-    if noting is not None:
-        await noting
-    await commit(
-        ctx, started.record("ok", output, ctx, _encoded_calls(ctx, place, calls))
-    )
-    _spend(ctx, attempt_calls)
-    return True, result
-
-
-async def _record_failure(
-    ctx: RunContext,
-    started: _Attempt,
-    *,
+    attempt: StepRecord,
     error: Exception,
-    delay: float | None,
+    *,
+    retry_policy: retry.Retry,
+    retry_number: int,
     calls: list[tuple[int, Usage]],
+    attempt_calls: list[Usage],
     noting: asyncio.Future[None] | None,
+    observer: Observer | None,
+    scope: Any,
 ) -> float:
-    """Commit a failed attempt: retrying after `delay`, or failed if it is None.
+    """Commit a failed attempt (`attempt` says which, and when it started).
 
     Returns:
         The delay before the next attempt.
 
     Raises:
         StepFailed: no retry is left; the run sees the step's recorded failure.
+        ResumableError: the step raised one of the engine's own signals.
     """
     runtime = ctx.runtime
-    seq, name, attempt = started.seq, started.name, started.attempt
+    seq, name = attempt.seq, attempt.name
     place = step_place(ctx.run_id, seq, name)
-    info = outcome.error_info(error, step=name, seq=seq, attempts=attempt)
-    if noting is not None:
-        await noting
-    record = started.record(
-        "failed" if delay is None else "retrying",
-        runtime.serde.dumps(info, place=place),
-        ctx,
-        _encoded_calls(ctx, place, calls),
-    )
-    await commit(ctx, record)
-    fields = log_fields(ctx, seq, name, attempt)
+    delay: float | None = None
+    try:
+        if isinstance(error, ResumableError) and not isinstance(error, StepFailed):
+            raise error  # our own signals (lease lost, nested write errors) are not step errors
+        # a failed attempt's calls were billed too: they stay in the record
+        calls.extend((ctx.fence, usage) for usage in attempt_calls)
+        _spend(ctx, attempt_calls)
+        delay = retry.next_delay(retry_policy, retry_number, error, random.random)
+        info = outcome.error_info(error, step=name, seq=seq, attempts=attempt.attempts)
+        if noting is not None:
+            await noting
+        await commit(
+            ctx,
+            StepRecord(
+                run_id=ctx.run_id,
+                seq=seq,
+                name=name,
+                fingerprint=attempt.fingerprint,
+                status="failed" if delay is None else "retrying",
+                output=runtime.serde.dumps(info, place=place),
+                attempts=attempt.attempts,
+                started_at_ms=attempt.started_at_ms,
+                finished_at_ms=runtime.clock.now_ms(),
+                usage=_encoded_calls(ctx, place, calls),
+            ),
+        )
+        _log_failed_attempt(ctx, attempt, error, delay)
+        if delay is None:
+            raise outcome.step_failed(ctx.run_id, info) from error
+    except BaseException as exc:
+        if observer is not None:
+            observer.step_ended(
+                ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
+            )
+        raise
+    if observer is not None:
+        observer.step_ended(
+            ctx, scope, error=error, retry_delay_s=delay, calls=attempt_calls
+        )
+    return delay
+
+
+def _log_failed_attempt(
+    ctx: RunContext, attempt: StepRecord, error: BaseException, delay: float | None
+) -> None:
+    """Log a failed attempt: INFO when it is retried, WARNING when none is left."""
+    fields = log_fields(ctx, attempt.seq, attempt.name, attempt.attempts)
+    kind = type(error).__name__
     if delay is None:
         log.warning(
             "run %r, step #%d %r failed after %d attempts (%s)",
             ctx.run_id,
-            seq,
-            name,
-            attempt,
-            type(error).__name__,
+            attempt.seq,
+            attempt.name,
+            attempt.attempts,
+            kind,
             extra=fields,
         )
-        raise outcome.step_failed(ctx.run_id, info) from error
-    log.info(
-        "run %r, step #%d %r: attempt %d failed (%s); retrying in %.3f s",
-        ctx.run_id,
-        seq,
-        name,
-        attempt,
-        type(error).__name__,
-        delay,
-        extra=fields,
-    )
-    return delay
-
-
-class _Attempt(NamedTuple):
-    """Which attempt of which step call is running, and since when."""
-
-    seq: int
-    name: str
-    fingerprint: str
-    attempt: int
-    started_at_ms: int
-
-    def record(
-        self, status: StepStatus, output: bytes, ctx: RunContext, usage: bytes | None
-    ) -> StepRecord:
-        """The journal entry of this attempt's outcome, finished now."""
-        return StepRecord(
-            run_id=ctx.run_id,
-            seq=self.seq,
-            name=self.name,
-            fingerprint=self.fingerprint,
-            status=status,
-            output=output,
-            attempts=self.attempt,
-            started_at_ms=self.started_at_ms,
-            finished_at_ms=ctx.runtime.clock.now_ms(),
-            usage=usage,
+    else:
+        log.info(
+            "run %r, step #%d %r: attempt %d failed (%s); retrying in %.3f s",
+            ctx.run_id,
+            attempt.seq,
+            attempt.name,
+            attempt.attempts,
+            kind,
+            delay,
+            extra=fields,
         )
 
 
