@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from resumable._engine.check import CheckProbe
     from resumable._engine.clock import Clock
     from resumable._engine.ledger import Spend
+    from resumable._engine.observe import Observer
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
     from resumable.stores.protocol import StepRecord, Store
@@ -37,6 +38,8 @@ class Runtime:
     run_child: Callable[..., Awaitable[Any]]
     """Start or resume a child run to its end: `(spec, args, kwargs, *, run_id,
     parent_id, retry_failed)`."""
+    observer: Observer | None = None
+    """Told about executions, steps and writes (traces, metrics); None costs nothing."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +87,12 @@ class RunContext:
     check: CheckProbe | None = None
     """Set by `Engine.check` only: every journaled call is answered from the journal
     or stops the check; nothing executes and nothing is written."""
+    observed: dict[str, Any] = field(default_factory=dict)
+    """What the runtime's observers keep about this execution (its span, timings)."""
+    is_replaying: bool = True
+    """True until the execution runs its first step (replay ends there)."""
+    ended_as: str | None = None
+    """The status this execution recorded for the run, once it has."""
 
     def take_seq(self) -> int:
         """The next step number; taken when a step is called, not when it is awaited."""

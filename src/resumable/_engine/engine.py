@@ -33,6 +33,7 @@ from resumable._engine.export import ExportQuery, StepExport, export_steps
 from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
+from resumable._engine.observe import Observer, combine
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
@@ -186,6 +187,9 @@ class Engine:
         types: Types this engine may decode besides those the program declared
             (`resumable.register()` and step and workflow annotations). They are
             this engine's own: another Engine in the process does not see them.
+        observers: What is told about executions, steps and store writes:
+            `resumable.observability.Tracing()` (OpenTelemetry spans) and
+            `Metrics()` (Prometheus), or your own `Observer`. None: no cost.
     """
 
     def __init__(
@@ -199,6 +203,7 @@ class Engine:
         prices: PriceTable | None = None,
         max_payload_bytes: int | None = 64 * 1024 * 1024,
         types: Iterable[type] = (),
+        observers: Iterable[Observer] = (),
     ) -> None:
         self.store: Store = create_store(store) if isinstance(store, str) else store
         if encryption_key is None:
@@ -223,6 +228,7 @@ class Engine:
             store_retry_s=store_retry_s,
             run_child=self._run_child,
             prices=prices or PriceTable(),
+            observer=combine(list(observers)),
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
@@ -443,6 +449,10 @@ class Engine:
             raise WorkflowNotRegistered(
                 run_id=run_id, workflow=run.workflow, hint="this worker"
             )
+        if self._runtime.observer is not None:
+            first = run.fence == 1  # its first lease: it waited in its queue until now
+            wait_s = (self.clock.now_ms() - run.created_at_ms) / 1000 if first else None
+            self._runtime.observer.run_claimed(run, queue_wait_s=wait_s)
         return await self._drive(spec, run, retry_failed=False)
 
     async def resume(self, run_id: str) -> Any:
@@ -766,7 +776,7 @@ class Engine:
             batch: Runs per delete transaction.
         """
         statuses = (status,) if isinstance(status, str) else tuple(status)
-        return await collect(
+        report = await collect(
             self.store,
             now_ms=self.clock.now_ms(),
             older_than=older_than,
@@ -775,6 +785,9 @@ class Engine:
             dry_run=dry_run,
             batch=batch,
         )
+        if self._runtime.observer is not None:
+            self._runtime.observer.gc_collected(report)
+        return report
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).
@@ -962,6 +975,8 @@ class Engine:
                 reason=f"belongs to workflow {run.workflow!r}, not {spec.name!r}; "
                 f"choose another run_id",
             )
+        if self._runtime.observer is not None and run.created_at_ms == now_ms:
+            await self._runtime.observer.run_created(self._runtime, run)
         if run.input != encoded:  # the run existed: it must be the same call
             recorded = self.serde.loads(run.input, place=run_place(run_id, "input"))
             if self.serde.fingerprint(recorded) != self.serde.fingerprint(
@@ -1109,6 +1124,8 @@ class Engine:
                 return None
             if leases.is_dead_local_owner(current.lease_owner):
                 take_over = current.lease_owner
+                if self._runtime.observer is not None:
+                    self._runtime.observer.lease_taken_over(run.run_id)
                 continue
             wait_ms = current.lease_expires_at_ms - self.clock.now_ms()
             await asyncio.sleep(min(_POLL_S, max(wait_ms, 1) / 1000))
