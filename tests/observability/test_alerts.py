@@ -68,3 +68,11 @@ def test_every_dashboard_panel_queries_exported_series() -> None:
         "resumable_runs_claimed",
         "resumable_runs_refreshed_timestamp_seconds",
     }
+
+
+def test_every_metric_the_docs_name_is_exported() -> None:
+    pages = [DOCS.parent / "README.md", *DOCS.rglob("*.md")]
+    for page in pages:
+        named = set(SERIES.findall(page.read_text(encoding="utf-8")))
+        unknown = {n for n in named - METRIC_NAMES if f"{n}_bucket" not in METRIC_NAMES}
+        assert not unknown, (page.name, unknown)
