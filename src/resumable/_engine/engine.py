@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import time
@@ -52,6 +53,8 @@ from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.blobs import BlobStore, open_blobs
+from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
 from resumable.stores.protocol import (
     InputRecord,
     Lease,
@@ -183,6 +186,11 @@ class Engine:
         types: Types this engine may decode besides those the program declared
             (`resumable.register()` and step and workflow annotations). They are
             this engine's own: another Engine in the process does not see them.
+        blobs: Offload payloads sealed to more than `offload_over` bytes to this
+            object store (`s3://bucket/prefix`, `file:///folder`, or a
+            `resumable.stores.blobs.BlobStore`), uploaded before the row that
+            references them commits; the same as `?blobs=` on the store URL.
+        offload_over: The offload threshold in bytes (default 256 KiB).
     """
 
     def __init__(
@@ -196,8 +204,16 @@ class Engine:
         prices: PriceTable | None = None,
         max_payload_bytes: int | None = 64 * 1024 * 1024,
         types: Iterable[type] = (),
+        blobs: str | BlobStore | None = None,
+        offload_over: int = DEFAULT_OFFLOAD_OVER,
     ) -> None:
         self.store: Store = create_store(store) if isinstance(store, str) else store
+        if blobs is not None:
+            self.store = OffloadStore(
+                self.store,
+                open_blobs(blobs) if isinstance(blobs, str) else blobs,
+                offload_over=offload_over,
+            )
         if encryption_key is None:
             encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
         keys = (
@@ -743,6 +759,7 @@ class Engine:
         keep_last: int | None = None,
         dry_run: bool = False,
         batch: int = 500,
+        blobs_grace: timedelta = timedelta(hours=1),
     ) -> GcReport:
         """Delete finished runs (with their journals and inputs) and unused chunks.
 
@@ -756,9 +773,12 @@ class Engine:
             keep_last: Keep this many of the newest finished runs of each workflow.
             dry_run: Report what would be deleted; delete nothing.
             batch: Runs per delete transaction.
+            blobs_grace: With payload offload, objects no row references are
+                deleted once older than this: younger ones may belong to a row
+                about to commit (an upload precedes its row).
         """
         statuses = (status,) if isinstance(status, str) else tuple(status)
-        return await collect(
+        report = await collect(
             self.store,
             now_ms=self.clock.now_ms(),
             older_than=older_than,
@@ -767,6 +787,13 @@ class Engine:
             dry_run=dry_run,
             batch=batch,
         )
+        if isinstance(self.store, OffloadStore) and not dry_run:
+            blobs = await self.store.collect_garbage(
+                older_than_ms=int(blobs_grace.total_seconds() * 1000),
+                now_ms=self.clock.now_ms(),
+            )
+            report = dataclasses.replace(report, blobs=blobs)
+        return report
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).
