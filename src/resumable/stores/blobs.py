@@ -245,36 +245,37 @@ class S3Blobs:
         return f"S3Blobs({self.url!r})"
 
     def _errors(self, key: str, exc: Exception) -> Exception:
-        exceptions = self._obstore.exceptions
-        if isinstance(exc, exceptions.NotFoundError):
+        # obstore raises FileNotFoundError for a missing object, its own errors or
+        # OSError subclasses (connection refused, timed out) for the rest
+        if isinstance(exc, FileNotFoundError | self._obstore.exceptions.NotFoundError):
             return BlobMissing(key)
         return BlobUnavailable(f"{self.url}: {type(exc).__name__}: {exc}")
 
     async def put(self, key: str, data: bytes) -> None:
         try:
             await self._obstore.put_async(self._store, check_key(key), data)
-        except self._obstore.exceptions.BaseError as exc:
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
 
     async def get(self, key: str) -> bytes:
         try:
             result = await self._obstore.get_async(self._store, check_key(key))
             return bytes(await result.bytes_async())
-        except self._obstore.exceptions.BaseError as exc:
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
 
     async def delete(self, key: str) -> None:
         try:
             await self._obstore.delete_async(self._store, check_key(key))
-        except self._obstore.exceptions.NotFoundError:
-            return
-        except self._obstore.exceptions.BaseError as exc:
-            raise self._errors(key, exc) from exc
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
+            error = self._errors(key, exc)
+            if not isinstance(error, BlobMissing):
+                raise error from exc
 
     async def info(self, key: str) -> BlobInfo:
         try:
             meta = await self._obstore.head_async(self._store, check_key(key))
-        except self._obstore.exceptions.BaseError as exc:
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
         return BlobInfo(
             key, meta["size"], int(meta["last_modified"].timestamp() * 1000)
@@ -293,7 +294,7 @@ class S3Blobs:
                     for meta in batch
                     if _KEY.fullmatch(meta["path"])
                 )
-        except self._obstore.exceptions.BaseError as exc:
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors("", exc) from exc
         return found
 
