@@ -1,0 +1,46 @@
+"""The tamper suite on stores whose payloads are offloaded: damaged references fail safe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import service_url
+from resumable._tamper_offload import offload_subject
+from resumable._tamper_subjects import postgres_subject, sqlite_subject
+from resumable.testing import TamperSubject, TamperSuite
+from stores.test_tamper import SERVER_MUTATIONS
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+async def test_every_damaged_column_fails_safe_when_rows_hold_references(
+    backend: str, tmp_path: Path
+) -> None:
+    objects = tmp_path / "objects"
+    url = service_url(backend) if backend == "postgres" else ""
+
+    async def fresh() -> TamperSubject:
+        if backend == "postgres":
+            return offload_subject(await postgres_subject(url), objects)
+        return offload_subject(sqlite_subject(tmp_path), objects)
+
+    # one mutation of each kind (tests/stores runs them all on the rows' own frames)
+    report = await TamperSuite(
+        fresh, mutation_filter=SERVER_MUTATIONS.__contains__
+    ).run()
+    assert report.cases > 50, report.summary()
+    assert report.typed_errors["CorruptCheckpointError"] > 20, report.summary()
+    assert not report.failures, (
+        report.summary()
+        + "\n"
+        + "\n".join(
+            f"{f.table}.{f.column} / {f.mutation} / {f.action}: {f.problem}"
+            for f in report.failures
+        )
+    )
+    # the rows really held references: every offloaded payload is an object
+    assert len(list(objects.rglob("*"))) > 10
