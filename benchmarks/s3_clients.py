@@ -79,7 +79,7 @@ def moto_server() -> Iterator[str]:
     try:
         for _ in range(200):
             with contextlib.suppress(OSError):
-                urllib.request.urlopen(endpoint + "/", timeout=1).close()  # noqa: S310 - our own server
+                urllib.request.urlopen(endpoint + "/", timeout=1).close()
                 break
             time.sleep(0.05)
         yield endpoint
@@ -90,8 +90,8 @@ def moto_server() -> Iterator[str]:
 
 def create_bucket(endpoint: str) -> str:
     name = f"bench-{uuid.uuid4().hex[:10]}"
-    request = urllib.request.Request(f"{endpoint}/{name}", method="PUT")  # noqa: S310 - our own server
-    urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - our own server
+    request = urllib.request.Request(f"{endpoint}/{name}", method="PUT")
+    urllib.request.urlopen(request, timeout=10).close()
     return name
 
 
