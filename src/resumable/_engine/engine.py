@@ -48,11 +48,13 @@ from resumable.errors import (
     ResumableError,
     RunCancelled,
     RunNotFound,
+    StoreError,
 )
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.archive import ArchivedRun
 from resumable.stores.blobs import BlobStore, open_blobs
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
 from resumable.stores.protocol import (
@@ -794,6 +796,29 @@ class Engine:
             )
             report = dataclasses.replace(report, blobs=blobs)
         return report
+
+    async def archive(
+        self, *, older_than: timedelta, limit: int = 1000
+    ) -> list[ArchivedRun]:
+        """Move finished runs' payloads to the object store, one object per run.
+
+        Runs that finished more than `older_than` ago keep their rows (listed,
+        shown, forked and checked as before) but their payloads move into one
+        compressed object each (see `resumable.stores.archive`).
+
+        Raises:
+            StoreError: the engine has no object store (`blobs=`), or it did not
+                take an archive (runs archived before it stay archived).
+        """
+        store = self.store
+        if not isinstance(store, OffloadStore):
+            raise StoreError(
+                store=redact(store.url),
+                detail="archive needs an object store: add ?blobs=s3://bucket/prefix "
+                "(or file:///folder) to the store URL, or pass Engine(blobs=...)",
+            )
+        cutoff_ms = self.clock.now_ms() - int(older_than.total_seconds() * 1000)
+        return await store.archive_finished(updated_before_ms=cutoff_ms, limit=limit)
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).

@@ -40,10 +40,18 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
+from resumable.stores.archive import (
+    ArchivedRun,
+    ArchiveReader,
+    ArchiveRef,
+    archive_run,
+    is_member,
+)
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
 from resumable.stores.protocol import (
     NO_CHUNKS,
     PAYLOAD_KINDS,
+    TERMINAL_STATUSES,
     DeleteResult,
     InputRecord,
     Lease,
@@ -134,6 +142,11 @@ def is_reference(data: object) -> bool:
     return isinstance(data, bytes | bytearray) and data[:7] == REFERENCE_MAGIC
 
 
+def _points_away(data: object) -> bool:
+    """Whether a stored payload lives in the object store (offloaded or archived)."""
+    return is_reference(data) or is_member(data)
+
+
 def _run_place(run_id: str, what: str) -> str:
     # the same words as the engine's places (runs.run_place, steps.step_place)
     return f"run {run_id!r} {what}"
@@ -168,6 +181,7 @@ class OffloadStore:
         self.blobs = blobs
         self.offload_over = offload_over
         self.url = inner.url
+        self._archives = ArchiveReader(blobs)
 
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
@@ -200,6 +214,8 @@ class OffloadStore:
 
     async def _resolve(self, data: Any, *, place: str) -> Any:
         """The sealed frame a row's payload stands for; anything else unchanged."""
+        if is_member(data):
+            return await self._archives.member(bytes(data), place=place)
         if not is_reference(data):
             return data  # a frame (or damage), for the engine's envelope to judge
         ref = BlobRef.decode(bytes(data), place=place)
@@ -232,7 +248,7 @@ class OffloadStore:
         return frame
 
     async def _resolve_run(self, run: RunRecord) -> RunRecord:
-        if not (is_reference(run.input) or is_reference(run.output)):
+        if not (_points_away(run.input) or _points_away(run.output)):
             return run
         data, output = await asyncio.gather(
             self._resolve(run.input, place=_run_place(run.run_id, "input")),
@@ -241,7 +257,7 @@ class OffloadStore:
         return dataclasses.replace(run, input=data, output=output)
 
     async def _resolve_step(self, step: StepRecord) -> StepRecord:
-        if not (is_reference(step.output) or is_reference(step.usage)):
+        if not (_points_away(step.output) or _points_away(step.usage)):
             return step
         place = _step_place(step)
         output, usage = await asyncio.gather(
@@ -332,7 +348,7 @@ class OffloadStore:
         self, run_id: str, *, up_to_seq: int | None = None
     ) -> list[StepRecord]:
         steps = await self.inner.load_journal(run_id, up_to_seq=up_to_seq)
-        if not any(is_reference(s.output) or is_reference(s.usage) for s in steps):
+        if not any(_points_away(s.output) or _points_away(s.usage) for s in steps):
             return steps
         return list(await asyncio.gather(*(self._resolve_step(s) for s in steps)))
 
@@ -420,7 +436,7 @@ class OffloadStore:
             dataclasses.replace(
                 p, data=await self._resolve(p.data, place=_payload_place(p))
             )
-            if is_reference(p.data)
+            if _points_away(p.data)
             else p
             for p in payloads
         ]
@@ -448,12 +464,9 @@ class OffloadStore:
                     kind, after=after, limit=_SCAN_PAGE
                 )
                 for payload in page:
-                    if is_reference(payload.data):
-                        try:
-                            ref = BlobRef.decode(bytes(payload.data), place="")
-                        except CorruptCheckpointError:
-                            continue  # a damaged reference references nothing
-                        keys.add(ref.key)
+                    key = _key_of(payload.data)
+                    if key is not None:
+                        keys.add(key)
                 if len(page) < _SCAN_PAGE:
                     break
                 after = page[-1].key
@@ -489,11 +502,38 @@ class OffloadStore:
             raise StoreError(store=self.blobs.url, detail=str(exc)) from exc
         return deleted
 
+    async def archive_finished(
+        self, *, updated_before_ms: int, limit: int
+    ) -> list[ArchivedRun]:
+        """`archive_run` for up to `limit` finished runs last changed before then."""
+        runs = await self.inner.list_runs(
+            RunQuery(
+                status=tuple(TERMINAL_STATUSES),
+                updated_before_ms=updated_before_ms,
+                limit=limit,
+            )
+        )
+        return [await archive_run(self.inner, self.blobs, run.run_id) for run in runs]
+
     async def close(self) -> None:
         try:
             await self.inner.close()
         finally:
             await self.blobs.close()
+
+
+def _key_of(data: object) -> str | None:
+    """The object a stored payload references; None for a frame or damage."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        return None
+    try:
+        if is_reference(data):
+            return BlobRef.decode(bytes(data), place="").key
+        if is_member(data):
+            return ArchiveRef.decode(bytes(data), place="").key
+    except CorruptCheckpointError:
+        pass  # a damaged reference references nothing
+    return None
 
 
 def _payload_place(payload: Payload) -> str:
