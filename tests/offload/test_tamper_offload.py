@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import service_url
-from resumable._tamper_offload import offload_subject
+from resumable._tamper_offload import ArchivingTamperSuite, offload_subject
 from resumable._tamper_subjects import postgres_subject, sqlite_subject
 from resumable.testing import TamperSubject, TamperSuite
 from stores.test_tamper import SERVER_MUTATIONS
@@ -44,3 +44,23 @@ async def test_every_damaged_column_fails_safe_when_rows_hold_references(
     )
     # the rows really held references: every offloaded payload is an object
     assert len(list(objects.rglob("*"))) > 10
+
+
+async def test_every_damaged_column_fails_safe_when_runs_are_archived(
+    tmp_path: Path,
+) -> None:
+    objects = tmp_path / "objects"
+
+    async def fresh() -> TamperSubject:
+        # nothing offloaded on the way in: the archive moves the payloads
+        return offload_subject(sqlite_subject(tmp_path), objects, offload_over=1 << 30)
+
+    report = await ArchivingTamperSuite(
+        fresh, mutation_filter=SERVER_MUTATIONS.__contains__
+    ).run()
+    assert report.cases > 50, report.summary()
+    assert not report.failures, "\n".join(
+        f"{f.table}.{f.column} / {f.mutation} / {f.action}: {f.problem}"
+        for f in report.failures
+    )
+    assert len([p for p in objects.rglob("*") if p.is_file()]) >= 3
