@@ -291,3 +291,29 @@ async def test_file_blobs_offload_the_same_way(tmp_path: Path) -> None:
         f"{url}?blobs={(tmp_path / 'objects').as_uri()}&blobs_over={OVER}"
     ) as engine:
         assert (await engine.history("f"))[0].output().startswith(f"{MARKER}0:")
+
+
+async def test_saved_states_offload_their_large_chunks_and_read_back(
+    primary_url: str, moto_s3: MotoS3, bucket: str
+) -> None:
+    blobs = moto_s3.blobs(bucket)
+    state = {"document": _big(0), "turns": [f"turn {i}" for i in range(5)], "n": 0}
+    async with Engine(primary_url, blobs=blobs, offload_over=OVER) as engine:
+        for n in range(3):
+            state["n"] = n
+            await engine.save_state("thread-big", state)
+        objects = await blobs.listing()
+        assert objects  # the document's chunk went to the object store
+        assert all(b.size < 30_000 for b in objects)
+    async with Engine(
+        primary_url, blobs=moto_s3.blobs(bucket), offload_over=OVER
+    ) as engine:
+        assert await engine.load_state("thread-big") == state
+        assert len(await engine.state_history("thread-big")) == 3
+        for blob in objects:
+            await blobs.delete(blob.key)
+    async with Engine(
+        primary_url, blobs=moto_s3.blobs(bucket), offload_over=OVER
+    ) as engine:
+        with pytest.raises(CorruptCheckpointError, match="missing"):
+            await engine.load_state("thread-big")

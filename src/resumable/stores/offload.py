@@ -3,7 +3,7 @@
 `OffloadStore` wraps any `Store`. On the way in, a run's input or output, a
 step's output or usage, or an input value whose sealed frame (already
 compressed, and encrypted when encryption is on: the object store never sees
-plaintext) is longer than `offload_over` bytes is uploaded first, under the
+plaintext), or a saved state's, is longer than `offload_over` bytes is uploaded first, under the
 SHA-256 of those bytes, and only then is the row written, holding a 52-byte
 reference in place of the frame:
 
@@ -24,9 +24,10 @@ that does not answer makes the write a `CheckpointWriteError` (the engine
 retries it for `store_retry_s`, then stops the run; nothing committed is lost,
 and running the same run_id again resumes once the object store is back).
 
-Snapshots (saved states and LangGraph checkpoints) and their chunks are not
-offloaded: they pass through to the wrapped store unchanged. Values are held in
-memory whole, as without offload.
+Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
+checkpoints live) are offloaded the same way; their upload failures are
+`StoreError`, as they belong to no run. Values are held in memory whole, as
+without offload.
 """
 
 from __future__ import annotations
@@ -378,24 +379,75 @@ class OffloadStore:
         )
         return dict(zip(keys, values, strict=True))
 
-    # --- snapshots: passed through ----------------------------------------------
+    # --- snapshots ----------------------------------------------------------------
+    async def _offload_chunks(self, chunks: Mapping[str, bytes]) -> Mapping[str, bytes]:
+        if not any(len(data) > self.offload_over for data in chunks.values()):
+            return chunks
+        digests = list(chunks)
+        stored = await asyncio.gather(
+            *(self._offload_other(chunks[d], what=f"chunk {d}") for d in digests)
+        )
+        return dict(zip(digests, stored, strict=True))
+
+    async def _offload_other(self, data: bytes, *, what: str) -> bytes:
+        """`_offload` for a payload of no run: StoreError when it cannot upload."""
+        try:
+            stored = await self._offload(data, run_id="", seq=None)
+        except CheckpointWriteError as exc:
+            raise StoreError(
+                store=self.blobs.url, detail=f"{what}: {exc.detail}"
+            ) from exc
+        assert stored is not None  # noqa: S101 - data is bytes
+        return stored
+
+    async def _offload_snapshot(self, snapshot: SnapshotRecord) -> SnapshotRecord:
+        what = f"thread {snapshot.thread_id!r} checkpoint {snapshot.checkpoint_id!r}"
+        manifest = await self._offload_other(snapshot.manifest, what=what)
+        metadata = snapshot.metadata
+        if metadata is not None:
+            metadata = await self._offload_other(metadata, what=what + " metadata")
+        if manifest is snapshot.manifest and metadata is snapshot.metadata:
+            return snapshot
+        return dataclasses.replace(snapshot, manifest=manifest, metadata=metadata)
+
+    async def _resolve_snapshot(self, snapshot: SnapshotRecord) -> SnapshotRecord:
+        if not (_points_away(snapshot.manifest) or _points_away(snapshot.metadata)):
+            return snapshot
+        place = f"thread {snapshot.thread_id!r} checkpoint {snapshot.checkpoint_id!r}"
+        manifest, metadata = await asyncio.gather(
+            self._resolve(snapshot.manifest, place=place + " manifest"),
+            self._resolve(snapshot.metadata, place=place + " metadata"),
+        )
+        return dataclasses.replace(snapshot, manifest=manifest, metadata=metadata)
+
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
-        await self.inner.put_chunks(chunks)
+        await self.inner.put_chunks(await self._offload_chunks(chunks))
 
     async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
-        return await self.inner.get_chunks(hashes)
+        chunks = await self.inner.get_chunks(hashes)
+        if not any(_points_away(data) for data in chunks.values()):
+            return chunks
+        digests = list(chunks)
+        data = await asyncio.gather(
+            *(self._resolve(chunks[d], place=f"chunk {d}") for d in digests)
+        )
+        return dict(zip(digests, data, strict=True))
 
     async def save_snapshot(
         self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
     ) -> None:
+        snapshot, chunks = await asyncio.gather(
+            self._offload_snapshot(snapshot), self._offload_chunks(chunks)
+        )
         await self.inner.save_snapshot(snapshot, chunks=chunks)
 
     async def load_snapshot(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
     ) -> SnapshotRecord | None:
-        return await self.inner.load_snapshot(
+        snapshot = await self.inner.load_snapshot(
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
+        return None if snapshot is None else await self._resolve_snapshot(snapshot)
 
     async def list_snapshots(
         self,
@@ -405,8 +457,11 @@ class OffloadStore:
         before: str | None = None,
         limit: int | None = None,
     ) -> list[SnapshotRecord]:
-        return await self.inner.list_snapshots(
+        snapshots = await self.inner.list_snapshots(
             thread_id, namespace=namespace, before=before, limit=limit
+        )
+        return list(
+            await asyncio.gather(*(self._resolve_snapshot(s) for s in snapshots))
         )
 
     async def replace_snapshots(
@@ -418,7 +473,7 @@ class OffloadStore:
         by: SnapshotRecord,
     ) -> bool:
         return await self.inner.replace_snapshots(
-            thread_id, namespace, checkpoint_ids, by=by
+            thread_id, namespace, checkpoint_ids, by=await self._offload_snapshot(by)
         )
 
     async def delete_thread(self, thread_id: str) -> int:
