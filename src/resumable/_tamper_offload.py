@@ -17,8 +17,9 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable._tamper import StoredField, TamperSubject, TamperSuite
+from resumable.stores.blobref import REFERENCE_SIZE
 from resumable.stores.blobs import FileBlobs
-from resumable.stores.offload import REFERENCE_SIZE, OffloadStore
+from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import Store
 
 __all__ = ["OFFLOAD_OVER", "ArchivingTamperSuite", "offload_subject"]

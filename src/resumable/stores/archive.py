@@ -35,6 +35,7 @@ from collections import OrderedDict
 from typing import Final
 
 from resumable.errors import CorruptCheckpointError, StoreError
+from resumable.stores.blobref import REFERENCE_MAGIC
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
 from resumable.stores.protocol import Payload, PayloadKind, Store
 
@@ -197,7 +198,7 @@ async def _payloads_of(inner: Store, run_id: str) -> list[Payload]:
         if (
             isinstance(data, bytes)
             and len(data) > MEMBER_SIZE
-            and data[:7] not in (ARCHIVE_MAGIC, b"\x00RBLOB1")  # already away
+            and data[:7] not in (ARCHIVE_MAGIC, REFERENCE_MAGIC)  # already away
         ):
             found.append(Payload(kind=kind, key=key, data=data))
 
