@@ -97,7 +97,14 @@ async def test_archived_runs_read_back_through_show_fork_ledger_and_check(
         }.items():
             env.setenv(name, value)
         assert await asyncio.to_thread(main, ["show", "cold-1", "--store", url]) == 0
-    assert "chapter 3" in capsys.readouterr().out
+        assert "chapter 3" in capsys.readouterr().out
+        await asyncio.sleep(0.01)
+        argv = ["archive", "--older-than", "0s", "--store", url]
+        assert await asyncio.to_thread(main, argv) == 0
+    # the fork finished since: the CLI archives it; cold-1 has nothing left
+    out = capsys.readouterr().out
+    assert out.startswith("archived 1 runs"), out
+    assert "cold-fork" in out
 
 
 async def test_a_damaged_or_missing_archive_is_a_corrupt_checkpoint(

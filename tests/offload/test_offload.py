@@ -13,7 +13,8 @@ import pytest
 
 from offload.s3server import MotoS3
 from resumable import Engine, step, wait_for, workflow
-from resumable.errors import CheckpointWriteError, CorruptCheckpointError
+from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
+from resumable.stores import create_store
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import BlobRef, OffloadStore, is_reference
 from resumable.stores.protocol import Payload, StepRecord
@@ -317,3 +318,46 @@ async def test_saved_states_offload_their_large_chunks_and_read_back(
     ) as engine:
         with pytest.raises(CorruptCheckpointError, match="missing"):
             await engine.load_state("thread-big")
+
+
+KEY2 = "k2:" + "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI="
+
+
+async def test_rekey_reseals_offloaded_payloads_and_leaves_the_old_objects_to_gc(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    blobs = FileBlobs(tmp_path / "objects")
+    async with Engine(
+        url, blobs=blobs, offload_over=OVER, encryption_key=KEY
+    ) as engine:
+        await engine.run(flow, 2, run_id="rk")
+        old = {b.key for b in await blobs.listing()}
+    rotated = f"{KEY2},{KEY}"
+    async with Engine(
+        url, blobs=blobs, offload_over=OVER, encryption_key=rotated
+    ) as engine:
+        report = await engine.rekey()
+        assert report.rewritten.get("step.output", 0) >= 2
+        rows = [r for r in await _raw_steps(engine, "rk") if r.seq in (1, 2)]
+        assert all(is_reference(r.output) for r in rows)
+        new = {BlobRef.decode(r.output or b"", place="").key for r in rows}
+        assert not new & old
+        for key in new:
+            assert (await blobs.get(key))[3:5] == b"k2"  # sealed under the new key
+        assert (await engine.gc(blobs_grace=timedelta(0))).blobs == len(old)
+    async with Engine(
+        url, blobs=blobs, offload_over=OVER, encryption_key=KEY2
+    ) as engine:
+        assert (await engine.history("rk"))[1].output().startswith(f"{MARKER}1:")
+
+
+async def test_blob_options_are_checked_where_they_are_given(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="blobs_over"):
+        create_store(f"sqlite:///{tmp_path}/a.db?blobs=file:///tmp/x&blobs_over=big")
+    with pytest.raises(StoreError, match="smaller than a reference"):
+        create_store(f"sqlite:///{tmp_path}/a.db?blobs=file:///tmp/x&blobs_over=10")
+    with pytest.raises(StoreError, match="unknown object store scheme"):
+        create_store(f"sqlite:///{tmp_path}/a.db?blobs=ftp://host/x")
+    with pytest.raises(ValueError, match="not an object key"):
+        await FileBlobs(tmp_path).get("../../etc/passwd")

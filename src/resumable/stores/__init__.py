@@ -41,9 +41,16 @@ def create_store(url: str = DEFAULT_URL) -> Store:
     """
     url, blobs, offload_over = _split_blobs(url)
     if blobs is not None:
+        from resumable.stores.blobref import REFERENCE_SIZE
         from resumable.stores.blobs import open_blobs
         from resumable.stores.offload import OffloadStore
 
+        if offload_over < REFERENCE_SIZE:
+            raise StoreError(
+                store=redact(url),
+                detail=f"blobs_over={offload_over} is smaller than a reference "
+                f"({REFERENCE_SIZE} bytes): offloading would grow the rows",
+            )
         return OffloadStore(
             create_store(url), open_blobs(blobs), offload_over=offload_over
         )
