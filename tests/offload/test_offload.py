@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import store_url
 from offload.s3server import MotoS3
 from resumable import Engine, step, wait_for, workflow
 from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
@@ -361,3 +362,25 @@ async def test_blob_options_are_checked_where_they_are_given(tmp_path: Path) -> 
         create_store(f"sqlite:///{tmp_path}/a.db?blobs=ftp://host/x")
     with pytest.raises(ValueError, match="not an object key"):
         await FileBlobs(tmp_path).get("../../etc/passwd")
+
+
+@pytest.mark.redis
+async def test_redis_keeps_references_instead_of_megabytes(
+    moto_s3: MotoS3, bucket: str, tmp_path: Path
+) -> None:
+    url = store_url("redis", tmp_path)
+    try:
+        async with Engine(
+            url, blobs=moto_s3.blobs(bucket), offload_over=OVER
+        ) as engine:
+            assert await engine.run(flow, 2, run_id="rd") == [BIG_LEN] * 2 + [4]
+            rows = [r for r in await _raw_steps(engine, "rd") if r.seq in (1, 2)]
+            assert all(is_reference(r.output) for r in rows)
+        async with Engine(
+            url, blobs=moto_s3.blobs(bucket), offload_over=OVER
+        ) as engine:
+            assert (await engine.history("rd"))[0].output().startswith(f"{MARKER}0:")
+    finally:
+        store = create_store(url)
+        await store.drop()  # type: ignore[attr-defined]  # RedisStore.drop, for tests
+        await store.close()
