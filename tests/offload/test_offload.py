@@ -14,6 +14,7 @@ import pytest
 from conftest import store_url
 from offload.s3server import MotoS3
 from resumable import Engine, step, wait_for, workflow
+from resumable.cli import main
 from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
 from resumable.stores import create_store
 from resumable.stores.blobs import FileBlobs
@@ -281,7 +282,9 @@ async def test_gc_deletes_unreferenced_objects_after_the_grace_period_only(
         assert await engine.run(flow, 2, run_id="keep") == [BIG_LEN] * 2 + [4]
 
 
-async def test_file_blobs_offload_the_same_way(tmp_path: Path) -> None:
+async def test_file_blobs_offload_the_same_way(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     blobs = FileBlobs(tmp_path / "objects")
     url = f"sqlite:///{tmp_path / 'state.db'}"
     async with Engine(url, blobs=blobs, offload_over=OVER) as engine:
@@ -289,10 +292,15 @@ async def test_file_blobs_offload_the_same_way(tmp_path: Path) -> None:
     files = sorted(p for p in (tmp_path / "objects").rglob("*") if p.is_file())
     assert len(files) == 2
     assert all(p.parent.parent.name == "sha256" for p in files)
-    async with Engine(
-        f"{url}?blobs={(tmp_path / 'objects').as_uri()}&blobs_over={OVER}"
-    ) as engine:
+    with_blobs = f"{url}?blobs={(tmp_path / 'objects').as_uri()}&blobs_over={OVER}"
+    async with Engine(with_blobs) as engine:
         assert (await engine.history("f"))[0].output().startswith(f"{MARKER}0:")
+    orphan = BlobRef.of(b"\x01\x00orphan")
+    await blobs.put(orphan.key, b"\x01\x00orphan")
+    argv = ["gc", "--blobs-grace", "0s", "--store", with_blobs]
+    assert await asyncio.to_thread(main, argv) == 0
+    assert "1 offloaded objects" in capsys.readouterr().out
+    assert len([p for p in (tmp_path / "objects").rglob("*") if p.is_file()]) == 2
 
 
 async def test_saved_states_offload_their_large_chunks_and_read_back(
