@@ -132,6 +132,8 @@ class OffloadStore:
     def __getattr__(self, name: str) -> Any:
         # what the wrapped store offers beyond the protocol (open, wait_for_work,
         # any_loop) is offered here too: the object store binds to no loop
+        if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
     # --- the two crossings ------------------------------------------------------
