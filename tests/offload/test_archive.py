@@ -12,7 +12,7 @@ import pytest
 from offload.s3server import MotoS3
 from resumable import Engine, current_run, step, wait_for, workflow
 from resumable.cli import main
-from resumable.errors import CorruptCheckpointError, StoreError
+from resumable.errors import CorruptCheckpointError, UsageError
 from resumable.stores.archive import ArchiveRef, is_member
 from resumable.stores.offload import OffloadStore
 
@@ -133,5 +133,5 @@ async def test_archive_without_an_object_store_says_how_to_add_one(
     primary_url: str,
 ) -> None:
     async with Engine(primary_url) as engine:
-        with pytest.raises(StoreError, match=r"\?blobs="):
+        with pytest.raises(UsageError, match=r"\?blobs="):
             await engine.archive(older_than=timedelta(days=30))

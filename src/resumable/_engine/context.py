@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from resumable._engine.bridge import running_loop
 from resumable._engine.usage import Usage
-from resumable.errors import ResumableError
+from resumable.errors import NotInRun, ResumableError
 
 if TYPE_CHECKING:
     from resumable._engine.check import CheckProbe
@@ -122,10 +122,10 @@ class RunInfo:
         for other providers, or for calls whose response the step does not return.
 
         Raises:
-            ResumableError: called outside a step.
+            NotInRun: called outside a step.
         """
         if self.calls is None:
-            raise ResumableError("record_usage() must be called inside a @step")
+            raise NotInRun(call="record_usage()", where="inside a @step")
         self.calls.append(
             Usage(
                 model=model,
@@ -175,7 +175,7 @@ def current_run() -> RunInfo:
     """The run (and step, inside one) that the calling code is executing in.
 
     Raises:
-        ResumableError: called outside any run.
+        NotInRun: called outside any run.
     """
     scope = _step.get()
     if scope is not None:
@@ -190,8 +190,8 @@ def current_run() -> RunInfo:
         )
     ctx = _run.get()
     if ctx is None:
-        raise ResumableError(
-            "current_run() was called outside a run; call it from a @workflow or @step "
-            "executed by Engine.run"
+        raise NotInRun(
+            call="current_run()",
+            where="from a @workflow or @step executed by Engine.run",
         )
     return RunInfo(run_id=ctx.run_id, workflow=ctx.workflow)

@@ -43,12 +43,14 @@ from resumable._engine.steps import step_place
 from resumable._engine.waits import Suspend, input_place
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
+    CheckpointNotFound,
     InputRejected,
     LeaseLost,
-    ResumableError,
     RunCancelled,
+    RunConflict,
     RunNotFound,
-    StoreError,
+    UsageError,
+    WorkflowNotRegistered,
 )
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
@@ -352,9 +354,10 @@ class Engine:
         original = await self._get(source)
         journal = await load_journal(self.store, original)
         if not 0 <= at_step <= max(journal, default=0):
-            raise ResumableError(
-                f"run {source!r} has {max(journal, default=0)} recorded steps; "
-                f"at_step must be between 0 and that (got {at_step})"
+            raise RunConflict(
+                run_id=source,
+                reason=f"has {max(journal, default=0)} recorded steps; "
+                f"at_step must be between 0 and that (got {at_step})",
             )
         run_id = run_id if run_id is not None else new_run_id()
         if args is None and kwargs is None:
@@ -381,8 +384,8 @@ class Engine:
             )
         )
         if created.forked_from != source or created.created_at_ms != now_ms:
-            raise ResumableError(
-                f"run {run_id!r} already exists; choose another run_id"
+            raise RunConflict(
+                run_id=run_id, reason="already exists; choose another run_id"
             )
         return run_id
 
@@ -454,8 +457,8 @@ class Engine:
         run = await self._get(run_id)
         spec = WORKFLOWS.get(run.workflow)
         if spec is None:
-            raise ResumableError(
-                f"run {run_id!r}: workflow {run.workflow!r} is not registered in this worker"
+            raise WorkflowNotRegistered(
+                run_id=run_id, workflow=run.workflow, hint="this worker"
             )
         return await self._drive(spec, run, retry_failed=False)
 
@@ -468,9 +471,10 @@ class Engine:
         run = await self._get(run_id)
         spec = WORKFLOWS.get(run.workflow)
         if spec is None:
-            raise ResumableError(
-                f"run {run_id!r}: workflow {run.workflow!r} is not registered in this "
-                f"process; import the module that defines it (CLI: --app MODULE)"
+            raise WorkflowNotRegistered(
+                run_id=run_id,
+                workflow=run.workflow,
+                hint="this process; import the module that defines it (CLI: --app MODULE)",
             )
         return await self._drive(spec, run, retry_failed=True)
 
@@ -584,7 +588,7 @@ class Engine:
         """The thread's latest state, or the state at `checkpoint_id`.
 
         Raises:
-            ResumableError: nothing was saved (and no `default` was given).
+            CheckpointNotFound: nothing was saved (and no `default` was given).
         """
         found = await self._snapshots.load(
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
@@ -594,9 +598,9 @@ class Engine:
         if default is not _MISSING:
             return default
         what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
-        raise ResumableError(
-            f"thread {thread_id!r} has no {what}; save one with Engine.save_state, or "
-            f"pass default="
+        raise CheckpointNotFound(
+            thread_id=thread_id,
+            detail=f"has no {what}; save one with Engine.save_state, or pass default=",
         )
 
     async def view_state(
@@ -608,7 +612,7 @@ class Engine:
         `resumable.serde.view`); nothing is imported or constructed.
 
         Raises:
-            ResumableError: nothing was saved there.
+            CheckpointNotFound: nothing was saved there.
             CorruptCheckpointError: a stored part is damaged or missing.
         """
         found = await self._snapshots.view(
@@ -616,9 +620,10 @@ class Engine:
         )
         if found is None:
             what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
-            raise ResumableError(
-                f"thread {thread_id!r} has no {what} in namespace {namespace!r}; list "
-                f"them with Engine.state_history({thread_id!r}, namespace=None)"
+            raise CheckpointNotFound(
+                thread_id=thread_id,
+                detail=f"has no {what} in namespace {namespace!r}; list them with "
+                f"Engine.state_history({thread_id!r}, namespace=None)",
             )
         return found[1]
 
@@ -668,8 +673,10 @@ class Engine:
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
         if found is None:
-            raise ResumableError(
-                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
+            raise CheckpointNotFound(
+                thread_id=thread_id,
+                detail=f"has no checkpoint {checkpoint_id!r}; list them with "
+                f"Engine.state_history({thread_id!r})",
             )
         record = await self._snapshots.save(
             to_thread,
@@ -807,15 +814,16 @@ class Engine:
         compressed object each (see `resumable.stores.archive`).
 
         Raises:
-            StoreError: the engine has no object store (`blobs=`), or it did not
-                take an archive (runs archived before it stay archived).
+            UsageError: the engine has no object store (`blobs=`).
+            StoreError: the object store did not take an archive (runs archived
+                before it stay archived).
         """
         store = self.store
         if not isinstance(store, OffloadStore):
-            raise StoreError(
-                store=redact(store.url),
-                detail="archive needs an object store: add ?blobs=s3://bucket/prefix "
-                "(or file:///folder) to the store URL, or pass Engine(blobs=...)",
+            raise UsageError(
+                f"store {redact(store.url)}: archive needs an object store: add "
+                f"?blobs=s3://bucket/prefix (or file:///folder) to the store URL, or "
+                f"pass Engine(blobs=...)"
             )
         cutoff_ms = self.clock.now_ms() - int(older_than.total_seconds() * 1000)
         return await store.archive_finished(updated_before_ms=cutoff_ms, limit=limit)
@@ -829,7 +837,7 @@ class Engine:
         every payload stays readable throughout, and running it again finishes.
         """
         if not self._encrypted:
-            raise ResumableError(
+            raise UsageError(
                 "rekey needs encryption keys: pass encryption_key= or set "
                 "RESUMABLE_ENCRYPTION_KEY (new key first, then the old ones)"
             )
@@ -1001,18 +1009,20 @@ class Engine:
             )
         )
         if run.workflow != spec.name:
-            raise ResumableError(
-                f"run {run_id!r} belongs to workflow {run.workflow!r}, not {spec.name!r}; "
-                f"choose another run_id"
+            raise RunConflict(
+                run_id=run_id,
+                reason=f"belongs to workflow {run.workflow!r}, not {spec.name!r}; "
+                f"choose another run_id",
             )
         if run.input != encoded:  # the run existed: it must be the same call
             recorded = self.serde.loads(run.input, place=run_place(run_id, "input"))
             if self.serde.fingerprint(recorded) != self.serde.fingerprint(
                 (args, kwargs)
             ):
-                raise ResumableError(
-                    f"run {run_id!r} was started with other arguments; resume it with "
-                    f"Engine.resume({run_id!r}) or start a new run_id"
+                raise RunConflict(
+                    run_id=run_id,
+                    reason=f"was started with other arguments; resume it with "
+                    f"Engine.resume({run_id!r}) or start a new run_id",
                 )
         return run
 

@@ -26,7 +26,7 @@ from resumable.cli import (
     threads,
     worker,
 )
-from resumable.errors import ResumableError
+from resumable.errors import ResumableError, UsageError
 from resumable.stores import DEFAULT_URL
 
 __all__ = ["main"]
@@ -65,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = args.handler(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
+    except UsageError as exc:  # the command line asked for what cannot be done
+        print(f"resumable: {exc}", file=sys.stderr)
+        return 2
     except ResumableError as exc:
         print(f"resumable: {exc}", file=sys.stderr)
         return 1

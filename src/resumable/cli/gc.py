@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from resumable._engine.engine import Engine
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 from resumable.stores.protocol import TERMINAL_STATUSES, RunStatus
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -49,7 +49,7 @@ def parse_age(text: str) -> timedelta:
     """`30d` -> 30 days; units s, m, h, d."""
     match = _AGE.match(text.strip())
     if match is None:
-        raise ResumableError(
+        raise UsageError(
             f"--older-than {text!r}: use a number and a unit: 90s, 15m, 12h, 30d"
         )
     return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])

@@ -13,7 +13,7 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.worker import Queue
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 
 _QUEUE = re.compile(
     r"^(?P<name>[^=]+)=(?P<concurrency>\d*)(?::(?P<rate>\d+)/(?P<per>\d+(?:\.\d+)?)s?)?$"
@@ -53,9 +53,7 @@ def parse_queue(text: str) -> tuple[str, Queue]:
     """`docs=4:60/60` -> ("docs", Queue(concurrency=4, rate=60, per=60))."""
     match = _QUEUE.match(text)
     if match is None:
-        raise ResumableError(
-            f"--queue {text!r}: expected NAME=CONCURRENCY[:RATE/SECONDS]"
-        )
+        raise UsageError(f"--queue {text!r}: expected NAME=CONCURRENCY[:RATE/SECONDS]")
     concurrency = int(match["concurrency"]) if match["concurrency"] else None
     rate = int(match["rate"]) if match["rate"] else None
     per = float(match["per"]) if match["per"] else 60.0
@@ -69,7 +67,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         try:
             importlib.import_module(app)
         except ImportError as exc:
-            raise ResumableError(f"cannot import --app {app!r}: {exc}") from None
+            raise UsageError(f"cannot import --app {app!r}: {exc}") from None
     queues = dict(parse_queue(text) for text in args.queue)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
