@@ -45,7 +45,7 @@ def _engine(url: str, moto_s3: MotoS3, bucket: str) -> Engine:
 async def _archived(engine: Engine) -> list[str]:
     await asyncio.sleep(0.01)  # updated strictly before "now"
     done = await engine.archive(older_than=timedelta(0))
-    return sorted(run.run_id for run in done if run.payloads)
+    return sorted(f"{item.kind} {item.name}" for item in done if item.payloads)
 
 
 async def test_archived_runs_read_back_through_show_fork_ledger_and_check(
@@ -61,7 +61,7 @@ async def test_archived_runs_read_back_through_show_fork_ledger_and_check(
         before = [v.output() for v in await engine.history("cold-1")]
         ledger_before = await engine.ledger("cold-1")
 
-        assert await _archived(engine) == ["cold-1"]
+        assert await _archived(engine) == ["run cold-1"]
         store = engine.store
         assert isinstance(store, OffloadStore)
         rows = await store.inner.load_journal("cold-1")
@@ -103,7 +103,7 @@ async def test_archived_runs_read_back_through_show_fork_ledger_and_check(
         assert await asyncio.to_thread(main, argv) == 0
     # the fork finished since: the CLI archives it; cold-1 has nothing left
     out = capsys.readouterr().out
-    assert out.startswith("archived 1 runs"), out
+    assert out.startswith("archived 1 runs and 0 threads"), out
     assert "cold-fork" in out
 
 
@@ -112,7 +112,7 @@ async def test_a_damaged_or_missing_archive_is_a_corrupt_checkpoint(
 ) -> None:
     async with _engine(primary_url, moto_s3, bucket) as engine:
         await engine.run(book, 2, run_id="cold-2")
-        assert await _archived(engine) == ["cold-2"]
+        assert await _archived(engine) == ["run cold-2"]
         store = engine.store
         assert isinstance(store, OffloadStore)
         key = next(b.key for b in await store.blobs.listing())
@@ -135,3 +135,44 @@ async def test_archive_without_an_object_store_says_how_to_add_one(
     async with Engine(primary_url) as engine:
         with pytest.raises(UsageError, match=r"\?blobs="):
             await engine.archive(older_than=timedelta(days=30))
+
+
+async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
+    primary_url: str, moto_s3: MotoS3, bucket: str
+) -> None:
+    async with _engine(primary_url, moto_s3, bucket) as engine:
+        state: dict[str, object] = {"notes": [], "doc": os.urandom(2000).hex()}
+        for i in range(6):
+            state["notes"] = [*state["notes"], f"note {i}: " + os.urandom(100).hex()]  # type: ignore[misc]
+            await engine.save_state("cold-thread", state, label=f"save {i}")
+        history = [
+            (c.checkpoint_id, c.label)
+            for c in await engine.state_history("cold-thread")
+        ]
+        assert await _archived(engine) == ["thread cold-thread"]
+        store = engine.store
+        assert isinstance(store, OffloadStore)
+        rows = await store.inner.list_snapshots("cold-thread", namespace=None)
+        assert rows
+        # every manifest longer than a reference moved (shorter ones stay)
+        assert any(is_member(r.manifest) for r in rows)
+        assert all(is_member(r.manifest) or len(r.manifest) <= 112 for r in rows)
+        chunks = await store.inner.get_chunks({h for r in rows for h in r.chunk_refs})
+        moved = [data for data in chunks.values() if is_member(data)]
+        assert moved  # the large chunks went with them
+        keys = {
+            ArchiveRef.decode(r.manifest, place="").key
+            for r in rows
+            if is_member(r.manifest)
+        }
+        assert len(keys) == 1
+        assert await _archived(engine) == []
+    async with _engine(primary_url, moto_s3, bucket) as engine:  # nothing cached
+        assert await engine.load_state("cold-thread") == state
+        assert [
+            (c.checkpoint_id, c.label)
+            for c in await engine.state_history("cold-thread")
+        ] == history
+        first = history[-1][0]
+        old = await engine.load_state("cold-thread", checkpoint_id=first)
+        assert len(old["notes"]) == 1

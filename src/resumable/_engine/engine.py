@@ -56,7 +56,7 @@ from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores._records import checked_run, checked_steps
-from resumable.stores.archive import ArchivedRun
+from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
 from resumable.stores.protocol import (
@@ -806,12 +806,13 @@ class Engine:
 
     async def archive(
         self, *, older_than: timedelta, limit: int = 1000
-    ) -> list[ArchivedRun]:
+    ) -> list[Archived]:
         """Move finished runs' payloads to the object store, one object per run.
 
         Runs that finished more than `older_than` ago keep their rows (listed,
         shown, forked and checked as before) but their payloads move into one
-        compressed object each (see `resumable.stores.archive`).
+        compressed object each; so do the saved states of threads whose newest
+        save is that old, one object per thread (see `resumable.stores.archive`).
 
         Raises:
             UsageError: the engine has no object store (`blobs=`).

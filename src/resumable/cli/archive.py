@@ -33,14 +33,16 @@ async def archive_runs(args: argparse.Namespace) -> int:
         done = await engine.archive(
             older_than=parse_age(args.older_than), limit=args.limit
         )
-    moved = [run for run in done if run.payloads]
-    total = sum(run.bytes_moved for run in moved)
+    moved = [item for item in done if item.payloads]
+    runs = sum(item.kind == "run" for item in moved)
+    total = sum(item.bytes_moved for item in moved)
     print(
-        f"archived {len(moved)} runs ({total:,} bytes of payloads moved to the "
-        f"object store); {len(done) - len(moved)} had nothing left to move"
+        f"archived {runs} runs and {len(moved) - runs} threads ({total:,} bytes of "
+        f"payloads moved to the object store); {len(done) - len(moved)} had nothing "
+        f"left to move"
     )
-    for run in moved[:20]:
-        print(f"  {run.run_id}: {run.payloads} payloads -> {run.key}")
+    for item in moved[:20]:
+        print(f"  {item.kind} {item.name}: {item.payloads} payloads -> {item.key}")
     if len(moved) > 20:
         print(f"  ... and {len(moved) - 20} more")
     return 0

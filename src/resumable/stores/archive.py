@@ -21,8 +21,12 @@ associated data still binds each to its row.
 A crash part way leaves some rows holding their frames and some a reference to
 the object, which was durable before the first swap: every row reads, and
 archiving the run again moves the rest. Payloads no longer than a reference, or
-already offloaded, stay where they are. Saved states (snapshots) are not
-archived.
+already offloaded, stay where they are.
+
+`archive_thread` does the same for a thread's saved states: every snapshot's
+manifest and metadata and the chunks they name go into one object. A chunk
+shared with another thread moves too, and that thread then reads it from this
+object (chunks are content-addressed, so it is the same bytes).
 """
 
 from __future__ import annotations
@@ -39,7 +43,15 @@ from resumable.stores.blobref import REFERENCE_MAGIC
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
 from resumable.stores.protocol import Payload, PayloadKind, Store
 
-__all__ = ["ARCHIVE_MAGIC", "ArchiveReader", "ArchiveRef", "archive_run", "is_member"]
+__all__ = [
+    "ARCHIVE_MAGIC",
+    "ArchiveReader",
+    "ArchiveRef",
+    "Archived",
+    "archive_run",
+    "archive_thread",
+    "is_member",
+]
 
 ARCHIVE_MAGIC: Final = b"\x00RARCH1"
 _BODY: Final = struct.Struct(">7s32sQQQQ32s")
@@ -180,42 +192,64 @@ class ArchiveReader:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class ArchivedRun:
-    """What archiving one run moved."""
+class Archived:
+    """What archiving one run, or one thread's saved states, moved."""
 
-    run_id: str
+    kind: str
+    """"run" or "thread"."""
+    name: str
+    """The run id or the thread id."""
     payloads: int
     bytes_moved: int
     key: str | None
     """The archive object's key; None when nothing was left to move."""
 
 
-async def _payloads_of(inner: Store, run_id: str) -> list[Payload]:
-    """The sealed payloads the run's own rows hold, with where each lives."""
-    found: list[Payload] = []
+class _Found:
+    """The payloads still held in rows, with where each lives."""
 
-    def add(kind: PayloadKind, key: tuple[str | int, ...], data: object) -> None:
+    def __init__(self) -> None:
+        self.payloads: list[Payload] = []
+
+    def add(self, kind: PayloadKind, key: tuple[str | int, ...], data: object) -> None:
         if (
             isinstance(data, bytes)
             and len(data) > MEMBER_SIZE
             and data[:7] not in (ARCHIVE_MAGIC, REFERENCE_MAGIC)  # already away
         ):
-            found.append(Payload(kind=kind, key=key, data=data))
+            self.payloads.append(Payload(kind=kind, key=key, data=data))
 
+
+async def _run_payloads(inner: Store, run_id: str) -> list[Payload]:
+    found = _Found()
     run = await inner.get_run(run_id)
     if run is None:
-        return found
-    add("run.input", (run_id,), run.input)
-    add("run.output", (run_id,), run.output)
+        return found.payloads
+    found.add("run.input", (run_id,), run.input)
+    found.add("run.output", (run_id,), run.output)
     for step in await inner.load_journal(run_id):
-        add("step.output", (run_id, step.seq, step.name), step.output)
-        add("step.usage", (run_id, step.seq, step.name), step.usage)
+        found.add("step.output", (run_id, step.seq, step.name), step.output)
+        found.add("step.usage", (run_id, step.seq, step.name), step.usage)
     for name, value in (await inner.get_inputs(run_id)).items():
-        add("input.value", (run_id, name), value)
-    return found
+        found.add("input.value", (run_id, name), value)
+    return found.payloads
 
 
-async def archive_run(inner: Store, blobs: BlobStore, run_id: str) -> ArchivedRun:
+async def _thread_payloads(inner: Store, thread_id: str) -> list[Payload]:
+    found = _Found()
+    hashes: dict[str, None] = {}
+    for snap in await inner.list_snapshots(thread_id, namespace=None):
+        key = (thread_id, snap.namespace, snap.checkpoint_id)
+        found.add("snapshot.manifest", key, snap.manifest)
+        found.add("snapshot.metadata", key, snap.metadata)
+        hashes.update(dict.fromkeys(snap.chunk_refs))
+    # a chunk another thread shares moves too: that thread reads it from here
+    for digest, data in sorted((await inner.get_chunks(list(hashes))).items()):
+        found.add("chunk.data", (digest,), data)
+    return found.payloads
+
+
+async def archive_run(inner: Store, blobs: BlobStore, run_id: str) -> Archived:
     """Move a run's payloads into one archive object (see the module docstring).
 
     The caller checks that the run has finished.
@@ -223,9 +257,25 @@ async def archive_run(inner: Store, blobs: BlobStore, run_id: str) -> ArchivedRu
     Raises:
         StoreError: the object store did not take the archive; nothing changed.
     """
-    payloads = await _payloads_of(inner, run_id)
+    payloads = await _run_payloads(inner, run_id)
+    return await _move(inner, blobs, "run", run_id, payloads)
+
+
+async def archive_thread(inner: Store, blobs: BlobStore, thread_id: str) -> Archived:
+    """Move every saved state of a thread (manifests, metadata, chunks) into one object.
+
+    Raises:
+        StoreError: the object store did not take the archive; nothing changed.
+    """
+    payloads = await _thread_payloads(inner, thread_id)
+    return await _move(inner, blobs, "thread", thread_id, payloads)
+
+
+async def _move(
+    inner: Store, blobs: BlobStore, kind: str, name: str, payloads: list[Payload]
+) -> Archived:
     if not payloads:
-        return ArchivedRun(run_id, 0, 0, None)
+        return Archived(kind, name, 0, 0, None)
     unpacked = b"".join(p.data for p in payloads)
     packed = zlib.compress(unpacked, 6)
     digest = hashlib.sha256(packed).digest()
@@ -249,7 +299,7 @@ async def archive_run(inner: Store, blobs: BlobStore, run_id: str) -> ArchivedRu
     except BlobUnavailable as exc:
         raise StoreError(
             store=blobs.url,
-            detail=f"run {run_id!r}: the object store did not take archive {key} "
+            detail=f"{kind} {name!r}: the object store did not take archive {key} "
             f"({exc}); nothing was archived, try again",
         ) from exc
     moved = 0
@@ -257,4 +307,4 @@ async def archive_run(inner: Store, blobs: BlobStore, run_id: str) -> ArchivedRu
         # a payload that changed meanwhile keeps its row (compare and swap)
         if await inner.replace_payload(payload, data=ref.encode()):
             moved += len(payload.data)
-    return ArchivedRun(run_id, len(payloads), moved, key)
+    return Archived(kind, name, len(payloads), moved, key)

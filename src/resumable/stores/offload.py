@@ -40,10 +40,11 @@ from typing import Any, Final
 
 from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
 from resumable.stores.archive import (
-    ArchivedRun,
+    Archived,
     ArchiveReader,
     ArchiveRef,
     archive_run,
+    archive_thread,
     is_member,
 )
 from resumable.stores.blobref import (
@@ -503,8 +504,12 @@ class OffloadStore:
 
     async def archive_finished(
         self, *, updated_before_ms: int, limit: int
-    ) -> list[ArchivedRun]:
-        """`archive_run` for up to `limit` finished runs last changed before then."""
+    ) -> list[Archived]:
+        """Archive up to `limit` finished runs and `limit` threads gone cold.
+
+        A run is due when it finished and last changed before `updated_before_ms`;
+        a thread when its newest saved state is older than that.
+        """
         runs = await self.inner.list_runs(
             RunQuery(
                 status=tuple(TERMINAL_STATUSES),
@@ -512,7 +517,26 @@ class OffloadStore:
                 limit=limit,
             )
         )
-        return [await archive_run(self.inner, self.blobs, run.run_id) for run in runs]
+        done = [await archive_run(self.inner, self.blobs, run.run_id) for run in runs]
+        for thread_id in await self._threads(limit):
+            newest = await self.inner.list_snapshots(thread_id, namespace=None, limit=1)
+            if newest and newest[0].created_at_ms < updated_before_ms:
+                done.append(await archive_thread(self.inner, self.blobs, thread_id))
+        return done
+
+    async def _threads(self, limit: int) -> list[str]:
+        """Up to `limit` thread ids, in key order (from their manifests)."""
+        threads: dict[str, None] = {}
+        after: tuple[str | int, ...] | None = None
+        while len(threads) < limit:
+            page = await self.inner.scan_payloads(
+                "snapshot.manifest", after=after, limit=_SCAN_PAGE
+            )
+            threads.update(dict.fromkeys(str(p.key[0]) for p in page))
+            if len(page) < _SCAN_PAGE:
+                break
+            after = page[-1].key
+        return list(threads)[:limit]
 
     async def close(self) -> None:
         try:
