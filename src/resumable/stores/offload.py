@@ -84,6 +84,7 @@ DEFAULT_OFFLOAD_OVER: Final = 256 * 1024
 """Sealed payloads longer than this go to the object store (bytes)."""
 
 _SCAN_PAGE: Final = 500
+_FETCH_BATCH: Final = 16
 
 
 def _points_away(data: object) -> bool:
@@ -229,8 +230,16 @@ class OffloadStore:
         return None if run is None else await self._resolve_run(run)
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        # listed runs' offloaded inputs and outputs are fetched (check and export
+        # decode them), a batch at a time rather than all at once
         runs = await self.inner.list_runs(query)
-        return list(await asyncio.gather(*(self._resolve_run(r) for r in runs)))
+        resolved: list[RunRecord] = []
+        for start in range(0, len(runs), _FETCH_BATCH):
+            batch = runs[start : start + _FETCH_BATCH]
+            resolved.extend(
+                await asyncio.gather(*(self._resolve_run(r) for r in batch))
+            )
+        return resolved
 
     async def acquire_lease(
         self,
