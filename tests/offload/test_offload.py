@@ -19,7 +19,7 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores import create_store
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import BlobRef, OffloadStore, is_reference
-from resumable.stores.protocol import Payload, StepRecord
+from resumable.stores.protocol import Payload, RunQuery, StepRecord
 
 KEY = "k1:" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="  # 32 bytes, base64
 RAN: Counter[str] = Counter()
@@ -392,3 +392,29 @@ async def test_redis_keeps_references_instead_of_megabytes(
         store = create_store(url)
         await store.drop()  # type: ignore[attr-defined]  # RedisStore.drop, for tests
         await store.close()
+
+
+@workflow(name="offload.echo")
+async def echo(document: str) -> str:
+    return document[::-1]
+
+
+async def test_large_run_inputs_and_outputs_are_offloaded_and_listed_resolved(
+    tmp_path: Path,
+) -> None:
+    blobs = FileBlobs(tmp_path / "objects")
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    documents = [_big(i) for i in range(20)]
+    async with Engine(url, blobs=blobs, offload_over=OVER) as engine:
+        for i, document in enumerate(documents):
+            assert await engine.run(echo, document, run_id=f"in-{i}") == document[::-1]
+        store = _offload(engine)
+        raw = await store.inner.list_runs(RunQuery(limit=100))
+        assert all(is_reference(r.input) and is_reference(r.output) for r in raw)
+        listed = await store.list_runs(RunQuery(limit=100))
+        assert len(listed) == 20
+        assert all(not is_reference(r.input) for r in listed)
+        report = await engine.check(status="succeeded")  # decodes each run's input
+        assert len(report.runs) == 20
+        assert report.ok
+        assert len(await blobs.listing()) == 40
