@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import time
@@ -56,6 +57,9 @@ from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.archive import Archived
+from resumable.stores.blobs import BlobStore, open_blobs
+from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
 from resumable.stores.protocol import (
     InputRecord,
     Lease,
@@ -190,6 +194,11 @@ class Engine:
         observers: What is told about executions, steps and store writes:
             `resumable.observability.Tracing()` (OpenTelemetry spans) and
             `Metrics()` (Prometheus), or your own `Observer`. None: no cost.
+        blobs: Offload payloads sealed to more than `offload_over` bytes to this
+            object store (`s3://bucket/prefix`, `file:///folder`, or a
+            `resumable.stores.blobs.BlobStore`), uploaded before the row that
+            references them commits; the same as `?blobs=` on the store URL.
+        offload_over: The offload threshold in bytes (default 256 KiB).
     """
 
     def __init__(
@@ -204,8 +213,16 @@ class Engine:
         max_payload_bytes: int | None = 64 * 1024 * 1024,
         types: Iterable[type] = (),
         observers: Iterable[Observer] = (),
+        blobs: str | BlobStore | None = None,
+        offload_over: int = DEFAULT_OFFLOAD_OVER,
     ) -> None:
         self.store: Store = create_store(store) if isinstance(store, str) else store
+        if blobs is not None:
+            self.store = OffloadStore(
+                self.store,
+                open_blobs(blobs) if isinstance(blobs, str) else blobs,
+                offload_over=offload_over,
+            )
         if encryption_key is None:
             encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
         keys = (
@@ -761,6 +778,7 @@ class Engine:
         keep_last: int | None = None,
         dry_run: bool = False,
         batch: int = 500,
+        blobs_grace: timedelta = timedelta(hours=1),
     ) -> GcReport:
         """Delete finished runs (with their journals and inputs) and unused chunks.
 
@@ -774,6 +792,9 @@ class Engine:
             keep_last: Keep this many of the newest finished runs of each workflow.
             dry_run: Report what would be deleted; delete nothing.
             batch: Runs per delete transaction.
+            blobs_grace: With payload offload, objects no row references are
+                deleted once older than this: younger ones may belong to a row
+                about to commit (an upload precedes its row).
         """
         statuses = (status,) if isinstance(status, str) else tuple(status)
         report = await collect(
@@ -785,9 +806,40 @@ class Engine:
             dry_run=dry_run,
             batch=batch,
         )
+        if isinstance(self.store, OffloadStore) and not dry_run:
+            blobs = await self.store.collect_garbage(
+                older_than_ms=int(blobs_grace.total_seconds() * 1000),
+                now_ms=self.clock.now_ms(),
+            )
+            report = dataclasses.replace(report, blobs=blobs)
         if self._runtime.observer is not None:
             self._runtime.observer.gc_collected(report)
         return report
+
+    async def archive(
+        self, *, older_than: timedelta, limit: int = 1000
+    ) -> list[Archived]:
+        """Move finished runs' payloads to the object store, one object per run.
+
+        Runs that finished more than `older_than` ago keep their rows (listed,
+        shown, forked and checked as before) but their payloads move into one
+        compressed object each; so do the saved states of threads whose newest
+        save is that old, one object per thread (see `resumable.stores.archive`).
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            StoreError: the object store did not take an archive (runs archived
+                before it stay archived).
+        """
+        store = self.store
+        if not isinstance(store, OffloadStore):
+            raise UsageError(
+                f"store {redact(store.url)}: archive needs an object store: add "
+                f"?blobs=s3://bucket/prefix (or file:///folder) to the store URL, or "
+                f"pass Engine(blobs=...)"
+            )
+        cutoff_ms = self.clock.now_ms() - int(older_than.total_seconds() * 1000)
+        return await store.archive_finished(updated_before_ms=cutoff_ms, limit=limit)
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).

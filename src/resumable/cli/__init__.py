@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from resumable.cli import (
+    archive,
     check,
     costmodel,
     demo,
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     threads.register(commands, store)
     export.register(commands, store)
     check.register(commands, store)
+    archive.register(commands, store)
     costmodel.register(commands)
     return parser
 
