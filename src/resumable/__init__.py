@@ -12,6 +12,7 @@ from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunPage, RunView, StepView
+from resumable._engine.export import StepExport
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
 from resumable._engine.listing import RunCounts, RunFilter
 from resumable._engine.patches import deprecate_patch, patched
@@ -23,20 +24,25 @@ from resumable._engine.waits import sleep, wait_for
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
     BudgetExceeded,
+    CheckpointNotFound,
     CheckpointWriteError,
     CorruptCheckpointError,
     InputRejected,
     LeaseLost,
     NonDeterminismError,
+    NotInRun,
     ResumableError,
     RunCancelled,
+    RunConflict,
     RunNotFound,
     SchemaVersionError,
     SerializationError,
     StepFailed,
     StoreError,
+    UsageError,
     WaitTimeout,
     WorkflowFailed,
+    WorkflowNotRegistered,
 )
 
 __version__ = "0.1.0"
@@ -45,6 +51,7 @@ __all__ = [
     "BudgetExceeded",
     "CheckReport",
     "Checkpoint",
+    "CheckpointNotFound",
     "CheckpointWriteError",
     "Conversation",
     "CorruptCheckpointError",
@@ -56,12 +63,14 @@ __all__ = [
     "LeaseLost",
     "Ledger",
     "NonDeterminismError",
+    "NotInRun",
     "Queue",
     "RateLimit",
     "ResumableError",
     "Retry",
     "RunCancelled",
     "RunCheck",
+    "RunConflict",
     "RunCounts",
     "RunFilter",
     "RunHandle",
@@ -72,13 +81,16 @@ __all__ = [
     "SchemaVersionError",
     "SerializationError",
     "Spend",
+    "StepExport",
     "StepFailed",
     "StepView",
     "StoreError",
     "Usage",
+    "UsageError",
     "WaitTimeout",
     "Worker",
     "WorkflowFailed",
+    "WorkflowNotRegistered",
     "__version__",
     "current_run",
     "deprecate_patch",

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from resumable._engine.engine import Engine
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 
 __all__ = ["Observed", "RunSample", "observe", "summarize"]
 
@@ -60,7 +60,7 @@ def summarize(samples: Sequence[RunSample]) -> Observed:
     """Reduce run samples to the model's inputs (see the module docstring)."""
     steps = sum(s.steps for s in samples)
     if not samples or steps == 0:
-        raise ResumableError(
+        raise UsageError(
             "no finished run with steps to learn from: run some workflows first, or "
             "pick another --workflow"
         )

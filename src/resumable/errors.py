@@ -16,8 +16,18 @@ ResumableError
 ├── StepFailed              a step's attempts ran out; what the workflow sees
 ├── WaitTimeout             wait_for() reached its timeout
 ├── BudgetExceeded          the run spent its budget before starting a step
-└── InputRejected           send() to a finished run, or to a key already answered
+├── InputRejected           send() to a finished run, or to a key already answered
+└── UsageError              the library or the CLI was called in a way it cannot serve
+    ├── NotInRun            current_run(), wait_for(), ... called outside the run they need
+    ├── RunConflict         a run id taken by another workflow or other arguments
+    ├── WorkflowNotRegistered  a stored run's workflow is not importable in this process
+    └── CheckpointNotFound  a thread has no such state or checkpoint
 ```
+
+Errors of a run's own (`WorkflowFailed`, `StepFailed`, `BudgetExceeded`, ...) come
+from the workflow and its steps; `StoreError`, `CheckpointWriteError`,
+`CorruptCheckpointError` and `SchemaVersionError` from the store under it;
+`UsageError` from the calling code, which the CLI reports with exit status 2.
 
 Each message names the run, the step where there is one, and what to do next.
 Facts live in keyword-only attributes so callers never parse messages.
@@ -261,3 +271,41 @@ class InputRejected(ResumableError):
     def __init__(self, *, run_id: str, key: str, reason: str) -> None:
         super().__init__(f"run {run_id!r}, input {key!r}: {reason}")
         self.run_id, self.key, self.reason = run_id, key, reason
+
+
+class UsageError(ResumableError):
+    """The library (or the CLI) was called in a way it cannot serve; fix the call."""
+
+
+class NotInRun(UsageError):
+    """A call that needs a running workflow or step was made outside one."""
+
+    def __init__(self, *, call: str, where: str) -> None:
+        super().__init__(f"{call} must be called {where}")
+        self.call, self.where = call, where
+
+
+class RunConflict(UsageError):
+    """A run id is taken by another workflow or other arguments, or a fork point is out of range."""
+
+    def __init__(self, *, run_id: str, reason: str) -> None:
+        super().__init__(f"run {run_id!r} {reason}")
+        self.run_id, self.reason = run_id, reason
+
+
+class WorkflowNotRegistered(UsageError):
+    """A stored run names a workflow this process has not imported."""
+
+    def __init__(self, *, run_id: str, workflow: str, hint: str) -> None:
+        super().__init__(
+            f"run {run_id!r}: workflow {workflow!r} is not registered in {hint}"
+        )
+        self.run_id, self.workflow = run_id, workflow
+
+
+class CheckpointNotFound(UsageError):
+    """A thread has no state, or not the checkpoint asked for."""
+
+    def __init__(self, *, thread_id: str, detail: str) -> None:
+        super().__init__(f"thread {thread_id!r} {detail}")
+        self.thread_id, self.detail = thread_id, detail

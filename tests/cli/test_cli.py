@@ -54,20 +54,24 @@ async def main_async(argv: list[str]) -> int:
 
 
 @pytest.mark.parametrize(
-    ("argv", "message"),
+    ("argv", "message", "status"),
     [
-        (["show", "missing"], "does not exist"),
-        (["cancel", "missing"], "does not exist"),
-        (["runs", "--store", "ftp://nowhere"], "unknown scheme"),
-        (["resume", "x", "--app", "no_such_module_here"], "cannot import --app"),
+        (["show", "missing"], "does not exist", 1),
+        (["cancel", "missing"], "does not exist", 1),
+        (["runs", "--store", "ftp://nowhere"], "unknown scheme", 1),
+        (["resume", "x", "--app", "no_such_module_here"], "cannot import --app", 2),
     ],
 )
 def test_bad_input_is_one_line_and_a_nonzero_exit(
-    argv: list[str], message: str, url: str, capsys: pytest.CaptureFixture[str]
+    argv: list[str],
+    message: str,
+    status: int,
+    url: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     if "--store" not in argv:
         argv = [*argv, "--store", url]
-    assert main(argv) == 1
+    assert main(argv) == status
     err = capsys.readouterr().err
     assert message in err
     assert len(err.strip().splitlines()) == 1
@@ -165,7 +169,7 @@ def test_send_fork_and_show_lineage(
     asyncio.run(start())
     assert main(["send", "w-1", "ok", "true", "--store", url]) == 0
     assert "sent 'ok'" in capsys.readouterr().out
-    assert main(["send", "w-1", "ok", "not json", "--store", url]) == 1
+    assert main(["send", "w-1", "ok", "not json", "--store", url]) == 2
     assert "must be JSON" in capsys.readouterr().err
 
     async def finish() -> str:
@@ -195,7 +199,7 @@ def test_gc_dry_run_and_delete(url: str, capsys: pytest.CaptureFixture[str]) -> 
     assert "would delete 1 runs" in capsys.readouterr().out
     assert main(["gc", "--older-than", "0s", "--store", url]) == 0
     assert "deleted 1 runs, 1 steps" in capsys.readouterr().out
-    assert main(["gc", "--older-than", "soon", "--store", url]) == 1
+    assert main(["gc", "--older-than", "soon", "--store", url]) == 2
     assert "use a number and a unit" in capsys.readouterr().err
 
 
@@ -210,7 +214,7 @@ def test_rekey_command(
             await engine.run(greet, "x", run_id="k-1")
 
     asyncio.run(make())
-    assert main(["rekey", "--store", url]) == 1
+    assert main(["rekey", "--store", url]) == 2
     assert "needs encryption keys" in capsys.readouterr().err
     monkeypatch.setenv(
         "RESUMABLE_ENCRYPTION_KEY", "k2:" + base64.b64encode(bytes(32)).decode()

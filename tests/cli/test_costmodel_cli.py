@@ -86,7 +86,7 @@ def test_steps_given_one_by_one_are_priced_in_order(
 def test_bad_input_is_one_clear_line(
     capsys: pytest.CaptureFixture[str], args: list[str], message: str
 ) -> None:
-    assert main(["cost-model", *args]) == 1
+    assert main(["cost-model", *args]) == 2  # a usage error
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
@@ -136,7 +136,7 @@ def test_from_an_empty_store_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path / 'empty.db'}"
-    assert main(["cost-model", "--from-store", url]) == 1
+    assert main(["cost-model", "--from-store", url]) == 2
     assert "no finished run with steps" in capsys.readouterr().err
 
 
@@ -164,6 +164,6 @@ def test_an_overhead_file_replaces_the_shipped_figures(
     assert rates[0]["added_latency_per_step_ms"] == 2.0
     assert (
         main(["cost-model", "--overhead-file", str(figures), "--store-kind", "redis"])
-        == 1
+        == 2
     )
     assert "no measured overhead for store kind 'redis'" in capsys.readouterr().err

@@ -148,5 +148,5 @@ async def test_progress_line_and_argument_checks(store: Store) -> None:
 
     with pytest.raises(Exception, match="unique"):
         await Engine(store).run(dupes, run_id="dupes")
-    with pytest.raises(Exception, match="must be awaited"):
+    with pytest.raises(Exception, match="awaited in a @workflow"):
         await map_steps(echo, [1])

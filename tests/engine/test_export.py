@@ -330,7 +330,7 @@ def test_the_command_writes_jsonl_and_parquet(
     assert main(argv) == 0
     pq = importlib.import_module("pyarrow.parquet")
     assert pq.read_table(parquet).num_rows == sum(1 for _ in asyncio.run(_count(url)))
-    assert main(["export", "--store", url, "--format", "parquet"]) == 1
+    assert main(["export", "--store", url, "--format", "parquet"]) == 2
     assert "--output" in capsys.readouterr().err
     assert main(["export", "nope", "--store", url]) == 1
     assert "does not exist" in capsys.readouterr().err

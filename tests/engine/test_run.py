@@ -269,7 +269,7 @@ async def test_current_run_describes_the_step_being_executed(engine: Engine) -> 
 
     assert await engine.run(wf, run_id="ctx") == "ctx"
     assert seen == [("ctx", 1, 1, "ctx:1"), ("ctx", 1, 2, "ctx:1")]
-    with pytest.raises(ResumableError, match="outside a run"):
+    with pytest.raises(ResumableError, match="must be called from a @workflow"):
         current_run()
 
 

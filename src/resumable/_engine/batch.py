@@ -22,7 +22,7 @@ from resumable._engine.decorators import StepSpec
 from resumable._engine.ledger import spend_of
 from resumable._engine.steps import execute_step
 from resumable._engine.usage import usage_from
-from resumable.errors import ResumableError, StepFailed
+from resumable.errors import NotInRun, StepFailed
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -102,8 +102,9 @@ async def _map_steps(
     ctx = active_run()
     spec = getattr(step_fn, "__resumable_step__", None)
     if ctx is None or not isinstance(spec, StepSpec) or not spec.is_async:
-        raise ResumableError(
-            "map_steps() takes an async @step and must be awaited in a @workflow run by an Engine"
+        raise NotInRun(
+            call="map_steps()",
+            where="with an async @step, awaited in a @workflow run by an Engine",
         )
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")

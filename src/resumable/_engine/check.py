@@ -395,7 +395,8 @@ async def check_run(
         return replace(base, verdict="raises", error=_described(exc))
     probe = CheckProbe(journal)
     ctx = RunContext(
-        runtime=runtime,
+        # a check executes nothing: observers (metrics, traces) do not see it
+        runtime=replace(runtime, observer=None),
         run_id=run.run_id,
         workflow=spec.name,
         fence=0,

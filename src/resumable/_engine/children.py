@@ -14,7 +14,13 @@ from resumable._engine import outcome
 from resumable._engine.context import RunContext
 from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.ids import derived_id
-from resumable._engine.steps import commit, decide_call, replayed, step_place
+from resumable._engine.steps import (
+    commit,
+    decide_call,
+    observe_start,
+    replayed,
+    step_place,
+)
 from resumable.errors import WorkflowFailed
 from resumable.stores.protocol import StepRecord
 
@@ -43,6 +49,12 @@ async def run_child(
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
     started_at_ms = runtime.clock.now_ms()
+    observer = runtime.observer
+    scope = (
+        None
+        if observer is None
+        else observe_start(ctx, observer, seq, name, decision.first_attempt, child=True)
+    )
     try:
         result = await runtime.run_child(
             spec,
@@ -52,7 +64,11 @@ async def run_child(
             parent_id=ctx.run_id,
             retry_failed=ctx.retry_failed,
         )
-    except WorkflowFailed as exc:
+    except BaseException as exc:
+        if observer is not None:
+            observer.step_ended(ctx, scope, error=exc, retry_delay_s=None, calls=())
+        if not isinstance(exc, WorkflowFailed):
+            raise
         error: WorkflowFailed | None = exc
         info: dict[str, Any] = {
             "type": exc.error_type,
@@ -70,6 +86,8 @@ async def run_child(
             None,
             {},
         )
+        if observer is not None:
+            observer.step_ended(ctx, scope, error=None, retry_delay_s=None, calls=())
     await commit(
         ctx,
         StepRecord(

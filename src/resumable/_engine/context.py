@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from resumable._engine.bridge import running_loop
 from resumable._engine.usage import Usage
-from resumable.errors import ResumableError
+from resumable.errors import NotInRun, ResumableError
 
 if TYPE_CHECKING:
     from resumable._engine.check import CheckProbe
     from resumable._engine.clock import Clock
     from resumable._engine.ledger import Spend
+    from resumable._engine.observe import Observer
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
     from resumable.stores.protocol import StepRecord, Store
@@ -37,6 +38,8 @@ class Runtime:
     run_child: Callable[..., Awaitable[Any]]
     """Start or resume a child run to its end: `(spec, args, kwargs, *, run_id,
     parent_id, retry_failed)`."""
+    observer: Observer | None = None
+    """Told about executions, steps and writes (traces, metrics); None costs nothing."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +87,12 @@ class RunContext:
     check: CheckProbe | None = None
     """Set by `Engine.check` only: every journaled call is answered from the journal
     or stops the check; nothing executes and nothing is written."""
+    observed: dict[str, Any] = field(default_factory=dict)
+    """What the runtime's observers keep about this execution (its span, timings)."""
+    is_replaying: bool = True
+    """True until the execution runs its first step (replay ends there)."""
+    ended_as: str | None = None
+    """The status this execution recorded for the run, once it has."""
 
     def take_seq(self) -> int:
         """The next step number; taken when a step is called, not when it is awaited."""
@@ -122,10 +131,10 @@ class RunInfo:
         for other providers, or for calls whose response the step does not return.
 
         Raises:
-            ResumableError: called outside a step.
+            NotInRun: called outside a step.
         """
         if self.calls is None:
-            raise ResumableError("record_usage() must be called inside a @step")
+            raise NotInRun(call="record_usage()", where="inside a @step")
         self.calls.append(
             Usage(
                 model=model,
@@ -175,7 +184,7 @@ def current_run() -> RunInfo:
     """The run (and step, inside one) that the calling code is executing in.
 
     Raises:
-        ResumableError: called outside any run.
+        NotInRun: called outside any run.
     """
     scope = _step.get()
     if scope is not None:
@@ -190,8 +199,8 @@ def current_run() -> RunInfo:
         )
     ctx = _run.get()
     if ctx is None:
-        raise ResumableError(
-            "current_run() was called outside a run; call it from a @workflow or @step "
-            "executed by Engine.run"
+        raise NotInRun(
+            call="current_run()",
+            where="from a @workflow or @step executed by Engine.run",
         )
     return RunInfo(run_id=ctx.run_id, workflow=ctx.workflow)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 
 if TYPE_CHECKING:
     from resumable._engine.engine import Engine
@@ -67,7 +67,7 @@ class Conversation:
         Returns the new checkpoint, or None if there was nothing complete to save.
 
         Raises:
-            ResumableError: a tool result answers no tool call before it.
+            UsageError: a tool result answers no tool call before it.
         """
         complete = complete_prefix(self.messages, thread_id=self.thread_id)
         if complete <= len(self._saved):
@@ -90,7 +90,7 @@ def complete_prefix(messages: list[Message], *, thread_id: str = "?") -> int:
     for index, message in enumerate(messages):
         for call_id in _results(message):
             if call_id not in open_calls:
-                raise ResumableError(
+                raise UsageError(
                     f"thread {thread_id!r}, message {index}: a tool result for {call_id!r} "
                     f"answers no tool call before it; a provider would reject the thread"
                 )

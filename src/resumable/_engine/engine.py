@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import secrets
 import time
@@ -34,6 +35,7 @@ from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.listing import RunCounts, RunFilter, decode_cursor, encode_cursor
+from resumable._engine.observe import Observer, combine
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
@@ -43,16 +45,22 @@ from resumable._engine.steps import step_place
 from resumable._engine.waits import Suspend, input_place
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
+    CheckpointNotFound,
     InputRejected,
     LeaseLost,
-    ResumableError,
     RunCancelled,
+    RunConflict,
     RunNotFound,
+    UsageError,
+    WorkflowNotRegistered,
 )
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.archive import Archived
+from resumable.stores.blobs import BlobStore, open_blobs
+from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
 from resumable.stores.protocol import (
     InputRecord,
     Lease,
@@ -199,6 +207,14 @@ class Engine:
         types: Types this engine may decode besides those the program declared
             (`resumable.register()` and step and workflow annotations). They are
             this engine's own: another Engine in the process does not see them.
+        observers: What is told about executions, steps and store writes:
+            `resumable.observability.Tracing()` (OpenTelemetry spans) and
+            `Metrics()` (Prometheus), or your own `Observer`. None: no cost.
+        blobs: Offload payloads sealed to more than `offload_over` bytes to this
+            object store (`s3://bucket/prefix`, `file:///folder`, or a
+            `resumable.stores.blobs.BlobStore`), uploaded before the row that
+            references them commits; the same as `?blobs=` on the store URL.
+        offload_over: The offload threshold in bytes (default 256 KiB).
     """
 
     def __init__(
@@ -212,8 +228,17 @@ class Engine:
         prices: PriceTable | None = None,
         max_payload_bytes: int | None = 64 * 1024 * 1024,
         types: Iterable[type] = (),
+        observers: Iterable[Observer] = (),
+        blobs: str | BlobStore | None = None,
+        offload_over: int = DEFAULT_OFFLOAD_OVER,
     ) -> None:
         self.store: Store = create_store(store) if isinstance(store, str) else store
+        if blobs is not None:
+            self.store = OffloadStore(
+                self.store,
+                open_blobs(blobs) if isinstance(blobs, str) else blobs,
+                offload_over=offload_over,
+            )
         if encryption_key is None:
             encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
         keys = (
@@ -236,6 +261,7 @@ class Engine:
             store_retry_s=store_retry_s,
             run_child=self._run_child,
             prices=prices or PriceTable(),
+            observer=combine(list(observers)),
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
@@ -350,9 +376,10 @@ class Engine:
         original = await self._get(source)
         journal = await load_journal(self.store, original)
         if not 0 <= at_step <= max(journal, default=0):
-            raise ResumableError(
-                f"run {source!r} has {max(journal, default=0)} recorded steps; "
-                f"at_step must be between 0 and that (got {at_step})"
+            raise RunConflict(
+                run_id=source,
+                reason=f"has {max(journal, default=0)} recorded steps; "
+                f"at_step must be between 0 and that (got {at_step})",
             )
         run_id = run_id if run_id is not None else new_run_id()
         if args is None and kwargs is None:
@@ -379,8 +406,8 @@ class Engine:
             )
         )
         if created.forked_from != source or created.created_at_ms != now_ms:
-            raise ResumableError(
-                f"run {run_id!r} already exists; choose another run_id"
+            raise RunConflict(
+                run_id=run_id, reason="already exists; choose another run_id"
             )
         return run_id
 
@@ -452,9 +479,13 @@ class Engine:
         run = await self._get(run_id)
         spec = WORKFLOWS.get(run.workflow)
         if spec is None:
-            raise ResumableError(
-                f"run {run_id!r}: workflow {run.workflow!r} is not registered in this worker"
+            raise WorkflowNotRegistered(
+                run_id=run_id, workflow=run.workflow, hint="this worker"
             )
+        if self._runtime.observer is not None:
+            first = run.fence == 1  # its first lease: it waited in its queue until now
+            wait_s = (self.clock.now_ms() - run.created_at_ms) / 1000 if first else None
+            self._runtime.observer.run_claimed(run, queue_wait_s=wait_s)
         return await self._drive(spec, run, retry_failed=False)
 
     async def resume(self, run_id: str) -> Any:
@@ -466,9 +497,10 @@ class Engine:
         run = await self._get(run_id)
         spec = WORKFLOWS.get(run.workflow)
         if spec is None:
-            raise ResumableError(
-                f"run {run_id!r}: workflow {run.workflow!r} is not registered in this "
-                f"process; import the module that defines it (CLI: --app MODULE)"
+            raise WorkflowNotRegistered(
+                run_id=run_id,
+                workflow=run.workflow,
+                hint="this process; import the module that defines it (CLI: --app MODULE)",
             )
         return await self._drive(spec, run, retry_failed=True)
 
@@ -582,7 +614,7 @@ class Engine:
         """The thread's latest state, or the state at `checkpoint_id`.
 
         Raises:
-            ResumableError: nothing was saved (and no `default` was given).
+            CheckpointNotFound: nothing was saved (and no `default` was given).
         """
         found = await self._snapshots.load(
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
@@ -592,9 +624,9 @@ class Engine:
         if default is not _MISSING:
             return default
         what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
-        raise ResumableError(
-            f"thread {thread_id!r} has no {what}; save one with Engine.save_state, or "
-            f"pass default="
+        raise CheckpointNotFound(
+            thread_id=thread_id,
+            detail=f"has no {what}; save one with Engine.save_state, or pass default=",
         )
 
     async def view_state(
@@ -606,7 +638,7 @@ class Engine:
         `resumable.serde.view`); nothing is imported or constructed.
 
         Raises:
-            ResumableError: nothing was saved there.
+            CheckpointNotFound: nothing was saved there.
             CorruptCheckpointError: a stored part is damaged or missing.
         """
         found = await self._snapshots.view(
@@ -614,9 +646,10 @@ class Engine:
         )
         if found is None:
             what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
-            raise ResumableError(
-                f"thread {thread_id!r} has no {what} in namespace {namespace!r}; list "
-                f"them with Engine.state_history({thread_id!r}, namespace=None)"
+            raise CheckpointNotFound(
+                thread_id=thread_id,
+                detail=f"has no {what} in namespace {namespace!r}; list them with "
+                f"Engine.state_history({thread_id!r}, namespace=None)",
             )
         return found[1]
 
@@ -666,8 +699,10 @@ class Engine:
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
         if found is None:
-            raise ResumableError(
-                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}"
+            raise CheckpointNotFound(
+                thread_id=thread_id,
+                detail=f"has no checkpoint {checkpoint_id!r}; list them with "
+                f"Engine.state_history({thread_id!r})",
             )
         record = await self._snapshots.save(
             to_thread,
@@ -797,6 +832,7 @@ class Engine:
         keep_last: int | None = None,
         dry_run: bool = False,
         batch: int = 500,
+        blobs_grace: timedelta = timedelta(hours=1),
     ) -> GcReport:
         """Delete finished runs (with their journals and inputs) and unused chunks.
 
@@ -810,9 +846,12 @@ class Engine:
             keep_last: Keep this many of the newest finished runs of each workflow.
             dry_run: Report what would be deleted; delete nothing.
             batch: Runs per delete transaction.
+            blobs_grace: With payload offload, objects no row references are
+                deleted once older than this: younger ones may belong to a row
+                about to commit (an upload precedes its row).
         """
         statuses = (status,) if isinstance(status, str) else tuple(status)
-        return await collect(
+        report = await collect(
             self.store,
             now_ms=self.clock.now_ms(),
             older_than=older_than,
@@ -821,6 +860,40 @@ class Engine:
             dry_run=dry_run,
             batch=batch,
         )
+        if isinstance(self.store, OffloadStore) and not dry_run:
+            blobs = await self.store.collect_garbage(
+                older_than_ms=int(blobs_grace.total_seconds() * 1000),
+                now_ms=self.clock.now_ms(),
+            )
+            report = dataclasses.replace(report, blobs=blobs)
+        if self._runtime.observer is not None:
+            self._runtime.observer.gc_collected(report)
+        return report
+
+    async def archive(
+        self, *, older_than: timedelta, limit: int = 1000
+    ) -> list[Archived]:
+        """Move finished runs' payloads to the object store, one object per run.
+
+        Runs that finished more than `older_than` ago keep their rows (listed,
+        shown, forked and checked as before) but their payloads move into one
+        compressed object each; so do the saved states of threads whose newest
+        save is that old, one object per thread (see `resumable.stores.archive`).
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            StoreError: the object store did not take an archive (runs archived
+                before it stay archived).
+        """
+        store = self.store
+        if not isinstance(store, OffloadStore):
+            raise UsageError(
+                f"store {redact(store.url)}: archive needs an object store: add "
+                f"?blobs=s3://bucket/prefix (or file:///folder) to the store URL, or "
+                f"pass Engine(blobs=...)"
+            )
+        cutoff_ms = self.clock.now_ms() - int(older_than.total_seconds() * 1000)
+        return await store.archive_finished(updated_before_ms=cutoff_ms, limit=limit)
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).
@@ -831,7 +904,7 @@ class Engine:
         every payload stays readable throughout, and running it again finishes.
         """
         if not self._encrypted:
-            raise ResumableError(
+            raise UsageError(
                 "rekey needs encryption keys: pass encryption_key= or set "
                 "RESUMABLE_ENCRYPTION_KEY (new key first, then the old ones)"
             )
@@ -1003,18 +1076,22 @@ class Engine:
             )
         )
         if run.workflow != spec.name:
-            raise ResumableError(
-                f"run {run_id!r} belongs to workflow {run.workflow!r}, not {spec.name!r}; "
-                f"choose another run_id"
+            raise RunConflict(
+                run_id=run_id,
+                reason=f"belongs to workflow {run.workflow!r}, not {spec.name!r}; "
+                f"choose another run_id",
             )
+        if self._runtime.observer is not None and run.created_at_ms == now_ms:
+            await self._runtime.observer.run_created(self._runtime, run)
         if run.input != encoded:  # the run existed: it must be the same call
             recorded = self.serde.loads(run.input, place=run_place(run_id, "input"))
             if self.serde.fingerprint(recorded) != self.serde.fingerprint(
                 (args, kwargs)
             ):
-                raise ResumableError(
-                    f"run {run_id!r} was started with other arguments; resume it with "
-                    f"Engine.resume({run_id!r}) or start a new run_id"
+                raise RunConflict(
+                    run_id=run_id,
+                    reason=f"was started with other arguments; resume it with "
+                    f"Engine.resume({run_id!r}) or start a new run_id",
                 )
         return run
 
@@ -1153,6 +1230,8 @@ class Engine:
                 return None
             if leases.is_dead_local_owner(current.lease_owner):
                 take_over = current.lease_owner
+                if self._runtime.observer is not None:
+                    self._runtime.observer.lease_taken_over(run.run_id)
                 continue
             wait_ms = current.lease_expires_at_ms - self.clock.now_ms()
             await asyncio.sleep(min(_POLL_S, max(wait_ms, 1) / 1000))

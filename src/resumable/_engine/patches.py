@@ -37,7 +37,7 @@ from typing import Any
 from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.steps import commit, step_place
-from resumable.errors import ResumableError
+from resumable.errors import NotInRun
 from resumable.stores.protocol import StepRecord
 
 MARKER_PREFIX = "patch:"
@@ -56,7 +56,7 @@ def patched(name: str) -> Any:
     TypeError rather than always reading as true.
 
     Raises:
-        ResumableError: called outside a workflow body run by an Engine.
+        NotInRun: called outside a workflow body run by an Engine.
     """
     ctx = _workflow_run("patched")
     if def_workflow_run() is not None:
@@ -133,8 +133,9 @@ async def _decide(ctx: RunContext, name: str) -> bool:
 def _workflow_run(what: str) -> RunContext:
     ctx = active_run()
     if ctx is None:
-        raise ResumableError(
-            f"{what}() must be called in a @workflow body run by an Engine "
-            f"(not in a step, and not outside a run)"
+        raise NotInRun(
+            call=f"{what}()",
+            where="in a @workflow body run by an Engine (not in a step, and not "
+            "outside a run)",
         )
     return ctx

@@ -27,6 +27,8 @@ class GcReport:
     run_ids: tuple[str, ...] = field(default=())
     kept_for_forks: int = 0
     dry_run: bool = False
+    blobs: int = 0
+    """Offloaded objects no row referenced any more (`stores.offload`)."""
 
 
 async def collect(

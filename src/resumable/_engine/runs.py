@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from typing import Any
 
 from resumable._engine import outcome
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.ledger import Spend, spend_of, usage_entries
+from resumable._engine.observe import outcome_of
 from resumable._engine.steps import durably, start_noting_replays, step_place
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
@@ -36,6 +39,7 @@ from resumable.stores.protocol import (
 # code restored, a budget raised, a corrupt row repaired. Anything else the workflow
 # raised itself is replayed as WorkflowFailed (use Engine.resume to force a re-run).
 RETRYABLE = (StepFailed, NonDeterminismError, BudgetExceeded, CorruptCheckpointError)
+log = logging.getLogger("resumable.runs")
 
 
 def run_place(run_id: str, what: str) -> str:
@@ -98,6 +102,7 @@ async def execute_run(
     failure is recorded; LeaseLost or CheckpointWriteError when the run could not be
     recorded (it is then left for a later execution to resume).
     """
+    started_s = time.perf_counter()
     ctx = RunContext(
         runtime=runtime,
         run_id=run.run_id,
@@ -106,6 +111,36 @@ async def execute_run(
         journal=await load_journal(runtime.store, run),
         retry_failed=retry_failed,
         loop=asyncio.get_running_loop(),
+    )
+    observer = runtime.observer
+    if observer is None:
+        return await _execute(ctx, spec, run, lease)
+    ctx.observed["started_s"] = started_s
+    await observer.execution_started(ctx, run)
+    error: BaseException | None = None
+    try:
+        return await _execute(ctx, spec, run, lease)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if ctx.is_replaying:
+            ctx.is_replaying = False
+            observer.replay_finished(ctx)
+        outcome_ = ctx.ended_as or outcome_of(error, "succeeded")
+        observer.execution_ended(ctx, outcome_, error)
+
+
+async def _execute(
+    ctx: RunContext, spec: WorkflowSpec, run: RunRecord, lease: Lease
+) -> Any:
+    runtime = ctx.runtime
+    log.debug(
+        "run %r: execution %d starts (%d steps recorded)",
+        run.run_id,
+        lease.fence,
+        len(ctx.journal),
+        extra={"run_id": run.run_id, "workflow": spec.name, "fence": lease.fence},
     )
     if spec.budget_usd is not None or spec.budget_tokens is not None:
         ctx.budget = Budget(usd=spec.budget_usd, tokens=spec.budget_tokens)
@@ -214,6 +249,15 @@ async def _finish(
         lambda: runtime.store.update_run(ctx.run_id, fence=ctx.fence, update=update),
         seq=None,
     )
+    ctx.ended_as = status
+    level = logging.WARNING if status == "failed" else logging.INFO
+    log.log(
+        level,
+        "run %r %s",
+        ctx.run_id,
+        status,
+        extra={"run_id": ctx.run_id, "workflow": ctx.workflow, "fence": ctx.fence},
+    )
 
 
 async def _wake_if_sent_meanwhile(ctx: RunContext) -> None:
@@ -271,8 +315,19 @@ async def _heartbeat(
                 else None
             )
         else:
+            if runtime.observer is not None:
+                due_ms = expires_at_ms - ttl_ms * 2 // 3
+                runtime.observer.lease_renewed(ctx, late_s=(now_ms - due_ms) / 1000)
             expires_at_ms, lost = now_ms + ttl_ms, None
         if lost is not None:
+            if runtime.observer is not None:
+                runtime.observer.lease_lost(ctx)
+            log.warning(
+                "run %r: lease lost (fence %d); another owner has the run",
+                ctx.run_id,
+                ctx.fence,
+                extra={"run_id": ctx.run_id, "workflow": ctx.workflow},
+            )
             ctx.failure = lost
             if main is not None:
                 main.cancel()

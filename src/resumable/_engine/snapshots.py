@@ -29,7 +29,11 @@ from typing import Any, Final, NamedTuple, cast
 from resumable._engine.damage import reading
 from resumable._engine.ids import check_id
 from resumable._engine.packs import Packs, is_pack_namespace, snapshot_place
-from resumable.errors import ChunksMissing, CorruptCheckpointError, ResumableError
+from resumable.errors import (
+    CheckpointNotFound,
+    ChunksMissing,
+    CorruptCheckpointError,
+)
 from resumable.serde import Serde
 from resumable.serde.codec import Codec
 from resumable.serde.view import escape_key
@@ -826,9 +830,10 @@ class Snapshots:
             return cached[1], cached[2]
         record = await self.packs.find(thread_id, namespace, checkpoint_id)
         if record is None:
-            raise ResumableError(
-                f"thread {thread_id!r} has no checkpoint {checkpoint_id!r}; "
-                f"list them with Engine.state_history({thread_id!r})"
+            raise CheckpointNotFound(
+                thread_id=thread_id,
+                detail=f"has no checkpoint {checkpoint_id!r}; "
+                f"list them with Engine.state_history({thread_id!r})",
             )
         return await self._resolve(record)
 

@@ -7,9 +7,11 @@ encode and one store write; a replayed step costs one decode.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.context import RunContext, _step
@@ -24,7 +26,12 @@ from resumable.errors import (
     StepFailed,
     StoreError,
 )
-from resumable.stores.protocol import StepRecord, StepStatus
+from resumable.stores.protocol import StepRecord
+
+if TYPE_CHECKING:
+    from resumable._engine.observe import Observer
+
+log = logging.getLogger("resumable.steps")
 
 
 async def execute_step(
@@ -130,12 +137,17 @@ def replayed(ctx: RunContext, record: StepRecord) -> Any:
     Counts the step as replayed by this execution (its ledger entry says so).
     """
     ctx.replayed += 1
+    observer = ctx.runtime.observer
+    if observer is not None:
+        observer.step_replayed(ctx, record)
     # a forked run replays its parent's records, sealed under the parent's run id
     place = step_place(record.run_id, record.seq, record.name)
     if record.usage is not None:
         raw = ctx.runtime.serde.loads(record.usage, place=place + " usage")
         entries = ledger.usage_entries(raw, place=place + " usage")
         ctx.replayed_usage.extend(usage for _, usage in entries)
+        if observer is not None:
+            observer.usage_replayed(ctx, [usage for _, usage in entries])
     value = ctx.runtime.serde.loads(record.output or b"", place=place)
     if record.status == "ok":
         return value
@@ -158,10 +170,16 @@ async def _run_attempts(
     calls = _recorded_calls(ctx, previous) if previous is not None else []
     noting = start_noting_replays(ctx)  # overlaps the step; durable before its outcome
     check_budget(ctx, spec.name)
+    observer = runtime.observer
     attempt = plan.first_attempt
     while True:
         started_at_ms = runtime.clock.now_ms()
         attempt_calls: list[Usage] = []
+        scope = (
+            None
+            if observer is None
+            else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
+        )
         step_token = _step.set((ctx, seq, spec.name, attempt, attempt_calls))
         try:
             if spec.is_async:
@@ -171,48 +189,112 @@ async def _run_attempts(
         except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
             error = exc
         else:
-            attempt_calls.extend(usage_from(result))
             try:
-                output = runtime.serde.dumps(result, place=place)
-            except SerializationError as exc:
-                raise SerializationError(
-                    run_id=ctx.run_id,
-                    step=spec.name,
-                    path=exc.path.replace("value", "result", 1),
-                    detail=exc.detail,
-                ) from None
-            if attempt_calls:
-                calls.extend((ctx.fence, usage) for usage in attempt_calls)
-            if noting is not None:
-                await noting
-            await commit(
-                ctx,
-                StepRecord(
-                    run_id=ctx.run_id,
-                    seq=seq,
-                    name=spec.name,
-                    fingerprint=fingerprint,
-                    status="ok",
-                    output=output,
-                    attempts=attempt,
-                    started_at_ms=started_at_ms,
-                    finished_at_ms=runtime.clock.now_ms(),
-                    usage=_encoded_calls(ctx, place, calls),
-                ),
-            )
-            _spend(ctx, attempt_calls)
+                attempt_calls.extend(usage_from(result))
+                try:
+                    output = runtime.serde.dumps(result, place=place)
+                except SerializationError as exc:
+                    raise SerializationError(
+                        run_id=ctx.run_id,
+                        step=spec.name,
+                        path=exc.path.replace("value", "result", 1),
+                        detail=exc.detail,
+                    ) from None
+                if attempt_calls:
+                    calls.extend((ctx.fence, usage) for usage in attempt_calls)
+                if noting is not None:
+                    await noting
+                await commit(
+                    ctx,
+                    StepRecord(
+                        run_id=ctx.run_id,
+                        seq=seq,
+                        name=spec.name,
+                        fingerprint=fingerprint,
+                        status="ok",
+                        output=output,
+                        attempts=attempt,
+                        started_at_ms=started_at_ms,
+                        finished_at_ms=runtime.clock.now_ms(),
+                        usage=_encoded_calls(ctx, place, calls),
+                    ),
+                )
+                _spend(ctx, attempt_calls)
+            except BaseException as exc:
+                if observer is not None:
+                    observer.step_ended(
+                        ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
+                    )
+                raise
+            if observer is not None:
+                observer.step_ended(
+                    ctx, scope, error=None, retry_delay_s=None, calls=attempt_calls
+                )
             return result
         finally:
             _step.reset(step_token)
 
+        delay = await _record_failed_attempt(
+            ctx,
+            StepRecord(
+                run_id=ctx.run_id,
+                seq=seq,
+                name=spec.name,
+                fingerprint=fingerprint,
+                status="failed",  # or "retrying": decided here
+                output=None,
+                attempts=attempt,
+                started_at_ms=started_at_ms,
+                finished_at_ms=started_at_ms,
+            ),
+            error,
+            retry_policy=spec.retry,
+            retry_number=attempt - plan.base,
+            calls=calls,
+            attempt_calls=attempt_calls,
+            noting=noting,
+            observer=observer,
+            scope=scope,
+        )
+        await runtime.clock.sleep(delay)
+        check_budget(ctx, spec.name)
+        attempt += 1
+
+
+async def _record_failed_attempt(
+    ctx: RunContext,
+    attempt: StepRecord,
+    error: Exception,
+    *,
+    retry_policy: retry.Retry,
+    retry_number: int,
+    calls: list[tuple[int, Usage]],
+    attempt_calls: list[Usage],
+    noting: asyncio.Future[None] | None,
+    observer: Observer | None,
+    scope: Any,
+) -> float:
+    """Commit a failed attempt (`attempt` says which, and when it started).
+
+    Returns:
+        The delay before the next attempt.
+
+    Raises:
+        StepFailed: no retry is left; the run sees the step's recorded failure.
+        ResumableError: the step raised one of the engine's own signals.
+    """
+    runtime = ctx.runtime
+    seq, name = attempt.seq, attempt.name
+    place = step_place(ctx.run_id, seq, name)
+    delay: float | None = None
+    try:
         if isinstance(error, ResumableError) and not isinstance(error, StepFailed):
             raise error  # our own signals (lease lost, nested write errors) are not step errors
         # a failed attempt's calls were billed too: they stay in the record
         calls.extend((ctx.fence, usage) for usage in attempt_calls)
         _spend(ctx, attempt_calls)
-        delay = retry.next_delay(spec.retry, attempt - plan.base, error, random.random)
-        status: StepStatus = "failed" if delay is None else "retrying"
-        info = outcome.error_info(error, step=spec.name, seq=seq, attempts=attempt)
+        delay = retry.next_delay(retry_policy, retry_number, error, random.random)
+        info = outcome.error_info(error, step=name, seq=seq, attempts=attempt.attempts)
         if noting is not None:
             await noting
         await commit(
@@ -220,21 +302,86 @@ async def _run_attempts(
             StepRecord(
                 run_id=ctx.run_id,
                 seq=seq,
-                name=spec.name,
-                fingerprint=fingerprint,
-                status=status,
+                name=name,
+                fingerprint=attempt.fingerprint,
+                status="failed" if delay is None else "retrying",
                 output=runtime.serde.dumps(info, place=place),
-                attempts=attempt,
-                started_at_ms=started_at_ms,
+                attempts=attempt.attempts,
+                started_at_ms=attempt.started_at_ms,
                 finished_at_ms=runtime.clock.now_ms(),
                 usage=_encoded_calls(ctx, place, calls),
             ),
         )
+        _log_failed_attempt(ctx, attempt, error, delay)
         if delay is None:
             raise outcome.step_failed(ctx.run_id, info) from error
-        await runtime.clock.sleep(delay)
-        check_budget(ctx, spec.name)
-        attempt += 1
+    except BaseException as exc:
+        if observer is not None:
+            observer.step_ended(
+                ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
+            )
+        raise
+    if observer is not None:
+        observer.step_ended(
+            ctx, scope, error=error, retry_delay_s=delay, calls=attempt_calls
+        )
+    return delay
+
+
+def _log_failed_attempt(
+    ctx: RunContext, attempt: StepRecord, error: BaseException, delay: float | None
+) -> None:
+    """Log a failed attempt: INFO when it is retried, WARNING when none is left."""
+    fields = log_fields(ctx, attempt.seq, attempt.name, attempt.attempts)
+    kind = type(error).__name__
+    if delay is None:
+        log.warning(
+            "run %r, step #%d %r failed after %d attempts (%s)",
+            ctx.run_id,
+            attempt.seq,
+            attempt.name,
+            attempt.attempts,
+            kind,
+            extra=fields,
+        )
+    else:
+        log.info(
+            "run %r, step #%d %r: attempt %d failed (%s); retrying in %.3f s",
+            ctx.run_id,
+            attempt.seq,
+            attempt.name,
+            attempt.attempts,
+            kind,
+            delay,
+            extra=fields,
+        )
+
+
+def observe_start(
+    ctx: RunContext,
+    observer: Observer,
+    seq: int,
+    name: str,
+    attempt: int,
+    *,
+    child: bool,
+) -> Any:
+    """Tell the observer an attempt starts (and, at the first, that replay ended)."""
+    if ctx.is_replaying:
+        ctx.is_replaying = False
+        observer.replay_finished(ctx)
+    return observer.step_started(ctx, seq, name, attempt, child=child)
+
+
+def log_fields(ctx: RunContext, seq: int, name: str, attempt: int) -> dict[str, Any]:
+    """The `extra` of a log record about a step: run_id, seq, step, attempt."""
+    return {
+        "run_id": ctx.run_id,
+        "workflow": ctx.workflow,
+        "seq": seq,
+        "step": name,
+        "attempt": attempt,
+    }
 
 
 def _spend(ctx: RunContext, calls: list[Usage]) -> None:
@@ -327,6 +474,8 @@ async def commit(ctx: RunContext, record: StepRecord) -> None:
     was lost, the run is poisoned: this and every later step raise the error, and
     the run ends with it.
     """
+    observer = ctx.runtime.observer
+    started_s = time.perf_counter() if observer is not None else 0.0
     try:
         await durably(
             ctx,
@@ -335,7 +484,23 @@ async def commit(ctx: RunContext, record: StepRecord) -> None:
         )
     except (LeaseLost, CheckpointWriteError) as exc:
         ctx.failure = exc
+        if observer is not None:
+            observer.checkpoint_written(
+                ctx, record, duration_s=time.perf_counter() - started_s, error=exc
+            )
+        log.error(
+            "run %r, step #%d %r: its record could not be written (%s); the run stops",
+            ctx.run_id,
+            record.seq,
+            record.name,
+            type(exc).__name__,
+            extra=log_fields(ctx, record.seq, record.name, record.attempts),
+        )
         raise
+    if observer is not None:
+        observer.checkpoint_written(
+            ctx, record, duration_s=time.perf_counter() - started_s, error=None
+        )
 
 
 async def durably(
@@ -361,6 +526,8 @@ async def durably(
             async with asyncio.timeout(remaining_s):
                 await write()
         except (CheckpointWriteError, StoreError, TimeoutError) as exc:
+            if runtime.observer is not None:
+                runtime.observer.store_error(ctx, exc)
             if isinstance(exc, CheckpointWriteError) and not exc.transient:
                 raise
             if runtime.clock.now_ms() + delay * 1000 >= deadline:

@@ -19,7 +19,7 @@ from typing import Any
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ids import check_id
 from resumable._engine.steps import commit, step_place
-from resumable.errors import NonDeterminismError, ResumableError, WaitTimeout
+from resumable.errors import NonDeterminismError, NotInRun, WaitTimeout
 from resumable.stores.protocol import RunStatus, StepRecord, StepStatus
 
 # a sleep shorter than this is slept in-process rather than suspending the run
@@ -157,9 +157,10 @@ class _Point:
     def take(cls, what: str, name: str) -> _Point:
         ctx = active_run()
         if ctx is None:
-            raise ResumableError(
-                f"{what}() must be called in a @workflow body run by an Engine "
-                f"(not in a step, and not outside a run)"
+            raise NotInRun(
+                call=f"{what}()",
+                where="in a @workflow body run by an Engine (not in a step, and not "
+                "outside a run)",
             )
         seq = ctx.take_seq()
         if ctx.check is not None:  # Engine.check: replays a finished wait, or stops

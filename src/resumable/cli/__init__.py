@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Sequence
 
 from resumable.cli import (
+    archive,
     check,
     costmodel,
     demo,
@@ -26,7 +28,8 @@ from resumable.cli import (
     ui,
     worker,
 )
-from resumable.errors import ResumableError
+from resumable.errors import ResumableError, UsageError
+from resumable.observability.logs import configure as configure_logging
 from resumable.stores import DEFAULT_URL
 
 __all__ = ["main"]
@@ -43,6 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("RESUMABLE_STORE", DEFAULT_URL),
         help="store URL (default: $RESUMABLE_STORE or %(default)s)",
     )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=os.environ.get("RESUMABLE_LOG_FORMAT", "text"),
+        help="how the resumable.* loggers write to stderr (default: text)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("RESUMABLE_LOG_LEVEL", "WARNING"),
+        help="lowest level logged (default: WARNING; INFO shows each run's end)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     runs.register(commands, store)
     demo.register(commands, store)
@@ -53,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     threads.register(commands, store)
     export.register(commands, store)
     check.register(commands, store)
+    archive.register(commands, store)
     costmodel.register(commands)
     ui.register(commands, store)
     return parser
@@ -61,14 +76,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     args = build_parser().parse_args(argv)
+    logger = logging.getLogger("resumable")
+    level = logger.level
+    handler = configure_logging(args.log_format, args.log_level)
     try:
         result = args.handler(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
+    except UsageError as exc:  # the command line asked for what cannot be done
+        print(f"resumable: {exc}", file=sys.stderr)
+        return 2
     except ResumableError as exc:
         print(f"resumable: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("resumable: interrupted", file=sys.stderr)
         return 130
+    finally:  # main() may be called again in this process (tests, embedding)
+        logger.removeHandler(handler)
+        logger.setLevel(level)
     return int(result or 0)

@@ -25,7 +25,7 @@ from resumable.costmodel import (
     step_cost,
 )
 from resumable.costobserved import Observed, observe
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 from resumable.pricing import PriceTable
 
 DEFAULT_RATES = (1_000, 10_000, 100_000)
@@ -94,7 +94,7 @@ def _steps(args: argparse.Namespace, prices: PriceTable) -> tuple[StepCost, ...]
     steps = []
     for spec in specs:
         if len(spec) != 3 or not spec[1].isdigit() or not spec[2].isdigit():
-            raise ResumableError(
+            raise UsageError(
                 f"--step {':'.join(spec)!r}: write MODEL:INPUT_TOKENS:OUTPUT_TOKENS, "
                 "e.g. gpt-5-mini:2000:500"
             )
@@ -109,7 +109,7 @@ def _steps(args: argparse.Namespace, prices: PriceTable) -> tuple[StepCost, ...]
                 )
             )
         except ValueError as exc:
-            raise ResumableError(f"cost-model: {exc}") from exc
+            raise UsageError(f"cost-model: {exc}") from exc
     return tuple(steps)
 
 
@@ -130,13 +130,13 @@ def _observed_steps(seen: Observed, args: argparse.Namespace) -> tuple[StepCost,
 async def cost_model(args: argparse.Namespace) -> int:
     """Print the model's figures for each request rate."""
     if args.steps < 1:
-        raise ResumableError(f"--steps must be at least 1 (got {args.steps})")
+        raise UsageError(f"--steps must be at least 1 (got {args.steps})")
     overheads = load_overheads(
         args.overhead_file.read_text(encoding="utf-8") if args.overhead_file else None
     )
     overhead = overheads.get(args.store_kind)
     if overhead is None:
-        raise ResumableError(
+        raise UsageError(
             f"no measured overhead for store kind {args.store_kind!r}: run `make bench` "
             f"with the services up (measured: {', '.join(sorted(overheads))})"
         )
@@ -166,10 +166,10 @@ async def cost_model(args: argparse.Namespace) -> int:
             store_usd_per_month=args.store_usd_per_month,
         )
     except ValueError as exc:
-        raise ResumableError(f"cost-model: {exc}") from exc
+        raise UsageError(f"cost-model: {exc}") from exc
     rates: list[int] = args.requests_per_day or list(DEFAULT_RATES)
     if any(rate < 0 for rate in rates):
-        raise ResumableError("--requests-per-day must be >= 0")
+        raise UsageError("--requests-per-day must be >= 0")
     if args.json:
         print(json.dumps(report_data(inputs, rates, seen, args.store_kind), indent=2))
     else:

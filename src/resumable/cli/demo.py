@@ -21,7 +21,7 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.ledger import Ledger
-from resumable.errors import ResumableError
+from resumable.errors import ResumableError, UsageError
 from resumable.pricing import PRICES_AS_OF
 
 TOTAL_CALLS = 101  # 50 summaries, 50 entity lists, 1 report
@@ -49,7 +49,7 @@ def run_demo(args: argparse.Namespace) -> int:
             return _demo_flow.run_child(args.store, args.run_id)
         import openai  # noqa: F401 - the child needs it; say so before starting
     except ImportError:
-        raise ResumableError(
+        raise UsageError(
             "the demo calls its simulated provider through the openai SDK: pip install openai"
         ) from None
     from resumable.simulator import FaultPlan, SimulatedProvider

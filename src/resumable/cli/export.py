@@ -21,7 +21,7 @@ from typing import IO, Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.export import StepExport
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 from resumable.stores.protocol import RUN_STATUSES
 
 __all__ = ["parse_since", "register", "write_jsonl", "write_parquet"]
@@ -78,7 +78,7 @@ def parse_since(text: str) -> datetime | timedelta:
 async def export_runs(args: argparse.Namespace) -> int:
     """Write the records to the file (or stdout) and say how many on stderr."""
     if args.format == "parquet" and not args.output:
-        raise ResumableError("--format parquet writes a file: give --output PATH")
+        raise UsageError("--format parquet writes a file: give --output PATH")
     async with Engine(args.store) as engine:
         records = engine.export(
             args.run_ids,
@@ -132,7 +132,7 @@ def _pyarrow() -> tuple[Any, Any]:
             importlib.import_module("pyarrow.parquet"),
         )
     except ImportError:
-        raise ResumableError(
+        raise UsageError(
             "--format parquet needs pyarrow: pip install 'resumable[parquet]'"
         ) from None
 

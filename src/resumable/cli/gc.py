@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from resumable._engine.engine import Engine
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 from resumable.stores.protocol import TERMINAL_STATUSES, RunStatus
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -37,6 +37,11 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     gc.add_argument(
         "--dry-run", action="store_true", help="report only; delete nothing"
     )
+    gc.add_argument(
+        "--blobs-grace",
+        default="1h",
+        help="with ?blobs=: delete unreferenced objects older than this (default 1h)",
+    )
     gc.set_defaults(handler=collect_garbage)
 
 
@@ -44,7 +49,7 @@ def parse_age(text: str) -> timedelta:
     """`30d` -> 30 days; units s, m, h, d."""
     match = _AGE.match(text.strip())
     if match is None:
-        raise ResumableError(
+        raise UsageError(
             f"--older-than {text!r}: use a number and a unit: 90s, 15m, 12h, 30d"
         )
     return timedelta(seconds=float(match.group(1)) * _UNIT_S[match.group(2)])
@@ -62,6 +67,7 @@ async def collect_garbage(args: argparse.Namespace) -> int:
             status=status,
             keep_last=args.keep_last,
             dry_run=args.dry_run,
+            blobs_grace=parse_age(args.blobs_grace),
         )
     verb = "would delete" if report.dry_run else "deleted"
     print(
@@ -70,6 +76,7 @@ async def collect_garbage(args: argparse.Namespace) -> int:
             ""
             if report.dry_run
             else f", {report.steps} steps, {report.inputs} inputs, {report.chunks} chunks"
+            + (f", {report.blobs} offloaded objects" if report.blobs else "")
         )
         + (
             f"; kept {report.kept_for_forks} that forks or live parents still need"

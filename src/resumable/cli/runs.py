@@ -14,7 +14,7 @@ from resumable._engine.decorators import register_known_types
 from resumable._engine.engine import Engine, StepView
 from resumable._engine.ledger import Ledger, Spend
 from resumable.cli._table import clip, duration, size, table, when
-from resumable.errors import ResumableError
+from resumable.errors import ResumableError, UsageError
 from resumable.serde.view import one_line
 from resumable.stores.protocol import RUN_STATUSES
 
@@ -224,7 +224,7 @@ def _import_app(app: str) -> None:
     try:
         importlib.import_module(app)
     except ImportError as exc:
-        raise ResumableError(f"cannot import --app {app!r}: {exc}") from None
+        raise UsageError(f"cannot import --app {app!r}: {exc}") from None
 
 
 def _preview(step: StepView, *, typed: bool) -> str:
@@ -269,7 +269,7 @@ async def send_input(args: argparse.Namespace) -> int:
     try:
         value = json.loads(args.value)
     except json.JSONDecodeError as exc:
-        raise ResumableError(
+        raise UsageError(
             f"VALUE must be JSON ({exc}); quote strings: '\"yes\"'"
         ) from None
     async with Engine(args.store) as engine:

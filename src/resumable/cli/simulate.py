@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 
 
 def register(commands: Any) -> None:
@@ -31,7 +31,7 @@ def simulate(args: argparse.Namespace) -> int:
     try:
         faults = FaultPlan.from_dict(json.loads(args.faults)) if args.faults else None
     except (ValueError, TypeError) as exc:
-        raise ResumableError(f"--faults is not a valid fault plan: {exc}") from None
+        raise UsageError(f"--faults is not a valid fault plan: {exc}") from None
 
     def ready(provider: SimulatedProvider) -> None:
         print(

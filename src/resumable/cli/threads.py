@@ -12,7 +12,7 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable.cli._table import clip, table, when
-from resumable.errors import ResumableError
+from resumable.errors import CheckpointNotFound, ResumableError, UsageError
 from resumable.integrations.langgraph_threads import (
     CheckpointInfo,
     checkpoint_history,
@@ -54,7 +54,7 @@ def _text(value: object) -> str:
 async def list_langgraph_threads(args: argparse.Namespace) -> int:
     """Print LangGraph threads as a table."""
     if args.limit < 1:
-        raise ResumableError(f"--limit must be at least 1 (got {args.limit})")
+        raise UsageError(f"--limit must be at least 1 (got {args.limit})")
     async with Engine(args.store) as engine:
         found = await list_threads(engine, limit=args.limit)
     if not found:
@@ -88,9 +88,10 @@ async def show_thread(args: argparse.Namespace) -> int:
         values = [await _values(engine, args.thread_id, c) for c in history]
     if not history:
         which = "" if args.checkpoint is None else f" {args.checkpoint!r}"
-        raise ResumableError(
-            f"thread {args.thread_id!r} has no LangGraph checkpoints{which} in this "
-            f"store; list threads with `resumable threads`"
+        raise CheckpointNotFound(
+            thread_id=args.thread_id,
+            detail=f"has no LangGraph checkpoints{which} in this store; list threads "
+            f"with `resumable threads`",
         )
     rows = [
         [

@@ -13,7 +13,8 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.worker import Queue
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
+from resumable.observability import Observer
 
 _QUEUE = re.compile(
     r"^(?P<name>[^=]+)=(?P<concurrency>\d*)(?::(?P<rate>\d+)/(?P<per>\d+(?:\.\d+)?)s?)?$"
@@ -46,16 +47,49 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="claim only runs started on this @workflow(version=) (repeatable); "
         "default: any run",
     )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="N",
+        help="serve Prometheus /metrics and /healthz on this port (0: any free one); "
+        "needs resumable[prometheus]",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        help="address the metrics endpoint listens on (default: %(default)s)",
+    )
+    worker.add_argument(
+        "--traces",
+        action="store_true",
+        help="emit OpenTelemetry spans to the global TracerProvider (set up by an "
+        "--app module or opentelemetry-instrument); needs resumable[otel]",
+    )
     worker.set_defaults(handler=run_worker)
+
+
+def _observers(args: argparse.Namespace) -> tuple[list[Observer], Any]:
+    """The observers the flags ask for, and the Metrics among them (or None)."""
+    from resumable import observability
+
+    observers: list[Observer] = []
+    metrics = None
+    try:
+        if args.traces:
+            observers.append(observability.Tracing())
+        if args.metrics_port is not None:
+            metrics = observability.Metrics()
+            observers.append(metrics)
+    except ImportError as exc:
+        raise UsageError(str(exc)) from None
+    return observers, metrics
 
 
 def parse_queue(text: str) -> tuple[str, Queue]:
     """`docs=4:60/60` -> ("docs", Queue(concurrency=4, rate=60, per=60))."""
     match = _QUEUE.match(text)
     if match is None:
-        raise ResumableError(
-            f"--queue {text!r}: expected NAME=CONCURRENCY[:RATE/SECONDS]"
-        )
+        raise UsageError(f"--queue {text!r}: expected NAME=CONCURRENCY[:RATE/SECONDS]")
     concurrency = int(match["concurrency"]) if match["concurrency"] else None
     rate = int(match["rate"]) if match["rate"] else None
     per = float(match["per"]) if match["per"] else 60.0
@@ -69,13 +103,16 @@ async def run_worker(args: argparse.Namespace) -> int:
         try:
             importlib.import_module(app)
         except ImportError as exc:
-            raise ResumableError(f"cannot import --app {app!r}: {exc}") from None
+            raise UsageError(f"cannot import --app {app!r}: {exc}") from None
     queues = dict(parse_queue(text) for text in args.queue)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Engine(args.store, lease_ttl_s=args.lease_ttl) as engine:
+    observers, metrics = _observers(args)
+    async with Engine(
+        args.store, lease_ttl_s=args.lease_ttl, observers=observers
+    ) as engine:
         worker = engine.worker(
             concurrency=args.concurrency, queues=queues, versions=args.versions
         )
@@ -85,6 +122,21 @@ async def run_worker(args: argparse.Namespace) -> int:
             f"versions {versions}",
             flush=True,
         )
-        await worker.run(stop=stop)
+        endpoint = None
+        if metrics is not None:
+            from resumable.observability.endpoint import MetricsEndpoint
+
+            endpoint = MetricsEndpoint(metrics, engine.store)
+            port = await endpoint.start(args.metrics_port, args.metrics_host)
+            print(
+                f"metrics on http://{args.metrics_host}:{port}/metrics "
+                f"(health: /healthz)",
+                flush=True,
+            )
+        try:
+            await worker.run(stop=stop)
+        finally:
+            if endpoint is not None:
+                await endpoint.close()
     print(f"worker stopped after {worker.completed} runs", flush=True)
     return 0

@@ -30,7 +30,7 @@ from langgraph.types import Send
 from resumable._engine.damage import reading
 from resumable._engine.engine import Engine
 from resumable._engine.snapshots import Checkpoint as Snapshot
-from resumable.errors import ResumableError, SerializationError
+from resumable.errors import SerializationError, UsageError
 from resumable.integrations.langgraph_threads import (
     LANGGRAPH_KEY,
     is_langgraph_checkpoint,
@@ -198,7 +198,7 @@ class CheckpointStorage:
             return None
         snapshot, value = found
         if not is_langgraph_checkpoint(snapshot) or not isinstance(value, dict):
-            raise ResumableError(
+            raise UsageError(
                 f"thread {thread_id!r} namespace {namespace!r} checkpoint "
                 f"{snapshot.checkpoint_id!r} was not written by ResumableSaver; keep "
                 f"LangGraph threads apart from Engine.save_state threads"
@@ -510,7 +510,7 @@ class CheckpointStorage:
         staging = thread_id + STAGING_SUFFIX
         if await self.engine.state_history(staging, namespace=None, limit=1):
             # a rewrite that crashed midway: this may be the only complete copy
-            raise ResumableError(
+            raise UsageError(
                 f"thread {thread_id!r}: an earlier prune or delete_for_runs did not "
                 f"finish, and thread {staging!r} holds its surviving checkpoints; "
                 f"restore them with saver.copy_thread({staging!r}, {thread_id!r}) "

@@ -42,6 +42,7 @@ _CRC = struct.Struct(">I")
 _PLAIN_HEADER_SIZE = 2 + _CRC.size
 _PLAIN_FRAME: Final = bytes((FORMAT_VERSION, 0))
 _PLAIN_FRAME_CRC: Final = zlib.crc32(_PLAIN_FRAME)
+_OFFLOADED: Final = b"\x00RBLOB1"  # resumable.stores.offload.REFERENCE_MAGIC
 _NONCE_SIZE = 12
 _GCM_TAG_SIZE = 16
 _KEY_SIZE = 32
@@ -331,6 +332,13 @@ class Envelope:
         if len(data) < 2:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
         version, flags = data[0], data[1]
+        if data[:7] == _OFFLOADED:
+            raise CorruptCheckpointError(
+                place=place,
+                detail="the row holds a reference to an object store, not the "
+                "payload: open the store with ?blobs=s3://bucket/prefix (or "
+                "Engine(blobs=...)) naming the object store it was offloaded to",
+            )
         if version != FORMAT_VERSION:
             raise CorruptCheckpointError(
                 place=place,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from resumable.errors import StoreError
 from resumable.stores.memory import MemoryStore
@@ -35,8 +35,25 @@ def create_store(url: str = DEFAULT_URL) -> Store:
     """The store a URL names, not yet connected.
 
     It opens (creating or migrating its schema) on first use. Drivers are imported only when their scheme is used; a
-    missing one is reported with the extra to install.
+    missing one is reported with the extra to install. `?blobs=s3://bucket/prefix`
+    (or `file:///folder`) on any URL offloads large payloads to that object store,
+    those over `&blobs_over=N` bytes (default 256 KiB): see `stores.offload`.
     """
+    url, blobs, offload_over = _split_blobs(url)
+    if blobs is not None:
+        from resumable.stores.blobref import REFERENCE_SIZE
+        from resumable.stores.blobs import open_blobs
+        from resumable.stores.offload import OffloadStore
+
+        if offload_over < REFERENCE_SIZE:
+            raise StoreError(
+                store=redact(url),
+                detail=f"blobs_over={offload_over} is smaller than a reference "
+                f"({REFERENCE_SIZE} bytes): offloading would grow the rows",
+            )
+        return OffloadStore(
+            create_store(url), open_blobs(blobs), offload_over=offload_over
+        )
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         return MemoryStore(url)
@@ -64,6 +81,29 @@ def create_store(url: str = DEFAULT_URL) -> Store:
         store=redact(url),
         detail="unknown scheme; use memory://, sqlite:///path.db, "
         "postgresql://... or redis://...",
+    )
+
+
+def _split_blobs(url: str) -> tuple[str, str | None, int]:
+    """The URL without its `blobs` and `blobs_over` options, and their values."""
+    from resumable.stores.offload import DEFAULT_OFFLOAD_OVER
+
+    parts = urlsplit(url)
+    if "blobs" not in parts.query:
+        return url, None, DEFAULT_OFFLOAD_OVER
+    options = parse_qsl(parts.query, keep_blank_values=True)
+    rest = [(k, v) for k, v in options if k not in ("blobs", "blobs_over")]
+    found = dict(options)
+    over = found.get("blobs_over", str(DEFAULT_OFFLOAD_OVER))
+    if not over.isdigit():
+        raise StoreError(
+            store=redact(url), detail=f"blobs_over={over!r} is not a number of bytes"
+        )
+    base = url.split("?", 1)[0]  # not geturl(): it turns sqlite://// into sqlite://
+    return (
+        f"{base}?{urlencode(rest)}" if rest else base,
+        found.get("blobs") or None,
+        int(over),
     )
 
 

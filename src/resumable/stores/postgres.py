@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -138,24 +137,6 @@ def parse_url(url: str) -> Options:
     return Options(conninfo, schema, pool_max, pool_timeout_s)
 
 
-class _WarmPool(AsyncConnectionPool[Conn]):
-    """The pool, handing out the connection returned last instead of the oldest.
-
-    psycopg_pool cycles through its idle connections (FIFO), so a run's sequential
-    steps would each wake a different, idle backend: that costs tens of µs per
-    commit on small machines. Last-in-first-out keeps a sequence on one warm
-    backend, and leaves rarely used connections at the front, where the pool's
-    `max_idle` shrinking closes them. (If psycopg_pool's private deque ever moves,
-    this quietly falls back to its own order.)
-    """
-
-    async def _get_ready_connection(self, timeout: float | None) -> Conn | None:  # noqa: ASYNC109 - the signature we override
-        idle = getattr(self, "_pool", None)
-        if isinstance(idle, deque):
-            idle.rotate(1)  # the newest (rightmost) comes first
-        return await super()._get_ready_connection(timeout)
-
-
 @dataclass(slots=True)
 class _Pending:
     """A commit_step waiting for the flusher."""
@@ -195,7 +176,7 @@ class PostgresStore:
         async with self._opening:
             if self._pool is None:
                 await self._migrate()
-                pool: Pool = _WarmPool(
+                pool: Pool = AsyncConnectionPool(
                     self._options.conninfo,
                     connection_class=AsyncConnection[DictRow],
                     kwargs={

@@ -1,0 +1,222 @@
+"""The observer seam: the few points where the engine tells what it is doing.
+
+The engine calls these methods, and nothing else, for traces, metrics and the
+like; it imports neither OpenTelemetry nor prometheus-client. An Engine without
+observers holds `None` and each call site costs one attribute test. Observers
+live in `resumable.observability`; a third party may write its own by overriding
+the methods it needs (the others do nothing).
+
+Hooks run on the run's event loop, inside the execution's task, so what an
+observer puts in a contextvar (the current span) is seen by the step it wraps.
+They must not raise and must not block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from resumable._engine.context import RunContext, Runtime
+    from resumable._engine.retention import GcReport
+    from resumable._engine.usage import Usage
+    from resumable.stores.protocol import RunRecord, StepRecord
+
+
+class Observer:
+    """Receives engine events; every method here does nothing.
+
+    `execution_*` hooks bracket one execution of a run (from taking its lease to
+    its end or suspension); `step_*` bracket one attempt of a step or child run
+    that executes; `step_replayed` is a recorded outcome returned without running.
+    """
+
+    async def run_created(self, runtime: Runtime, run: RunRecord) -> None:
+        """A run was recorded (`run`, `start`, `enqueue`), before anything executes it."""
+
+    async def execution_started(self, ctx: RunContext, run: RunRecord) -> None:
+        """An execution took the run's lease and loaded its journal."""
+
+    def execution_ended(
+        self, ctx: RunContext, outcome: str, error: BaseException | None
+    ) -> None:
+        """An execution stopped.
+
+        `outcome` is the run's new status (succeeded, failed, waiting, sleeping),
+        or why it stopped without one: lease_lost, write_failed, cancelled.
+        """
+
+    def replay_finished(self, ctx: RunContext) -> None:
+        """The execution reached its first step that executes (or its end)."""
+
+    def step_started(
+        self, ctx: RunContext, seq: int, name: str, attempt: int, *, child: bool
+    ) -> Any:
+        """An attempt starts; what it returns is handed back to `step_ended`."""
+        return None
+
+    def step_ended(
+        self,
+        ctx: RunContext,
+        scope: Any,
+        *,
+        error: BaseException | None,
+        retry_delay_s: float | None,
+        calls: Sequence[Usage],
+    ) -> None:
+        """An attempt ended (committed, or stopped by `error`).
+
+        `retry_delay_s` is set when a failed attempt will be retried after it;
+        `calls` are the LLM calls the attempt made.
+        """
+
+    def step_replayed(self, ctx: RunContext, record: StepRecord) -> None:
+        """A recorded step outcome was returned without running the step."""
+
+    def usage_replayed(self, ctx: RunContext, calls: Sequence[Usage]) -> None:
+        """Recorded LLM calls were reused by a replay instead of being made again."""
+
+    def checkpoint_written(
+        self,
+        ctx: RunContext,
+        record: StepRecord,
+        *,
+        duration_s: float,
+        error: BaseException | None,
+    ) -> None:
+        """A step record's commit ended (with its retries), or failed with `error`."""
+
+    def store_error(self, ctx: RunContext, error: BaseException) -> None:
+        """A store write failed and will be retried (`durably`)."""
+
+    def lease_renewed(self, ctx: RunContext, *, late_s: float) -> None:
+        """A heartbeat renewed the lease, `late_s` after it was due."""
+
+    def lease_lost(self, ctx: RunContext) -> None:
+        """The execution lost its lease (another owner took the run)."""
+
+    def lease_taken_over(self, run_id: str) -> None:
+        """This engine took over a run whose owner died holding its lease."""
+
+    def run_claimed(self, run: RunRecord, *, queue_wait_s: float | None) -> None:
+        """A worker claimed the run; `queue_wait_s` for its first claim."""
+
+    def gc_collected(self, report: GcReport) -> None:
+        """A retention pass ended."""
+
+
+class Fanout(Observer):
+    """Several observers as one, called in order."""
+
+    def __init__(self, observers: Sequence[Observer]) -> None:
+        self.observers = tuple(observers)
+
+    async def run_created(self, runtime: Runtime, run: RunRecord) -> None:
+        for observer in self.observers:
+            await observer.run_created(runtime, run)
+
+    async def execution_started(self, ctx: RunContext, run: RunRecord) -> None:
+        for observer in self.observers:
+            await observer.execution_started(ctx, run)
+
+    def execution_ended(
+        self, ctx: RunContext, outcome: str, error: BaseException | None
+    ) -> None:
+        for observer in reversed(self.observers):
+            observer.execution_ended(ctx, outcome, error)
+
+    def replay_finished(self, ctx: RunContext) -> None:
+        for observer in self.observers:
+            observer.replay_finished(ctx)
+
+    def step_started(
+        self, ctx: RunContext, seq: int, name: str, attempt: int, *, child: bool
+    ) -> Any:
+        return [
+            o.step_started(ctx, seq, name, attempt, child=child) for o in self.observers
+        ]
+
+    def step_ended(
+        self,
+        ctx: RunContext,
+        scope: Any,
+        *,
+        error: BaseException | None,
+        retry_delay_s: float | None,
+        calls: Sequence[Usage],
+    ) -> None:
+        # in reverse, so context an observer attached is detached in the same order
+        for observer, inner in reversed(list(zip(self.observers, scope, strict=True))):
+            observer.step_ended(
+                ctx, inner, error=error, retry_delay_s=retry_delay_s, calls=calls
+            )
+
+    def step_replayed(self, ctx: RunContext, record: StepRecord) -> None:
+        for observer in self.observers:
+            observer.step_replayed(ctx, record)
+
+    def usage_replayed(self, ctx: RunContext, calls: Sequence[Usage]) -> None:
+        for observer in self.observers:
+            observer.usage_replayed(ctx, calls)
+
+    def checkpoint_written(
+        self,
+        ctx: RunContext,
+        record: StepRecord,
+        *,
+        duration_s: float,
+        error: BaseException | None,
+    ) -> None:
+        for observer in self.observers:
+            observer.checkpoint_written(ctx, record, duration_s=duration_s, error=error)
+
+    def store_error(self, ctx: RunContext, error: BaseException) -> None:
+        for observer in self.observers:
+            observer.store_error(ctx, error)
+
+    def lease_renewed(self, ctx: RunContext, *, late_s: float) -> None:
+        for observer in self.observers:
+            observer.lease_renewed(ctx, late_s=late_s)
+
+    def lease_lost(self, ctx: RunContext) -> None:
+        for observer in self.observers:
+            observer.lease_lost(ctx)
+
+    def lease_taken_over(self, run_id: str) -> None:
+        for observer in self.observers:
+            observer.lease_taken_over(run_id)
+
+    def run_claimed(self, run: RunRecord, *, queue_wait_s: float | None) -> None:
+        for observer in self.observers:
+            observer.run_claimed(run, queue_wait_s=queue_wait_s)
+
+    def gc_collected(self, report: GcReport) -> None:
+        for observer in self.observers:
+            observer.gc_collected(report)
+
+
+def combine(observers: Sequence[Observer]) -> Observer | None:
+    """What the engine holds: None (no cost), the one observer, or a Fanout."""
+    if not observers:
+        return None
+    return observers[0] if len(observers) == 1 else Fanout(observers)
+
+
+def store_kind(runtime: Runtime) -> str:
+    """The store's kind for labels: its URL scheme (sqlite, postgresql, ...)."""
+    return runtime.store.url.split(":", 1)[0] or "unknown"
+
+
+def outcome_of(error: BaseException | None, default: str) -> str:
+    """The `execution_ended` outcome for an execution that stopped with `error`."""
+    from resumable.errors import CheckpointWriteError, LeaseLost, RunCancelled
+
+    if error is None:
+        return default
+    if isinstance(error, LeaseLost):
+        return "lease_lost"
+    if isinstance(error, CheckpointWriteError):
+        return "write_failed"
+    if isinstance(error, RunCancelled):
+        return "cancelled"
+    return "interrupted"

@@ -1,0 +1,583 @@
+"""Payload offload: large sealed payloads live in an object store, rows keep a reference.
+
+`OffloadStore` wraps any `Store`. On the way in, a run's input or output, a
+step's output or usage, or an input value whose sealed frame (already
+compressed, and encrypted when encryption is on: the object store never sees
+plaintext), or a saved state's, is longer than `offload_over` bytes is uploaded first, under the
+SHA-256 of those bytes, and only then is the row written, holding a 52-byte
+reference in place of the frame:
+
+```
+[magic: 00 "RBLOB1" (7)][codec (1)][size (8, big-endian)][sha256 (32)][crc32 (4)]
+```
+
+`codec` is the frame's flags byte (compressed, encrypted). On the way out, a
+reference is resolved: the object is fetched and must have that size, that hash
+and that codec, or the read is a `CorruptCheckpointError` naming the run, the
+step and the object's key. The frame inside is then opened by the engine as any
+other, so encryption's associated data still binds the payload to its row.
+
+Commit before continue holds: the row is written only after its object is
+durable, so a crash between the two leaves an object no row references, which
+`collect_garbage` deletes once it is older than a grace period. An object store
+that does not answer makes the write a `CheckpointWriteError` (the engine
+retries it for `store_retry_s`, then stops the run; nothing committed is lost,
+and running the same run_id again resumes once the object store is back).
+
+Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
+checkpoints live) are offloaded the same way; their upload failures are
+`StoreError`, as they belong to no run. Values are held in memory whole, as
+without offload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+from collections.abc import Collection, Mapping
+from typing import Any, Final
+
+from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
+from resumable.stores.archive import (
+    Archived,
+    ArchiveReader,
+    ArchiveRef,
+    archive_run,
+    archive_thread,
+    is_member,
+)
+from resumable.stores.blobref import (
+    REFERENCE_MAGIC,
+    REFERENCE_SIZE,
+    BlobRef,
+    is_reference,
+)
+from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
+from resumable.stores.protocol import (
+    NO_CHUNKS,
+    PAYLOAD_KINDS,
+    TERMINAL_STATUSES,
+    DeleteResult,
+    InputRecord,
+    Lease,
+    Payload,
+    PayloadKind,
+    QueuePolicy,
+    RunQuery,
+    RunRecord,
+    RunUpdate,
+    SnapshotRecord,
+    StepRecord,
+    Store,
+)
+
+__all__ = [
+    "DEFAULT_OFFLOAD_OVER",
+    "REFERENCE_MAGIC",
+    "BlobRef",
+    "OffloadStore",
+    "is_reference",
+]
+
+DEFAULT_OFFLOAD_OVER: Final = 256 * 1024
+"""Sealed payloads longer than this go to the object store (bytes)."""
+
+_SCAN_PAGE: Final = 500
+_FETCH_BATCH: Final = 16
+
+
+def _points_away(data: object) -> bool:
+    """Whether a stored payload lives in the object store (offloaded or archived)."""
+    return is_reference(data) or is_member(data)
+
+
+def _run_place(run_id: str, what: str) -> str:
+    # the same words as the engine's places (runs.run_place, steps.step_place)
+    return f"run {run_id!r} {what}"
+
+
+def _step_place(step: StepRecord) -> str:
+    return f"run {step.run_id!r}, step #{step.seq} {step.name!r}"
+
+
+class OffloadStore:
+    """A Store whose large payloads live in a `BlobStore` (see the module docstring).
+
+    Args:
+        inner: The store that keeps rows (and, for small payloads, the payloads).
+        blobs: Where large payloads go.
+        offload_over: Sealed payloads longer than this many bytes are offloaded.
+    """
+
+    def __init__(
+        self,
+        inner: Store,
+        blobs: BlobStore,
+        *,
+        offload_over: int = DEFAULT_OFFLOAD_OVER,
+    ) -> None:
+        if offload_over < REFERENCE_SIZE:
+            raise ValueError(
+                f"offload_over={offload_over} is smaller than a reference "
+                f"({REFERENCE_SIZE} bytes): offloading would grow the rows"
+            )
+        self.inner = inner
+        self.blobs = blobs
+        self.offload_over = offload_over
+        self.url = inner.url
+        self._archives = ArchiveReader(blobs)
+
+    def __repr__(self) -> str:
+        return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
+
+    def __getattr__(self, name: str) -> Any:
+        # what the wrapped store offers beyond the protocol (open, wait_for_work,
+        # any_loop) is offered here too: the object store binds to no loop
+        if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    # --- the two crossings ------------------------------------------------------
+    async def _offload(
+        self, data: bytes | None, *, run_id: str, seq: int | None
+    ) -> bytes | None:
+        """The bytes the row keeps: `data` itself, or a reference once it is uploaded."""
+        if data is None or len(data) <= self.offload_over:
+            return data
+        ref = BlobRef.of(data)
+        try:
+            # always uploaded, never skipped when the key exists: the upload
+            # refreshes the object's age, which is what keeps a collection that
+            # started before this row committed from deleting it
+            await self.blobs.put(ref.key, data)
+        except BlobUnavailable as exc:
+            raise CheckpointWriteError(
+                run_id=run_id,
+                seq=seq,
+                detail=f"the object store did not take object {ref.key} ({exc})",
+            ) from exc
+        return ref.encode()
+
+    async def _resolve(self, data: Any, *, place: str) -> Any:
+        """The sealed frame a row's payload stands for; anything else unchanged."""
+        if is_member(data):
+            return await self._archives.member(bytes(data), place=place)
+        if not is_reference(data):
+            return data  # a frame (or damage), for the engine's envelope to judge
+        ref = BlobRef.decode(bytes(data), place=place)
+        try:
+            frame = await self.blobs.get(ref.key)
+        except BlobMissing:
+            raise CorruptCheckpointError(
+                place=place,
+                detail=f"object {ref.key} is missing from {self.blobs.url} (deleted "
+                f"behind the store's back, or the reference was altered)",
+            ) from None
+        except BlobUnavailable as exc:
+            raise StoreError(
+                store=self.blobs.url,
+                detail=f"{place}: cannot read object {ref.key} ({exc}); try again "
+                f"once the object store is back",
+            ) from exc
+        if len(frame) != ref.size or hashlib.sha256(frame).digest() != ref.sha256:
+            raise CorruptCheckpointError(
+                place=place,
+                detail=f"object {ref.key} in {self.blobs.url} fails its hash check "
+                f"({len(frame):,} bytes, the row says {ref.size:,})",
+            )
+        if (
+            len(frame) > 1 and frame[1] != ref.codec
+        ):  # pragma: no cover - the hash covers it
+            raise CorruptCheckpointError(
+                place=place, detail=f"object {ref.key}: codec differs"
+            )
+        return frame
+
+    async def _resolve_run(self, run: RunRecord) -> RunRecord:
+        if not (_points_away(run.input) or _points_away(run.output)):
+            return run
+        data, output = await asyncio.gather(
+            self._resolve(run.input, place=_run_place(run.run_id, "input")),
+            self._resolve(run.output, place=_run_place(run.run_id, "output")),
+        )
+        return dataclasses.replace(run, input=data, output=output)
+
+    async def _resolve_step(self, step: StepRecord) -> StepRecord:
+        if not (_points_away(step.output) or _points_away(step.usage)):
+            return step
+        place = _step_place(step)
+        output, usage = await asyncio.gather(
+            self._resolve(step.output, place=place),
+            self._resolve(step.usage, place=place + " usage"),
+        )
+        return dataclasses.replace(step, output=output, usage=usage)
+
+    # --- runs -------------------------------------------------------------------
+    async def create_run(self, run: RunRecord) -> RunRecord:
+        data, output = await asyncio.gather(
+            self._offload(run.input, run_id=run.run_id, seq=None),
+            self._offload(run.output, run_id=run.run_id, seq=None),
+        )
+        assert data is not None  # noqa: S101 - run.input is never None
+        stored = await self.inner.create_run(
+            dataclasses.replace(run, input=data, output=output)
+        )
+        return await self._resolve_run(stored)
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        run = await self.inner.get_run(run_id)
+        return None if run is None else await self._resolve_run(run)
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        # listed runs' offloaded inputs and outputs are fetched (check and export
+        # decode them), a batch at a time rather than all at once
+        runs = await self.inner.list_runs(query)
+        resolved: list[RunRecord] = []
+        for start in range(0, len(runs), _FETCH_BATCH):
+            batch = runs[start : start + _FETCH_BATCH]
+            resolved.extend(
+                await asyncio.gather(*(self._resolve_run(r) for r in batch))
+            )
+        return resolved
+
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        return await self.inner.count_runs(query)  # counting reads no payload
+
+    async def acquire_lease(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        take_over: str | None = None,
+    ) -> Lease | None:
+        return await self.inner.acquire_lease(
+            run_id, owner=owner, now_ms=now_ms, ttl_ms=ttl_ms, take_over=take_over
+        )
+
+    async def renew_lease(
+        self, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
+    ) -> None:
+        await self.inner.renew_lease(run_id, fence=fence, now_ms=now_ms, ttl_ms=ttl_ms)
+
+    async def update_run(self, run_id: str, *, fence: int, update: RunUpdate) -> None:
+        output = await self._offload(update.output, run_id=run_id, seq=None)
+        if output is not update.output:
+            update = dataclasses.replace(update, output=output)
+        await self.inner.update_run(run_id, fence=fence, update=update)
+
+    async def cancel_run(self, run_id: str, *, now_ms: int) -> RunRecord:
+        return await self._resolve_run(
+            await self.inner.cancel_run(run_id, now_ms=now_ms)
+        )
+
+    async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        return await self.inner.reopen_run(run_id, now_ms=now_ms)
+
+    async def claim_runs(
+        self,
+        *,
+        owner: str,
+        now_ms: int,
+        ttl_ms: int,
+        limit: int,
+        workflows: Collection[str],
+        queues: Mapping[str, QueuePolicy],
+        versions: Collection[str] | None = None,
+    ) -> list[Lease]:
+        return await self.inner.claim_runs(
+            owner=owner,
+            now_ms=now_ms,
+            ttl_ms=ttl_ms,
+            limit=limit,
+            workflows=workflows,
+            queues=queues,
+            versions=versions,
+        )
+
+    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
+        # their objects become garbage for collect_garbage
+        return await self.inner.delete_runs(run_ids)
+
+    # --- journal ----------------------------------------------------------------
+    async def load_journal(
+        self, run_id: str, *, up_to_seq: int | None = None
+    ) -> list[StepRecord]:
+        steps = await self.inner.load_journal(run_id, up_to_seq=up_to_seq)
+        if not any(_points_away(s.output) or _points_away(s.usage) for s in steps):
+            return steps
+        return list(await asyncio.gather(*(self._resolve_step(s) for s in steps)))
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        output, usage = await asyncio.gather(
+            self._offload(step.output, run_id=step.run_id, seq=step.seq),
+            self._offload(step.usage, run_id=step.run_id, seq=step.seq),
+        )
+        if output is not step.output or usage is not step.usage:
+            step = dataclasses.replace(step, output=output, usage=usage)
+        await self.inner.commit_step(step, fence=fence)
+
+    # --- inputs -----------------------------------------------------------------
+    async def send_input(self, record: InputRecord) -> bool:
+        value = await self._offload(record.value, run_id=record.run_id, seq=None)
+        assert value is not None  # noqa: S101 - an input's value is never None
+        return await self.inner.send_input(dataclasses.replace(record, value=value))
+
+    async def get_inputs(self, run_id: str) -> dict[str, bytes]:
+        inputs = await self.inner.get_inputs(run_id)
+        keys = list(inputs)
+        values = await asyncio.gather(
+            *(
+                self._resolve(inputs[k], place=_run_place(run_id, f"input {k!r}"))
+                for k in keys
+            )
+        )
+        return dict(zip(keys, values, strict=True))
+
+    # --- snapshots ----------------------------------------------------------------
+    async def _offload_chunks(self, chunks: Mapping[str, bytes]) -> Mapping[str, bytes]:
+        if not any(len(data) > self.offload_over for data in chunks.values()):
+            return chunks
+        digests = list(chunks)
+        stored = await asyncio.gather(
+            *(self._offload_other(chunks[d], what=f"chunk {d}") for d in digests)
+        )
+        return dict(zip(digests, stored, strict=True))
+
+    async def _offload_other(self, data: bytes, *, what: str) -> bytes:
+        """`_offload` for a payload of no run: StoreError when it cannot upload."""
+        try:
+            stored = await self._offload(data, run_id="", seq=None)
+        except CheckpointWriteError as exc:
+            raise StoreError(
+                store=self.blobs.url, detail=f"{what}: {exc.detail}"
+            ) from exc
+        assert stored is not None  # noqa: S101 - data is bytes
+        return stored
+
+    async def _offload_snapshot(self, snapshot: SnapshotRecord) -> SnapshotRecord:
+        what = f"thread {snapshot.thread_id!r} checkpoint {snapshot.checkpoint_id!r}"
+        manifest = await self._offload_other(snapshot.manifest, what=what)
+        metadata = snapshot.metadata
+        if metadata is not None:
+            metadata = await self._offload_other(metadata, what=what + " metadata")
+        if manifest is snapshot.manifest and metadata is snapshot.metadata:
+            return snapshot
+        return dataclasses.replace(snapshot, manifest=manifest, metadata=metadata)
+
+    async def _resolve_snapshot(self, snapshot: SnapshotRecord) -> SnapshotRecord:
+        if not (_points_away(snapshot.manifest) or _points_away(snapshot.metadata)):
+            return snapshot
+        place = f"thread {snapshot.thread_id!r} checkpoint {snapshot.checkpoint_id!r}"
+        manifest, metadata = await asyncio.gather(
+            self._resolve(snapshot.manifest, place=place + " manifest"),
+            self._resolve(snapshot.metadata, place=place + " metadata"),
+        )
+        return dataclasses.replace(snapshot, manifest=manifest, metadata=metadata)
+
+    async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
+        await self.inner.put_chunks(await self._offload_chunks(chunks))
+
+    async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
+        chunks = await self.inner.get_chunks(hashes)
+        if not any(_points_away(data) for data in chunks.values()):
+            return chunks
+        digests = list(chunks)
+        data = await asyncio.gather(
+            *(self._resolve(chunks[d], place=f"chunk {d}") for d in digests)
+        )
+        return dict(zip(digests, data, strict=True))
+
+    async def save_snapshot(
+        self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
+    ) -> None:
+        snapshot, chunks = await asyncio.gather(
+            self._offload_snapshot(snapshot), self._offload_chunks(chunks)
+        )
+        await self.inner.save_snapshot(snapshot, chunks=chunks)
+
+    async def load_snapshot(
+        self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
+    ) -> SnapshotRecord | None:
+        snapshot = await self.inner.load_snapshot(
+            thread_id, namespace=namespace, checkpoint_id=checkpoint_id
+        )
+        return None if snapshot is None else await self._resolve_snapshot(snapshot)
+
+    async def list_snapshots(
+        self,
+        thread_id: str,
+        *,
+        namespace: str | None = "",
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[SnapshotRecord]:
+        snapshots = await self.inner.list_snapshots(
+            thread_id, namespace=namespace, before=before, limit=limit
+        )
+        return list(
+            await asyncio.gather(*(self._resolve_snapshot(s) for s in snapshots))
+        )
+
+    async def replace_snapshots(
+        self,
+        thread_id: str,
+        namespace: str,
+        checkpoint_ids: Collection[str],
+        *,
+        by: SnapshotRecord,
+    ) -> bool:
+        return await self.inner.replace_snapshots(
+            thread_id, namespace, checkpoint_ids, by=await self._offload_snapshot(by)
+        )
+
+    async def delete_thread(self, thread_id: str) -> int:
+        return await self.inner.delete_thread(thread_id)
+
+    async def delete_unreferenced_chunks(self, limit: int) -> int:
+        return await self.inner.delete_unreferenced_chunks(limit)
+
+    # --- maintenance ------------------------------------------------------------
+    async def scan_payloads(
+        self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
+    ) -> list[Payload]:
+        payloads = await self.inner.scan_payloads(kind, after=after, limit=limit)
+        return [
+            dataclasses.replace(
+                p, data=await self._resolve(p.data, place=_payload_place(p))
+            )
+            if _points_away(p.data)
+            else p
+            for p in payloads
+        ]
+
+    async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
+        # `payload.data` is the frame scan_payloads resolved: the row holds either
+        # it or its reference; the new frame is offloaded as any write is
+        run_id = str(payload.key[0]) if payload.key else ""
+        new = await self._offload(data, run_id=run_id, seq=None)
+        assert new is not None  # noqa: S101 - data is bytes
+        referenced = dataclasses.replace(
+            payload, data=BlobRef.of(payload.data).encode()
+        )
+        if await self.inner.replace_payload(referenced, data=new):
+            return True
+        return await self.inner.replace_payload(payload, data=new)
+
+    async def referenced_keys(self) -> set[str]:
+        """The keys of every object a row of the wrapped store references now."""
+        keys: set[str] = set()
+        for kind in PAYLOAD_KINDS:
+            after: tuple[str | int, ...] | None = None
+            while True:
+                page = await self.inner.scan_payloads(
+                    kind, after=after, limit=_SCAN_PAGE
+                )
+                for payload in page:
+                    key = _key_of(payload.data)
+                    if key is not None:
+                        keys.add(key)
+                if len(page) < _SCAN_PAGE:
+                    break
+                after = page[-1].key
+        return keys
+
+    async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
+        """Delete objects no row references that are older than `older_than_ms`.
+
+        The grace period covers writes in flight: an object is uploaded before
+        the row that references it commits, so a young unreferenced object may
+        be about to be referenced. Rows are read first and objects listed after,
+        and each object's age is checked again just before it is deleted, so an
+        upload that refreshed it meanwhile keeps it. Returns how many were deleted.
+
+        Raises:
+            StoreError: the object store did not answer.
+        """
+        referenced = await self.referenced_keys()
+        cutoff = now_ms - older_than_ms
+        deleted = 0
+        try:
+            for blob in await self.blobs.listing():
+                if blob.key in referenced or blob.modified_at_ms > cutoff:
+                    continue
+                try:
+                    if (await self.blobs.info(blob.key)).modified_at_ms > cutoff:
+                        continue  # uploaded again since the listing
+                except BlobMissing:
+                    continue
+                await self.blobs.delete(blob.key)
+                deleted += 1
+        except BlobUnavailable as exc:
+            raise StoreError(store=self.blobs.url, detail=str(exc)) from exc
+        return deleted
+
+    async def archive_finished(
+        self, *, updated_before_ms: int, limit: int
+    ) -> list[Archived]:
+        """Archive up to `limit` finished runs and `limit` threads gone cold.
+
+        A run is due when it finished and last changed before `updated_before_ms`;
+        a thread when its newest saved state is older than that.
+        """
+        runs = await self.inner.list_runs(
+            RunQuery(
+                status=tuple(TERMINAL_STATUSES),
+                updated_before_ms=updated_before_ms,
+                limit=limit,
+            )
+        )
+        done = [await archive_run(self.inner, self.blobs, run.run_id) for run in runs]
+        for thread_id in await self._threads(limit):
+            newest = await self.inner.list_snapshots(thread_id, namespace=None, limit=1)
+            if newest and newest[0].created_at_ms < updated_before_ms:
+                done.append(await archive_thread(self.inner, self.blobs, thread_id))
+        return done
+
+    async def _threads(self, limit: int) -> list[str]:
+        """Up to `limit` thread ids, in key order (from their manifests)."""
+        threads: dict[str, None] = {}
+        after: tuple[str | int, ...] | None = None
+        while len(threads) < limit:
+            page = await self.inner.scan_payloads(
+                "snapshot.manifest", after=after, limit=_SCAN_PAGE
+            )
+            threads.update(dict.fromkeys(str(p.key[0]) for p in page))
+            if len(page) < _SCAN_PAGE:
+                break
+            after = page[-1].key
+        return list(threads)[:limit]
+
+    async def close(self) -> None:
+        try:
+            await self.inner.close()
+        finally:
+            await self.blobs.close()
+
+
+def _key_of(data: object) -> str | None:
+    """The object a stored payload references; None for a frame or damage."""
+    if not isinstance(data, bytes | bytearray | memoryview):
+        return None
+    try:
+        if is_reference(data):
+            return BlobRef.decode(bytes(data), place="").key
+        if is_member(data):
+            return ArchiveRef.decode(bytes(data), place="").key
+    except CorruptCheckpointError:
+        pass  # a damaged reference references nothing
+    return None
+
+
+def _payload_place(payload: Payload) -> str:
+    key = payload.key
+    if payload.kind in ("step.output", "step.usage") and len(key) == 3:
+        place = f"run {key[0]!r}, step #{key[1]} {key[2]!r}"
+        return place + (" usage" if payload.kind == "step.usage" else "")
+    if payload.kind == "input.value" and len(key) == 2:
+        return _run_place(str(key[0]), f"input {key[1]!r}")
+    if payload.kind in ("run.input", "run.output") and key:
+        return _run_place(str(key[0]), payload.kind.removeprefix("run."))
+    return f"{payload.kind} {key!r}"

@@ -1,0 +1,177 @@
+"""The public names are a contract: adding, removing or re-parenting one is a decision.
+
+A change here should come with a line in the changelog of the release, and, for a
+removal, a deprecation first.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import resumable
+import resumable.errors
+import resumable.testing
+from resumable import (
+    CheckpointNotFound,
+    Engine,
+    NotInRun,
+    RunConflict,
+    UsageError,
+    current_run,
+    step,
+    wait_for,
+    workflow,
+)
+from resumable.cli import main
+
+PUBLIC = {
+    "BudgetExceeded", "CheckReport", "Checkpoint", "CheckpointNotFound",
+    "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
+    "Engine", "ExecutionSpend", "GcReport", "InputRejected", "LeaseLost", "Ledger",
+    "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "ResumableError",
+    "Retry", "RunCancelled", "RunCheck", "RunConflict", "RunCounts", "RunFilter",
+    "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunView", "SchemaVersionError", "SerializationError", "Spend",
+    "StepExport", "StepFailed", "StepView", "StoreError", "Usage", "UsageError",
+    "WaitTimeout", "Worker", "WorkflowFailed", "WorkflowNotRegistered",
+    "__version__", "current_run", "deprecate_patch", "map_steps", "patched",
+    "register", "sleep", "step", "wait_for", "workflow",
+}  # fmt: skip
+
+TESTING = {
+    "T0", "CrashReport", "FakeClock", "Mutation", "StoreContract", "StoredField",
+    "TamperFailure", "TamperReport", "TamperSubject", "TamperSuite", "Trial",
+    "crash_test", "decompression_bomb", "mutations_of", "plain_frame",
+    "record_effect", "run_record", "snapshot_record", "step_record",
+}  # fmt: skip
+
+# each error and the class it derives from: callers catch by these
+ERROR_TREE = {
+    "ResumableError": "Exception",
+    "NonDeterminismError": "ResumableError",
+    "CheckpointWriteError": "ResumableError",
+    "SerializationError": "ResumableError",
+    "CorruptCheckpointError": "ResumableError",
+    "SchemaVersionError": "ResumableError",
+    "StoreError": "ResumableError",
+    "ChunksMissing": "StoreError",
+    "RunNotFound": "ResumableError",
+    "LeaseLost": "ResumableError",
+    "WorkflowFailed": "ResumableError",
+    "RunCancelled": "ResumableError",
+    "StepFailed": "ResumableError",
+    "WaitTimeout": "ResumableError",
+    "BudgetExceeded": "ResumableError",
+    "InputRejected": "ResumableError",
+    "UsageError": "ResumableError",
+    "NotInRun": "UsageError",
+    "RunConflict": "UsageError",
+    "WorkflowNotRegistered": "UsageError",
+    "CheckpointNotFound": "UsageError",
+}
+
+
+def test_the_package_exports_exactly_its_public_names() -> None:
+    assert set(resumable.__all__) == PUBLIC
+    assert len(resumable.__all__) == len(PUBLIC)  # no name twice
+    for name in resumable.__all__:
+        assert getattr(resumable, name) is not None
+
+
+def test_resumable_testing_exports_exactly_its_public_names() -> None:
+    assert set(resumable.testing.__all__) == TESTING
+    for name in resumable.testing.__all__:
+        assert getattr(resumable.testing, name) is not None
+
+
+def test_the_error_tree_is_as_documented() -> None:
+    classes = {
+        name: cls
+        for name, cls in inspect.getmembers(resumable.errors, inspect.isclass)
+        if cls.__module__ == "resumable.errors"
+    }
+    assert {name: cls.__bases__[0].__name__ for name, cls in classes.items()} == (
+        ERROR_TREE
+    )
+    doc = resumable.errors.__doc__ or ""
+    for name in ERROR_TREE:  # the module docstring draws every class
+        assert name in doc, name
+    for name, cls in classes.items():  # every error a user can catch is exported
+        if name != "ChunksMissing":  # a store's signal to the engine, retried inside
+            assert getattr(resumable, name) is cls
+
+
+def test_importing_the_package_imports_no_driver_or_integration() -> None:
+    code = (
+        "import sys, resumable; "
+        "print(sorted(m for m in ('psycopg', 'redis', 'langgraph', 'openai', "
+        "'anthropic', 'zstandard', 'cryptography', 'pyarrow') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+@step
+async def _noop() -> int:
+    return 1
+
+
+@workflow(name="public_api:waits")
+async def _waits_in_a_step() -> int:
+    return await _noop()
+
+
+async def test_calls_outside_a_run_are_not_in_run_errors() -> None:
+    with pytest.raises(NotInRun) as caught:
+        current_run()
+    assert caught.value.call == "current_run()"
+    with pytest.raises(NotInRun) as waited:
+        await wait_for("approval")
+    assert waited.value.call == "wait_for()"
+    assert "@workflow" in str(waited.value)
+
+
+async def test_conflicts_and_missing_things_are_usage_errors(engine: Engine) -> None:
+    await engine.run(_waits_in_a_step, run_id="api-1")
+    with pytest.raises(RunConflict) as taken:
+        await engine.fork("api-1", at_step=5)
+    assert taken.value.run_id == "api-1"
+    with pytest.raises(CheckpointNotFound) as missing:
+        await engine.load_state("no-such-thread")
+    assert missing.value.thread_id == "no-such-thread"
+    assert isinstance(missing.value, UsageError)
+
+
+def test_the_cli_exits_2_on_a_usage_error_and_1_on_a_run_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    assert main(["gc", "--older-than", "soon", "--store", url]) == 2
+    assert "--older-than 'soon'" in capsys.readouterr().err
+    assert main(["show", "no-such-run", "--store", url]) == 1  # RunNotFound
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_resuming_a_run_whose_workflow_this_process_lacks_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    elsewhere = (
+        "from resumable import Engine, workflow\n"
+        "@workflow(name='elsewhere:flow')\n"
+        "async def flow() -> int:\n"
+        "    return 1\n"
+        f"Engine({url!r}).run_sync(flow, run_id='r-elsewhere')\n"
+    )
+    subprocess.run([sys.executable, "-c", elsewhere], check=True)
+    # --app names a module that does not define it
+    assert main(["resume", "r-elsewhere", "--app", "json", "--store", url]) == 2
+    err = capsys.readouterr().err
+    assert "workflow 'elsewhere:flow' is not registered in this process" in err
+    assert "--app MODULE" in err
