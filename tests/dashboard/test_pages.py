@@ -7,6 +7,7 @@ from playwright.sync_api import Page, expect
 from dashboard import flows
 from dashboard.conftest import Dashboard, call
 from resumable import Engine
+from resumable.serde import KeyRing
 
 
 def test_a_child_run_is_a_nested_row_linked_from_its_step(
@@ -91,4 +92,18 @@ def test_the_server_checks_json_even_when_the_page_does_not(
     )
     assert response.status == 400
     assert "does not exist" in response.text()
+    call(engine.close())
+
+
+def test_an_encrypted_store_shows_its_runs_and_says_values_need_the_key(
+    dashboard: Dashboard, page: Page
+) -> None:
+    key = KeyRing({"k1": bytes(range(32))}, current="k1")
+    engine = Engine(dashboard.store_url, encryption_key=key)
+    engine.run_sync(flows.pipeline, 5, run_id="sealed")
+    page.goto(f"{dashboard.url}/run?id=sealed")  # the dashboard has no key
+    expect(page.locator("#live")).to_have_attribute("data-status", "succeeded")
+    expect(page.locator("table.steps tbody tr")).to_have_count(3)
+    expect(page.locator("table.steps").first).to_contain_text("encrypted")
+    assert "doc 5" not in page.content()
     call(engine.close())
