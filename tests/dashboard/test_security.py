@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -119,3 +122,32 @@ def test_a_non_loopback_host_without_a_token_is_refused() -> None:
     )
     assert cli.returncode == 1
     assert "refusing to serve the dashboard on '0.0.0.0' without --token" in cli.stderr
+
+
+def test_the_cli_serves_the_dashboard_on_loopback(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "resumable.cli", "ui", "--port", str(port),
+         "--store", f"sqlite:///{tmp_path / 'cli.db'}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/", timeout=5
+                ) as page:
+                    assert page.status == 200
+                    assert "<h1>Runs</h1>" in page.read().decode()
+                    break
+            except OSError:
+                assert server.poll() is None, server.stderr.read()  # type: ignore[union-attr]  # piped
+                assert time.monotonic() < deadline, "the dashboard did not answer"
+                time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
