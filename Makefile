@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=25.1"
-	$(BIN)/python -m pip install --quiet -e ".[postgres,redis,langgraph,encryption,zstd,parquet,otel,prometheus,s3]" --group dev
+	$(BIN)/python -m pip install --quiet -e ".[postgres,redis,langgraph,encryption,zstd,parquet,otel,prometheus,s3,ui]" --group dev
 	touch $(STAMP)
 
 demo: $(STAMP)

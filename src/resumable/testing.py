@@ -226,6 +226,55 @@ class StoreContract:
         assert len(await store.list_runs(RunQuery(limit=2))) == 2
         assert await store.list_runs(RunQuery(status=["failed"])) == []
 
+    async def test_list_runs_pages_by_key_and_filters_by_prefix_and_time(
+        self, store: Store
+    ) -> None:
+        for i in range(7):  # pairs share a creation time: the run_id breaks the tie
+            await store.create_run(
+                run_record(f"{'a' if i < 4 else 'b'}{i}", created_at_ms=T0 + i // 2)
+            )
+        pages: list[list[str]] = []
+        after: tuple[int, str] | None = None
+        while True:
+            page = await store.list_runs(RunQuery(limit=3, after=after))
+            if not page:
+                break
+            pages.append([run.run_id for run in page])
+            after = (page[-1].created_at_ms, page[-1].run_id)
+        assert pages == [["b6", "b5", "b4"], ["a3", "a2", "a1"], ["a0"]]
+        prefixed = await store.list_runs(RunQuery(run_id_prefix="a"))
+        assert [run.run_id for run in prefixed] == ["a3", "a2", "a1", "a0"]
+        timed = await store.list_runs(
+            RunQuery(created_since_ms=T0 + 1, created_before_ms=T0 + 3)
+        )
+        assert [run.run_id for run in timed] == ["b5", "b4", "a3", "a2"]
+        assert await store.list_runs(RunQuery(run_id_prefix="a%")) == []
+
+    async def test_count_runs_by_status_and_queue(self, store: Store) -> None:
+        for i in range(6):
+            await store.create_run(
+                run_record(
+                    f"c{i}",
+                    workflow="w" if i < 5 else "other",
+                    queue="q" if i % 2 else None,
+                )
+            )
+        await store.cancel_run("c0", now_ms=T0)
+        assert await store.count_runs(RunQuery()) == {
+            ("cancelled", None): 1,
+            ("queued", None): 2,
+            ("queued", "q"): 3,
+        }
+        assert await store.count_runs(RunQuery(workflow="w", run_id_prefix="c")) == {
+            ("cancelled", None): 1,
+            ("queued", None): 2,
+            ("queued", "q"): 2,
+        }
+        assert await store.count_runs(RunQuery(status=["cancelled"], limit=0)) == {
+            ("cancelled", None): 1
+        }
+        assert await store.count_runs(RunQuery(run_id_prefix="zz")) == {}
+
     # --- leases -------------------------------------------------------------------
     async def test_lease_is_exclusive_until_it_expires(self, store: Store) -> None:
         await store.create_run(run_record("r"))

@@ -34,6 +34,7 @@ from resumable._engine.export import ExportQuery, StepExport, export_steps
 from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
+from resumable._engine.listing import RunCounts, RunFilter, decode_cursor, encode_cursor
 from resumable._engine.observe import Observer, combine
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
@@ -92,6 +93,10 @@ class RunView:
     queue: str | None
     version: str | None = None
     """The workflow version the run started on (`@workflow(version=)`)."""
+    lease_owner: str | None = None
+    """The worker that holds (or last held) the run's lease."""
+    lease_expires_at: datetime | None = None
+    """When that lease ends unless renewed (None: never leased)."""
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
@@ -107,7 +112,18 @@ class RunView:
             fork_seq=run.fork_seq,
             queue=run.queue,
             version=run.version,
+            lease_owner=run.lease_owner,
+            lease_expires_at=_lease_time(run.lease_expires_at_ms),
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPage:
+    """One page of `Engine.runs_page`."""
+
+    runs: list[RunView]
+    next_cursor: str | None
+    """Pass it back as `cursor` for the next page; None on the last page."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -752,6 +768,44 @@ class Engine:
         )
         return [RunView.of(checked_run(run)) for run in records]
 
+    async def runs_page(
+        self,
+        selection: RunFilter | None = None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> RunPage:
+        """One page of the runs `selection` matches, newest first.
+
+        Pages are found by key, not by offset, so a deep page costs what the first
+        does, and a run created meanwhile never shifts a page.
+
+        Args:
+            selection: Which runs (default: all).
+            limit: Runs per page.
+            cursor: The `next_cursor` of the previous page (None: the first page).
+        """
+        query = (selection or RunFilter()).query(
+            limit=limit + 1, after=None if cursor is None else decode_cursor(cursor)
+        )
+        records = await self.store.list_runs(query)
+        runs = [RunView.of(checked_run(run)) for run in records[:limit]]
+        last = records[limit - 1] if len(records) > limit else None
+        return RunPage(
+            runs=runs,
+            next_cursor=None
+            if last is None
+            else encode_cursor(last.created_at_ms, last.run_id),
+        )
+
+    async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
+        """How many runs `selection` matches, by status and queue."""
+        return RunCounts(
+            by_status_and_queue=await self.store.count_runs(
+                (selection or RunFilter()).query()
+            )
+        )
+
     async def get(self, run_id: str) -> RunView:
         """One run's summary. Raises RunNotFound."""
         return RunView.of(await self._get(run_id))
@@ -1190,6 +1244,18 @@ def new_run_id() -> str:
 
 def _datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _lease_time(ms: int) -> datetime | None:
+    """A lease's expiry to show; None if never leased, or past what a datetime holds.
+
+    Only shown, never acted on: the store compares the stored number itself, so a
+    damaged expiry must not make every listing of the run fail.
+    """
+    try:
+        return _datetime(ms) if ms else None
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _step_view(record: StepRecord, run_id: str, serde: Serde) -> StepView:

@@ -25,6 +25,7 @@ from resumable.cli import (
     runs,
     simulate,
     threads,
+    ui,
     worker,
 )
 from resumable.errors import ResumableError, UsageError
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.register(commands, store)
     archive.register(commands, store)
     costmodel.register(commands)
+    ui.register(commands, store)
     return parser
 
 

@@ -36,8 +36,7 @@ WITH inserted AS (
 )
 SELECT inserted.*, (SELECT count(*) FROM announced) AS announced FROM inserted
 """
-_LIST_RUNS: Final = """
-SELECT * FROM {schema}.resumable_runs
+_RUN_FILTERS: Final = """
  WHERE (cardinality(%(status)s::text[]) = 0 OR status = ANY(%(status)s::text[]))
    AND (%(workflow)s::text IS NULL OR workflow = %(workflow)s::text)
    AND (%(parent_id)s::text IS NULL OR parent_id = %(parent_id)s::text)
@@ -45,9 +44,24 @@ SELECT * FROM {schema}.resumable_runs
    AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
    AND (%(updated_before_ms)s::bigint IS NULL OR updated_at_ms < %(updated_before_ms)s::bigint)
    AND (%(version)s::text IS NULL OR version = %(version)s::text)
+   AND (%(run_id_prefix)s::text IS NULL OR starts_with(run_id, %(run_id_prefix)s::text))
+   AND (%(created_since_ms)s::bigint IS NULL OR created_at_ms >= %(created_since_ms)s::bigint)
+   AND (%(created_before_ms)s::bigint IS NULL OR created_at_ms < %(created_before_ms)s::bigint)
+"""
+_LIST_RUNS: Final = (
+    "SELECT * FROM {schema}.resumable_runs"  # noqa: S608 - constants; values are parameters
+    + _RUN_FILTERS
+    + """   AND (%(after_ms)s::bigint IS NULL
+        OR (created_at_ms, run_id) < (%(after_ms)s::bigint, %(after_id)s::text))
  ORDER BY created_at_ms DESC, run_id DESC
  LIMIT %(limit)s
 """
+)
+_COUNT_RUNS: Final = (
+    "SELECT status, queue, count(*) AS n FROM {schema}.resumable_runs"  # noqa: S608 - constants; values are parameters
+    + _RUN_FILTERS
+    + " GROUP BY status, queue"
+)
 # one statement: the UPDATE waits for a concurrent lease change and re-checks the row
 _ACQUIRE: Final = """
 WITH leased AS (
@@ -394,6 +408,7 @@ class Statements:
         self.select_run = compose(_SELECT_RUN)
         self.create_run = compose(_CREATE_RUN)
         self.list_runs = compose(_LIST_RUNS)
+        self.count_runs = compose(_COUNT_RUNS)
         self.acquire = compose(_ACQUIRE)
         self.renew = compose(_RENEW)
         self.update_run = compose(_UPDATE_RUN)

@@ -7,7 +7,8 @@ WHERE clauses, and StoreContract checks that every store agrees with them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections import Counter
+from collections.abc import Collection, Iterable
 
 from resumable.stores.protocol import RunQuery, RunRecord, RunUpdate
 
@@ -107,7 +108,28 @@ def matches(run: RunRecord, query: RunQuery) -> bool:
             or run.updated_at_ms < query.updated_before_ms
         )
         and (query.version is None or run.version == query.version)
+        and (query.run_id_prefix is None or run.run_id.startswith(query.run_id_prefix))
+        and (
+            query.created_since_ms is None
+            or run.created_at_ms >= query.created_since_ms
+        )
+        and (
+            query.created_before_ms is None
+            or run.created_at_ms < query.created_before_ms
+        )
     )
+
+
+def listed_after(run: RunRecord, after: tuple[int, str] | None) -> bool:
+    """Whether `run` comes after the key `after` in newest-first order (keyset paging)."""
+    return after is None or (run.created_at_ms, run.run_id) < after
+
+
+def count_by_status_and_queue(
+    runs: Iterable[RunRecord],
+) -> dict[tuple[str, str | None], int]:
+    """`Store.count_runs` over runs already filtered."""
+    return dict(Counter((run.status, run.queue) for run in runs))
 
 
 def version_claimable(run: RunRecord, versions: Collection[str] | None) -> bool:

@@ -54,10 +54,15 @@ class MemoryStore:
         found = [
             checked_run(run)
             for run in self._runs.values()
-            if _rules.matches(run, query)
+            if _rules.matches(run, query) and _rules.listed_after(run, query.after)
         ]
         found.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
         return found[: query.limit]
+
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        return _rules.count_by_status_and_queue(
+            run for run in self._runs.values() if _rules.matches(run, query)
+        )
 
     async def acquire_lease(
         self,

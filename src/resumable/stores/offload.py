@@ -241,6 +241,9 @@ class OffloadStore:
             )
         return resolved
 
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        return await self.inner.count_runs(query)  # counting reads no payload
+
     async def acquire_lease(
         self,
         run_id: str,

@@ -369,20 +369,23 @@ class PostgresStore:
         return _sql.run_from_row(rows[0]) if rows else None
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
-        params = {
-            "status": list(query.status),
-            "workflow": _sql.maybe_text(query.workflow),
-            "parent_id": _sql.maybe_text(query.parent_id),
-            "forked_from": _sql.maybe_text(query.forked_from),
-            "queue": _sql.maybe_text(query.queue),
-            "updated_before_ms": query.updated_before_ms,
-            "version": _sql.maybe_text(query.version),
+        after_ms, after_id = query.after or (None, None)
+        params = _run_filters(query) | {
+            "after_ms": after_ms,
+            "after_id": _sql.maybe_text(after_id),
             "limit": query.limit,
         }
         return [
             _sql.run_from_row(row)
             for row in await self._read(self._sql.list_runs, params)
         ]
+
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        rows = await self._read(self._sql.count_runs, _run_filters(query))
+        return {
+            (row["status"], _sql.maybe_from_text(row["queue"])): row["n"]
+            for row in rows
+        }
 
     async def acquire_lease(
         self,
@@ -997,3 +1000,19 @@ def _snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
 
 def _snapshot_from_row(row: DictRow) -> SnapshotRecord:
     return _sql.snapshot_from_row(row, row["chunk_refs"])
+
+
+def _run_filters(query: RunQuery) -> dict[str, object]:
+    """The parameters of `_RUN_FILTERS` for a run query."""
+    return {
+        "status": list(query.status),
+        "workflow": _sql.maybe_text(query.workflow),
+        "parent_id": _sql.maybe_text(query.parent_id),
+        "forked_from": _sql.maybe_text(query.forked_from),
+        "queue": _sql.maybe_text(query.queue),
+        "updated_before_ms": query.updated_before_ms,
+        "version": _sql.maybe_text(query.version),
+        "run_id_prefix": _sql.maybe_text(query.run_id_prefix),
+        "created_since_ms": query.created_since_ms,
+        "created_before_ms": query.created_before_ms,
+    }

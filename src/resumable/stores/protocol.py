@@ -194,6 +194,15 @@ class RunQuery:
     version: str | None = None
     limit: int = 100
     """Newest first (by creation time), at most this many."""
+    run_id_prefix: str | None = None
+    """Only runs whose run_id starts with this."""
+    created_since_ms: int | None = None
+    """Only runs created at or after this time."""
+    created_before_ms: int | None = None
+    """Only runs created before this time."""
+    after: tuple[int, str] | None = None
+    """Keyset pagination: only runs listed after the run whose `(created_at_ms,
+    run_id)` this is, in the newest-first order (the last run of the previous page)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,6 +340,13 @@ class Store(Protocol):
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
         """Runs matching every filter in `query`, newest first."""
+        ...
+
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        """How many runs match every filter of `query`, by `(status, queue)`.
+
+        `limit` and `after` are ignored; combinations with no run are left out.
+        """
         ...
 
     async def acquire_lease(

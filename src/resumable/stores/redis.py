@@ -51,6 +51,7 @@ import itertools
 import logging
 import socket
 import struct
+from collections import Counter
 from collections.abc import AsyncGenerator, Collection, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -510,7 +511,7 @@ class RedisStore:
         found: list[RunRecord] = []
         seen: set[bytes] = set()
         batch: list[bytes] = []
-        scan = self._newest_first(client, self._index_keys(query), page)
+        scan = self._newest_first(client, self._index_keys(query), page, query.after)
         # the narrowest index drives the scan; the other filters apply in Python
         with self._boundary("list runs"):
             async with contextlib.aclosing(scan):
@@ -529,6 +530,28 @@ class RedisStore:
         found.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
         return found[: query.limit]
 
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        client = await self._ready()
+        counts: Counter[tuple[str, str | None]] = Counter()
+        batch: list[bytes] = []
+        scan = self._newest_first(client, self._index_keys(query), _PAGE_MAX, None)
+        # no count index: every run the narrowest index holds is read and matched
+        with self._boundary("count runs"):
+            async with contextlib.aclosing(scan):
+                async for member in scan:
+                    batch.append(member)
+                    if len(batch) >= _PAGE_MAX:
+                        counts.update(
+                            (run.status, run.queue)
+                            for run in await self._matching(client, batch, query)
+                        )
+                        batch = []
+            counts.update(
+                (run.status, run.queue)
+                for run in await self._matching(client, batch, query)
+            )
+        return dict(counts)
+
     def _index_keys(self, query: RunQuery) -> list[bytes]:
         keys = self._keys
         for kind, value in (
@@ -544,10 +567,17 @@ class RedisStore:
         return [keys.runs]
 
     async def _newest_first(
-        self, client: Redis, keys: list[bytes], page: int
+        self,
+        client: Redis,
+        keys: list[bytes],
+        page: int,
+        after: tuple[int, str] | None,
     ) -> AsyncGenerator[bytes, None]:
-        """Members of a few zsets merged by (score, member), highest first."""
-        cursors = [_Cursor(key) for key in keys]
+        """Members of a few zsets merged by (score, member), highest first.
+
+        With `after`, only those listed after that (created_at_ms, run_id).
+        """
+        cursors = [_Cursor(key, after) for key in keys]
         for cursor in cursors:
             await cursor.fill(client, page)
         while True:
@@ -928,22 +958,33 @@ class RedisStore:
 class _Cursor:
     """Pages through one zset from its highest (score, member) down."""
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, after: tuple[int, str] | None = None) -> None:
         self.key = key
         self.offset = 0
         self.done = False
         self.rows: list[tuple[float, bytes]] = []  # lowest first: pop() is the next
+        self.top: float | str = "+inf" if after is None else after[0]
+        self.after = None if after is None else (float(after[0]), _b(after[1]))
 
     async def fill(self, client: Redis, page: int) -> None:
-        found = cast(
-            "list[tuple[bytes, float]]",
-            await client.zrevrange(
-                self.key, self.offset, self.offset + page - 1, withscores=True
-            ),
-        )
-        self.offset += len(found)
-        self.done = len(found) < page
-        self.rows = [(float(score), _as_bytes(member)) for member, score in found]
+        self.rows = []
+        while not self.rows and not self.done:
+            found = cast(
+                "list[tuple[bytes, float]]",
+                await client.zrevrangebyscore(
+                    self.key,
+                    self.top,
+                    "-inf",
+                    start=self.offset,
+                    num=page,
+                    withscores=True,
+                ),
+            )
+            self.offset += len(found)
+            self.done = len(found) < page
+            rows = [(float(score), _as_bytes(member)) for member, score in found]
+            # runs created in the same ms as `after` and listed before it
+            self.rows = [row for row in rows if self.after is None or row < self.after]
         self.rows.reverse()
 
 

@@ -761,32 +761,29 @@ class SQLiteStore:
         return await self._call(get, write=False, inline=True)
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
-        clauses: list[str] = []
-        params: list[object] = []
-        if query.status:
-            clauses.append(f"status IN ({', '.join('?' * len(query.status))})")
-            params.extend(query.status)
-        for column, value in (
-            ("workflow", query.workflow),
-            ("parent_id", query.parent_id),
-            ("forked_from", query.forked_from),
-            ("queue", query.queue),
-            ("version", query.version),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")  # column names are our constants
-                params.append(_t(value))
-        if query.updated_before_ms is not None:
-            clauses.append("updated_at_ms < ?")
-            params.append(query.updated_before_ms)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-        sql = f"SELECT * FROM resumable_runs {where} ORDER BY created_at_ms DESC, run_id DESC LIMIT ?"  # noqa: S608 - fragments are constants, values are parameters
+        where, params = _run_filters(query)
+        if query.after is not None:
+            where += " AND (created_at_ms, run_id) < (?, ?)"
+            params += [query.after[0], _t(query.after[1])]
+        sql = f"SELECT * FROM resumable_runs WHERE {where} ORDER BY created_at_ms DESC, run_id DESC LIMIT ?"  # noqa: S608 - fragments are constants, values are parameters
         params.append(query.limit)
 
         def select(conn: Conn) -> list[RunRecord]:
             return [_sql.run_from_row(row) for row in conn.execute(sql, params)]
 
         return await self._call(select, write=False)
+
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        where, params = _run_filters(query)
+        sql = f"SELECT status, queue, count(*) AS n FROM resumable_runs WHERE {where} GROUP BY status, queue"  # noqa: S608 - fragments are constants, values are parameters
+
+        def count(conn: Conn) -> dict[tuple[str, str | None], int]:
+            return {
+                (row["status"], _sql.maybe_from_text(row["queue"])): row["n"]
+                for row in conn.execute(sql, params)
+            }
+
+        return await self._call(count, write=False)
 
     async def acquire_lease(
         self,
@@ -1344,3 +1341,35 @@ def _queue_admits_txn(
 
 def _snapshot(row: sqlite3.Row) -> SnapshotRecord:
     return _sql.snapshot_from_row(row, row["chunk_refs"])
+
+
+def _run_filters(query: RunQuery) -> tuple[str, list[object]]:
+    """The WHERE clause (never empty) and its parameters for a run query's filters."""
+    clauses = ["1 = 1"]
+    params: list[object] = []
+    if query.status:
+        clauses.append(f"status IN ({', '.join('?' * len(query.status))})")
+        params.extend(query.status)
+    for column, value in (
+        ("workflow", query.workflow),
+        ("parent_id", query.parent_id),
+        ("forked_from", query.forked_from),
+        ("queue", query.queue),
+        ("version", query.version),
+    ):
+        if value is not None:
+            clauses.append(f"{column} = ?")  # column names are our constants
+            params.append(_t(value))
+    for clause, bound in (
+        ("updated_at_ms < ?", query.updated_before_ms),
+        ("created_at_ms >= ?", query.created_since_ms),
+        ("created_at_ms < ?", query.created_before_ms),
+    ):
+        if bound is not None:
+            clauses.append(clause)
+            params.append(bound)
+    if query.run_id_prefix is not None:
+        prefix = _t(query.run_id_prefix)
+        clauses.append("substr(run_id, 1, ?) = ?")
+        params += [len(prefix), prefix]
+    return " AND ".join(clauses), params

@@ -1,0 +1,134 @@
+"""Dashboard runs page on a store holding 100,000 runs: SQLite and PostgreSQL.
+
+Each figure is the median of RUNS full HTTP requests to a real uvicorn server
+(the page's count by status, its page of runs and the HTML). Pages measured: the
+first page, a status filter, a run-id prefix search, and the page after a deep
+cursor. The baseline, measured in the same run on the same store, is the CLI's
+own listing call, `Engine.runs(limit=50)` (no counts, no HTML). Target: under
+300 ms. PostgreSQL is measured when RESUMABLE_TEST_POSTGRES_URL is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import uvicorn
+from _common import table
+
+from resumable import Engine
+from resumable.stores.protocol import RunRecord, Store
+from resumable.ui.app import create_app
+
+RUNS = int(os.environ.get("RUNS", "7"))
+N = int(os.environ.get("UI_RUNS", "100000"))
+STATUSES = ("succeeded",) * 7 + ("failed", "waiting", "cancelled")
+T0 = 1_780_000_000_000
+HEADER = ["page", "ms", "Engine.runs(limit=50) ms", "ratio"]
+
+
+async def fill(store: Store) -> None:
+    """N runs created through the Store protocol, 64 at a time."""
+
+    async def one(i: int) -> None:
+        await store.create_run(
+            RunRecord(
+                run_id=f"batch-{i:06d}",
+                workflow="analyze" if i % 3 else "summarize",
+                status=STATUSES[i % len(STATUSES)],  # type: ignore[arg-type]  # literals
+                input=b"{}",
+                created_at_ms=T0 + i,
+                updated_at_ms=T0 + i,
+                queue="q" if i % 2 else None,
+            )
+        )
+
+    for start in range(0, N, 64):
+        await asyncio.gather(*(one(i) for i in range(start, min(N, start + 64))))
+
+
+def timed_ms(fn: object) -> float:
+    times = []
+    for _ in range(RUNS):
+        began = time.perf_counter()
+        fn()  # type: ignore[operator]  # a callable
+        times.append((time.perf_counter() - began) * 1000)
+    return statistics.median(times)
+
+
+async def prepare(url: str) -> tuple[float, str | None]:
+    """Fill the store; the baseline's median ms and a cursor deep in the list."""
+    async with Engine(url) as engine:
+        await fill(engine.store)
+        times = []
+        for _ in range(RUNS):
+            began = time.perf_counter()
+            await engine.runs(limit=50)
+            times.append((time.perf_counter() - began) * 1000)
+        page = await engine.runs_page(limit=N * 9 // 10)
+    return statistics.median(times), page.next_cursor
+
+
+def measure(url: str) -> list[list[str]]:
+    baseline, cursor = asyncio.run(prepare(url))
+    rows = []
+    served = Engine(url)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(served), host="127.0.0.1", port=0, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    base = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+    pages = {
+        "first page": "/",
+        "status=failed": "/?status=failed",
+        "run-id prefix": "/?q=batch-0999",
+        f"page at run {N * 9 // 10:,}": f"/?cursor={cursor}",
+    }
+    for name, path in pages.items():
+
+        def get(path: str = path) -> None:
+            with urllib.request.urlopen(base + path, timeout=30) as response:
+                assert response.status == 200
+                response.read()
+
+        ms = timed_ms(get)
+        rows.append([name, f"{ms:.1f}", f"{baseline:.2f}", f"{ms / baseline:.1f}x"])
+    server.should_exit = True
+    thread.join()
+    return rows
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"SQLite, {N:,} runs (median of {RUNS} requests)")
+        print(table([HEADER, *measure(f"sqlite:///{tmp}/ui.db")]))
+    pg = os.environ.get("RESUMABLE_TEST_POSTGRES_URL")
+    if pg:
+        schema = f"bench_ui_{uuid.uuid4().hex[:8]}"
+        url = f"{pg}{'&' if '?' in pg else '?'}schema={schema}"
+        print(f"\nPostgreSQL, {N:,} runs (median of {RUNS} requests)")
+        try:
+            print(table([HEADER, *measure(url)]))
+        finally:
+            engine = Engine(url)
+            asyncio.run(engine.store.drop())  # type: ignore[attr-defined]  # PostgresStore
+    print("\ntarget: every page under 300 ms")
+
+
+if __name__ == "__main__":
+    main()

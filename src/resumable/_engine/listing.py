@@ -1,0 +1,128 @@
+"""Paged run listings and counts: what a dashboard needs to browse many runs.
+
+`RunFilter` says which runs; `Engine.runs_page` returns one page of them and an
+opaque cursor to the next (keyset pagination: a page costs the same at run 100,000
+as at run 1); `Engine.count_runs` counts them by status and queue.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from resumable.errors import ResumableError
+from resumable.stores.protocol import RUN_STATUSES, RunQuery, RunStatus
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFilter:
+    """Which runs: every field given narrows the selection."""
+
+    status: Sequence[RunStatus] = ()
+    """Runs in any of these statuses (empty: any status)."""
+    workflow: str | None = None
+    queue: str | None = None
+    version: str | None = None
+    """The `@workflow(version=)` the run started on."""
+    parent: str | None = None
+    """Child runs of this run."""
+    forked_from: str | None = None
+    """Forks of this run."""
+    run_id_prefix: str | None = None
+    """Runs whose run_id starts with this."""
+    created_since: datetime | None = None
+    """Runs created at or after this time."""
+    created_before: datetime | None = None
+    """Runs created before this time."""
+
+    def query(
+        self, *, limit: int = 100, after: tuple[int, str] | None = None
+    ) -> RunQuery:
+        """The store query for this filter."""
+        return RunQuery(
+            status=tuple(self.status),
+            workflow=self.workflow,
+            queue=self.queue,
+            version=self.version,
+            parent_id=self.parent,
+            forked_from=self.forked_from,
+            run_id_prefix=self.run_id_prefix,
+            created_since_ms=_ms(self.created_since),
+            created_before_ms=_ms(self.created_before),
+            limit=limit,
+            after=after,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCounts:
+    """How many runs a filter selects, by status and by queue."""
+
+    by_status_and_queue: dict[tuple[str, str | None], int] = field(default_factory=dict)
+    """Runs per `(status, queue)`; `queue` is None for runs not enqueued."""
+
+    @property
+    def total(self) -> int:
+        """Every run counted."""
+        return sum(self.by_status_and_queue.values())
+
+    def by_status(self) -> dict[str, int]:
+        """Runs per status, in lifecycle order (statuses with no run left out)."""
+        counts: dict[str, int] = {}
+        for (status, _), n in self.by_status_and_queue.items():
+            counts[status] = counts.get(status, 0) + n
+        return {s: counts[s] for s in sorted(counts, key=_lifecycle_order)}
+
+    def by_queue(self) -> dict[str, dict[str, int]]:
+        """Runs per queue name, then per status (runs without a queue left out)."""
+        queues: dict[str, dict[str, int]] = {}
+        for (status, queue), n in sorted(
+            self.by_status_and_queue.items(),
+            key=lambda item: (item[0][1] or "", item[0][0]),
+        ):
+            if queue is not None:
+                queues.setdefault(queue, {})[status] = n
+        return queues
+
+
+def encode_cursor(created_at_ms: int, run_id: str) -> str:
+    """The opaque cursor after a run: URL-safe, so it can travel in a query string."""
+    raw = json.dumps([created_at_ms, run_id]).encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(raw).decode("ascii")
+
+
+def decode_cursor(cursor: str) -> tuple[int, str]:
+    """The key `encode_cursor` made.
+
+    Raises:
+        ResumableError: the cursor was not made by `encode_cursor`.
+    """
+    try:
+        created_at_ms, run_id = json.loads(
+            base64.urlsafe_b64decode(cursor.encode("ascii")).decode(
+                "utf-8", "surrogatepass"
+            )
+        )
+    except (ValueError, TypeError, UnicodeError) as exc:
+        raise ResumableError(
+            f"cursor {cursor[:40]!r} is not one Engine.runs_page returned; "
+            "start from the first page (cursor=None)"
+        ) from exc
+    if not isinstance(created_at_ms, int) or not isinstance(run_id, str):
+        raise ResumableError(
+            f"cursor {cursor[:40]!r} is not one Engine.runs_page returned; "
+            "start from the first page (cursor=None)"
+        )
+    return created_at_ms, run_id
+
+
+def _lifecycle_order(status: str) -> tuple[int, str]:
+    known = status in RUN_STATUSES
+    return (RUN_STATUSES.index(status) if known else len(RUN_STATUSES), status)
+
+
+def _ms(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)

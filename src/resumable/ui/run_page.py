@@ -1,0 +1,289 @@
+"""The run page: header, step waterfall, steps with their values, ledger, actions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from resumable._engine.children import child_run_id
+from resumable._engine.engine import Engine, RunView
+from resumable._engine.export import StepExport
+from resumable._engine.ledger import Ledger
+from resumable._engine.listing import RunFilter
+from resumable.errors import ResumableError
+from resumable.ui.html import (
+    VALUE_CHARS,
+    badge,
+    csrf_field,
+    esc,
+    hbar_chart,
+    table,
+    url,
+    value_text,
+    when,
+)
+
+_WATERFALL_PX = 560
+_LINEAGE_LIMIT = 200
+
+
+async def render_live(engine: Engine, run_id: str) -> str:
+    """The part of the page that live updates replace: everything but the forms."""
+    run = await engine.get(run_id)
+    steps = [record async for record in engine.export([run_id], run_input=True)]
+    try:
+        ledger: Ledger | None = await engine.ledger(run_id)
+    except ResumableError:  # e.g. encrypted without the key: the rest still shows
+        ledger = None
+    children = await engine.runs_page(RunFilter(parent=run_id), limit=_LINEAGE_LIMIT)
+    forks = await engine.runs_page(RunFilter(forked_from=run_id), limit=_LINEAGE_LIMIT)
+    replayed = _replayed_in_latest(ledger)
+    return (
+        f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
+        + _header(run, ledger)
+        + _run_input(steps)
+        + _waterfall(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _steps(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _ledger(ledger)
+        + _related("Child runs", children.runs)
+        + _related("Forks", forks.runs)
+        + "</div>"
+    )
+
+
+def actions(run: RunView, csrf: str, steps: int) -> str:
+    """The action forms (outside the live part, so typing is never interrupted)."""
+    rid = f'<input type=hidden name=run_id value="{esc(run.run_id)}">'
+    forms = []
+    if run.status != "succeeded":
+        forms.append(
+            f'<form method=post action="/actions/resume">{csrf_field(csrf)}{rid}'
+            "<button>Resume</button></form>"
+        )
+    if run.status not in ("succeeded", "failed", "cancelled"):
+        forms.append(
+            f'<form method=post action="/actions/cancel">{csrf_field(csrf)}{rid}'
+            "<button class=danger>Cancel</button></form>"
+        )
+        forms.append(
+            f'<form method=post action="/actions/send" class=send>{csrf_field(csrf)}{rid}'
+            '<label>Input key <input name=key required placeholder="approval"></label>'
+            "<label>Value (JSON) <textarea name=value required rows=2 data-json>true</textarea></label>"
+            "<button>Send input</button><output class=json-error></output></form>"
+        )
+    forms.append(
+        f'<form method=post action="/actions/fork">{csrf_field(csrf)}{rid}'
+        f'<label>Fork at step <input name=at_step type=number min=0 max="{steps}" value="{max(0, steps - 1)}" required></label>'
+        '<label>New run id <input name=new_id placeholder="(generated)"></label>'
+        "<button>Fork</button></form>"
+    )
+    return f"<section class=actions><h2>Actions</h2>{''.join(forms)}</section>"
+
+
+def _replayed_in_latest(ledger: Ledger | None) -> int:
+    """How many steps (from the top) the latest execution replayed rather than ran.
+
+    Each execution that replayed steps wrote its count in the ledger; an execution
+    that replayed nothing wrote no entry, so the latest known one is the answer.
+    """
+    if ledger is None or not ledger.executions:
+        return 0
+    return max(ledger.executions, key=lambda e: e.fence).replayed_steps
+
+
+def _header(run: RunView, ledger: Ledger | None) -> str:
+    rows = [
+        ("Status", badge(run.status)),
+        (
+            "Workflow",
+            esc(run.workflow)
+            + (f" (version {esc(run.version)})" if run.version else ""),
+        ),
+        ("Created", when(run.created_at) + " UTC"),
+        ("Updated", when(run.updated_at) + " UTC"),
+    ]
+    if run.queue:
+        rows.append(("Queue", esc(run.queue)))
+    if run.lease_owner:
+        rows.append(
+            ("Lease", f"{esc(run.lease_owner)} until {when(run.lease_expires_at)}")
+        )
+    if run.parent_id:
+        rows.append(
+            (
+                "Parent",
+                f'<a href="{url("/run", {"id": run.parent_id})}">{esc(run.parent_id)}</a>',
+            )
+        )
+    if run.forked_from:
+        rows.append(
+            (
+                "Forked from",
+                f'<a href="{url("/run", {"id": run.forked_from})}">{esc(run.forked_from)}</a> at step {run.fork_seq}',
+            )
+        )
+    if ledger is not None and ledger.executions:
+        rows.append(("Executions", f"{len(ledger.executions)} that spent or replayed"))
+    cells = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    links = (
+        f'<a href="{url("/lineage", {"id": run.run_id})}">lineage</a> · '
+        f'<a href="{url("/diff", {"a": run.forked_from or run.run_id, "b": run.run_id})}">diff</a>'
+    )
+    return f"<h1 class=runid>{esc(run.run_id)}</h1><p>{links}</p><table class=kv>{cells}</table>"
+
+
+def _run_input(steps: list[StepExport]) -> str:
+    if not steps or steps[0].run_input is None:
+        return ""
+    return f"<details><summary>Run input (args, kwargs)</summary><pre>{value_text(steps[0].run_input)}</pre></details>"
+
+
+def _kind(step: StepExport, position: int, replayed: int) -> str:
+    if step.status in ("failed", "retrying", "waiting"):
+        return step.status
+    return "replayed" if position <= replayed else "executed"
+
+
+def _children_by_seq(
+    run_id: str, steps: list[StepExport], children: list[RunView]
+) -> dict[int, RunView]:
+    """The child run each journal seq started (a child's id is `<parent>/<seq>`)."""
+    by_id = {child.run_id: child for child in children}
+    found = {s.seq: by_id.get(child_run_id(run_id, s.seq)) for s in steps}
+    return {seq: child for seq, child in found.items() if child is not None}
+
+
+def _waterfall(
+    steps: list[StepExport], replayed: int, children: dict[int, RunView]
+) -> str:
+    if not steps:
+        return "<p class=empty>No steps recorded yet.</p>"
+    start = min(s.started_at for s in steps)
+    end = max(
+        [s.finished_at for s in steps] + [c.updated_at for c in children.values()]
+    )
+    span_ms = max(1.0, (end - start).total_seconds() * 1000)
+    rows = []
+    for i, s in enumerate(steps, start=1):
+        kind = _kind(s, i, replayed)
+        rows.append((f"#{s.seq} {s.step[:26]}", s.started_at, s.duration_ms, kind))
+        child = children.get(s.seq)
+        if child is not None:
+            took = int(_ms(child.updated_at, child.created_at))
+            rows.append((f"  ↳ {child.run_id[-24:]}", child.created_at, took, "child"))
+    bars = []
+    for i, (label, began, duration_ms, kind) in enumerate(rows):
+        x = 200 + _WATERFALL_PX * _ms(began, start) / span_ms
+        width = max(3.0, _WATERFALL_PX * duration_ms / span_ms)
+        y = 20 * i
+        bars.append(
+            f'<text x="0" y="{y + 13}" class=lbl>{esc(label)}</text>'
+            f'<rect x="{x:.1f}" y="{y + 2}" width="{width:.1f}" height="14" class="k-{kind}"><title>{esc(kind)}: {duration_ms} ms</title></rect>'
+        )
+    legend = "".join(
+        f'<span class="key k-{k}">{k}</span>'
+        for k in ("executed", "replayed", "retrying", "waiting", "failed", "child")
+    )
+    return (
+        f"<h2>Steps</h2><p class=legend>{legend}</p>"
+        f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(rows) + 4}" role=img>{"".join(bars)}</svg>'
+    )
+
+
+def _ms(moment: datetime, start: datetime) -> float:
+    return (moment - start).total_seconds() * 1000
+
+
+def _steps(steps: list[StepExport], replayed: int, children: dict[int, RunView]) -> str:
+    rows = []
+    for i, s in enumerate(steps, start=1):
+        kind = _kind(s, i, replayed)
+        if s.status in ("failed", "retrying"):
+            shown = _error(s.error)
+        else:
+            shown = f"<pre class=value>{value_text(s.result)}</pre>"
+        if s.unreadable:
+            shown += f"<p class=error>{esc('; '.join(s.unreadable))}</p>"
+        if s.status in ("failed", "retrying"):
+            shown = f"<div class=error-box>{shown}</div>"
+        child = children.get(s.seq)
+        if child is not None:
+            link = url("/run", {"id": child.run_id})
+            child_link = f' <a class=child href="{link}">child run {esc(child.run_id)}</a> {badge(child.status)}'
+        else:
+            child_link = ""
+        inherited = (
+            f" <small>(from {esc(s.inherited_from)})</small>"
+            if s.inherited_from
+            else ""
+        )
+        rows.append(
+            [
+                str(s.seq),
+                esc(s.step) + inherited + child_link,
+                badge(s.status),
+                f'<span class="k-{kind} kind">{esc(kind)}</span>',
+                str(s.attempts),
+                f"{s.duration_ms:,} ms",
+                f"{s.calls} · ${s.cost_usd:.4f}" if s.calls else "",
+                f"<code>{esc(s.args_fingerprint[:10])}</code>",
+                shown,
+            ]
+        )
+    if not rows:
+        return ""
+    return table(
+        [
+            "#",
+            "Step",
+            "Status",
+            "Latest execution",
+            "Attempts",
+            "Duration",
+            "LLM calls · $",
+            "Args",
+            "Result / error",
+        ],
+        rows,
+        "steps",
+    )
+
+
+def _error(error: object) -> str:
+    """A recorded error: its type and message, then its traceback as text."""
+    if not isinstance(error, dict) or not isinstance(error.get("traceback"), str):
+        return f"<pre class=value>{value_text(error)}</pre>"
+    head = f"<p class=error><b>{esc(error.get('type', 'Error'))}</b>: {esc(error.get('message', ''))}</p>"
+    return head + f"<pre class=value>{esc(error['traceback'][-VALUE_CHARS:])}</pre>"
+
+
+def _ledger(ledger: Ledger | None) -> str:
+    if ledger is None:
+        return "<p class=empty>Ledger unreadable here.</p>"
+    if not ledger.executions:
+        return ""
+    bars: list[tuple[str, float, str]] = []
+    for e in ledger.executions:
+        bars.append(
+            (f"execution {e.fence} incurred", e.incurred.total_tokens, "incurred")
+        )
+        bars.append((f"execution {e.fence} reused", e.reused.total_tokens, "reused"))
+    usd = (
+        f"<p>Incurred ${ledger.incurred.cost_usd:.4f} ({ledger.incurred.calls} calls); "
+        f"reused by replay ${ledger.reused.cost_usd:.4f} ({ledger.reused.calls} calls).</p>"
+    )
+    return "<h2>Ledger (tokens)</h2>" + usd + hbar_chart(bars, "tok")
+
+
+def _related(title: str, runs: list[RunView]) -> str:
+    if not runs:
+        return ""
+    rows = [
+        [
+            f'<a href="{url("/run", {"id": r.run_id})}">{esc(r.run_id)}</a>',
+            esc(r.workflow),
+            badge(r.status),
+            "" if r.fork_seq is None else f"at step {r.fork_seq}",
+        ]
+        for r in runs
+    ]
+    return f"<h2>{esc(title)}</h2>" + table(["Run", "Workflow", "Status", ""], rows)

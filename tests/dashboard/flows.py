@@ -1,0 +1,78 @@
+"""Workflows the dashboard tests run, in this process and in a child that crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+
+from resumable import Engine, step, wait_for, workflow
+
+LEASE_TTL_S = 0.3
+HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror='window.__pwned=2'>"
+
+
+@step
+async def fetch(n: int) -> dict[str, object]:
+    return {"n": n, "text": f"doc {n}"}
+
+
+@step
+async def summarize(n: int) -> str:
+    if os.environ.get("CRASH_AT_SUMMARY") == "1":
+        os._exit(137)  # dies mid-step, as a SIGKILL or OOM would: nothing committed
+    return f"summary {n}"
+
+
+@workflow
+async def pipeline(n: int) -> str:
+    await fetch(n)
+    await fetch(n + 1)
+    return await summarize(n)
+
+
+@step
+async def hostile_step() -> str:
+    return HOSTILE
+
+
+@step
+async def explode(reason: str) -> None:
+    raise ValueError(reason)
+
+
+@workflow
+async def failing(reason: str) -> str:
+    await hostile_step()
+    await explode(reason)
+    return "never"
+
+
+@workflow
+async def approval(doc: str) -> str:
+    await fetch(1)
+    answer = await wait_for("approval")
+    return f"{doc}: {answer}"
+
+
+def crash_in_child(url: str, run_id: str) -> None:
+    """Entry point of the child process: run `pipeline` until it dies in step 3."""
+    os.environ["CRASH_AT_SUMMARY"] = "1"
+
+    async def main() -> None:
+        async with Engine(url, lease_ttl_s=LEASE_TTL_S) as engine:
+            await engine.run(pipeline, 7, run_id=run_id)
+
+    asyncio.run(main())
+    sys.exit("the step should have killed the process")
+
+
+@workflow
+async def agent(topic: str) -> str:
+    return str((await fetch(len(topic)))["text"])
+
+
+@workflow
+async def team(topic: str) -> str:
+    await fetch(0)
+    return await agent(topic)

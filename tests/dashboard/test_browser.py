@@ -1,0 +1,162 @@
+"""The dashboard end to end, in a real headless Chromium (Playwright)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from dashboard import flows
+from dashboard.conftest import Dashboard, call
+from resumable import Engine, RunNotFound, WorkflowFailed
+
+TESTS_DIR = Path(__file__).parent.parent
+
+
+def _engine(dashboard: Dashboard) -> Engine:
+    return Engine(dashboard.store_url, lease_ttl_s=flows.LEASE_TTL_S)
+
+
+def test_a_crashed_and_resumed_run_shows_replayed_and_executed_steps(
+    dashboard: Dashboard, page: Page
+) -> None:
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); from dashboard import flows; "
+            "flows.crash_in_child(sys.argv[2], 'crashy')",
+            str(TESTS_DIR),
+            dashboard.store_url,
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 137, child.stderr
+    engine = _engine(dashboard)
+    page.goto(f"{dashboard.url}/run?id=crashy")
+    expect(page.locator("#live")).to_have_attribute("data-status", "running")
+    time.sleep(flows.LEASE_TTL_S)  # the dead child's lease runs out
+    assert engine.run_sync(flows.pipeline, 7, run_id="crashy") == "summary 7"
+    page.reload()
+    kinds = page.locator("table.steps tbody tr td:nth-child(4)")
+    expect(kinds).to_have_text(["replayed", "replayed", "executed"])
+    expect(page.locator("#live")).to_have_attribute("data-status", "succeeded")
+    call(engine.close())
+
+
+def test_a_failed_step_shows_its_error_and_hostile_text_stays_inert(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+    run_id = flows.HOSTILE
+    with pytest.raises(WorkflowFailed, match="quota"):
+        engine.run_sync(flows.failing, "quota <b>exceeded</b>", run_id=run_id)
+    page.goto(f"{dashboard.url}/?status=failed")
+    link = page.locator("a.runlink")
+    expect(link).to_have_text([run_id])
+    link.click()
+    expect(page.locator("h1.runid")).to_have_text(run_id)
+    error = page.locator(".error-box")
+    expect(error).to_contain_text("ValueError")
+    expect(error).to_contain_text("quota <b>exceeded</b>")
+    expect(page.locator("table.steps")).to_contain_text(flows.HOSTILE)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("main script, main img").count() == 0
+
+
+def test_sending_an_input_wakes_the_waiting_run(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+    outcome: list[str] = []
+    waiting = threading.Thread(
+        target=lambda: outcome.append(
+            engine.run_sync(flows.approval, "contract", run_id="hitl")
+        )
+    )
+    waiting.start()
+    deadline = time.monotonic() + 20
+    while _status(engine, "hitl") != "waiting":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    page.goto(f"{dashboard.url}/run?id=hitl")
+    expect(page.locator("#live")).to_have_attribute("data-status", "waiting")
+    form = page.locator("form.send")
+    form.locator("input[name=key]").fill("approval")
+    form.locator("textarea").fill("{not json")
+    form.locator("button").click()
+    expect(form.locator(".json-error")).to_contain_text("Not JSON")
+    form.locator("textarea").fill('{"ok": true}')
+    form.locator("button").click()
+    expect(page.locator(".flash")).to_contain_text("sent 'approval'")
+    # no reload: the page's live update shows the run finishing
+    expect(page.locator("#live")).to_have_attribute(
+        "data-status", "succeeded", timeout=20_000
+    )
+    waiting.join(timeout=20)
+    assert outcome == ["contract: {'ok': True}"]
+
+
+def test_a_fork_made_in_the_page_shows_in_the_lineage_and_the_diff(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+    engine.run_sync(flows.pipeline, 1, run_id="origin")
+    page.goto(f"{dashboard.url}/run?id=origin")
+    fork = page.locator("form[action='/actions/fork']")
+    fork.locator("input[name=at_step]").fill("2")
+    fork.locator("input[name=new_id]").fill("origin-fork")
+    fork.locator("button").click()
+    expect(page.locator("h1.runid")).to_have_text("origin-fork")
+    expect(page.locator("table.kv")).to_contain_text("origin at step 2")
+    page.goto(f"{dashboard.url}/lineage?id=origin")
+    expect(page.locator(".tree a.node")).to_have_text(["origin", "origin-fork"])
+    page.locator(".tree").get_by_text("diff with source").click()
+    expect(page.locator("table.diff tbody tr td:nth-child(2)")).to_have_text(
+        ["same", "same", "only in A"]
+    )
+
+
+def test_filtering_ten_thousand_runs(dashboard: Dashboard, page: Page) -> None:
+    engine = _engine(dashboard)
+    call(_fill(engine, 10_000))
+    page.goto(f"{dashboard.url}/")
+    expect(page.locator("[data-count=all]")).to_have_text("10,000")
+    expect(page.locator("[data-count=cancelled]")).to_have_text("1,000")
+    expect(page.locator("table.runs tbody tr")).to_have_count(50)
+    page.fill("input[name=q]", "bulk-07")
+    page.select_option("select[name=status]", "cancelled")
+    page.click("form#filters button")
+    expect(page.locator("[data-count=all]")).to_have_text("1,000")
+    expect(page.locator("[data-count=cancelled]")).to_have_text("100")
+    rows = page.locator("a.runlink")
+    expect(rows).to_have_count(50)
+    first_page = rows.all_inner_texts()
+    assert all(re.fullmatch(r"bulk-07\d\d[05]", t) for t in first_page), first_page
+    page.click("a[rel=next]")
+    expect(rows).to_have_count(50)
+    second_page = rows.all_inner_texts()
+    assert not set(first_page) & set(second_page)
+    assert max(second_page) < min(first_page)
+
+
+async def _fill(engine: Engine, n: int) -> None:
+    for i in range(n):
+        await engine.enqueue(flows.pipeline, i, run_id=f"bulk-{i:05d}", queue="bulk")
+        if i % 10 == 5:
+            await engine.cancel(f"bulk-{i:05d}")
+
+
+def _status(engine: Engine, run_id: str) -> str | None:
+    try:
+        return call(engine.get(run_id)).status
+    except RunNotFound:
+        return None
