@@ -341,3 +341,32 @@ async def test_a_budget_stop_and_the_tokens_spent_are_counted() -> None:
         ledger.incurred.output_tokens
     )
     assert ledger.incurred.calls == 2  # the third step was refused before it ran
+
+
+@step
+async def _nothing(i: int) -> int:
+    return i
+
+
+@workflow(name="metered.gauged")
+async def _gauged(i: int) -> int:
+    return await _nothing(i)
+
+
+async def test_the_runs_gauges_count_the_store_by_status_and_queue(
+    engine: Engine,
+) -> None:
+    """One count query per scrape, on every store: queued by queue, finished left out."""
+    for i in range(3):
+        await engine.enqueue(_gauged, i, queue="docs", run_id=f"gauged-docs-{i}")
+    await engine.enqueue(_gauged, 9, queue="mail", run_id="gauged-mail")
+    await engine.run(_gauged, 5, run_id="gauged-done")  # succeeded: not counted
+    metrics = Metrics()
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    await metrics.refresh_runs(engine.store)
+    found = samples(generate_latest(registry).decode())
+    assert value(found, "resumable_runs", status="queued") == 4
+    assert value(found, "resumable_runs", status="failed") == 0
+    assert value(found, "resumable_queue_depth", queue="docs") == 3
+    assert value(found, "resumable_queue_depth", queue="mail") == 1

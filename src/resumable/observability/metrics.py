@@ -60,8 +60,6 @@ _LONG_SECONDS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 86400)
 
 COUNTED_STATUSES = ("queued", "running", "waiting", "sleeping", "failed")
 """The statuses `resumable_runs` reports (finished runs grow without bound)."""
-_COUNT_CAP = 10_000
-"""`refresh_runs` counts at most this many runs per status (the gauge then says so)."""
 
 # name: (kind, help, labels); kind "histogram" has its buckets in _BUCKETS
 _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -293,16 +291,16 @@ class Metrics(Observer, Collector):
             yield family
 
     async def refresh_runs(self, store: Store) -> None:
-        """Count the store's runs by status and queued runs by queue (a bounded read)."""
-        counts: dict[tuple[str, ...], float] = {}
+        """Count the store's runs by status and queued runs by queue (one count query)."""
+        counts: dict[tuple[str, ...], float] = {
+            (status,): 0 for status in COUNTED_STATUSES
+        }
         depth: dict[tuple[str, ...], float] = {}
-        for status in COUNTED_STATUSES:
-            runs = await store.list_runs(RunQuery(status=[status], limit=_COUNT_CAP))
-            counts[(status,)] = len(runs)
+        found = await store.count_runs(RunQuery(status=COUNTED_STATUSES))
+        for (status, queue), n in found.items():
+            counts[(status,)] += n
             if status == "queued":
-                for run in runs:
-                    key = (run.queue or "",)
-                    depth[key] = depth.get(key, 0) + 1
+                depth[(queue or "",)] = depth.get((queue or "",), 0) + n
         with self._lock:
             self._gauges["resumable_runs"] = counts
             self._gauges["resumable_queue_depth"] = depth
