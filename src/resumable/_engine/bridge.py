@@ -1,9 +1,11 @@
-"""Where synchronous callers run coroutines: a bridge loop thread, or their own.
+"""Every crossing between threads and event loops goes through this module.
 
 `Bridge` is an event loop on a daemon thread, per Engine: it can run anything, for
 any number of callers, at the price of two thread wake-ups per call. `run_here`
 runs a coroutine on a private loop of the calling thread instead, which is only
 right for code that keeps nothing bound to one loop (stores with `any_loop`).
+`wait_on` blocks a thread without a loop (a `def` workflow's) on a coroutine run
+on its run's loop; `await_on` awaits one carried out on another thread's loop.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import contextvars
 import threading
 import types
 import weakref
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -30,9 +32,28 @@ class _PrivateLoop:
 _here = threading.local()
 
 
-running_loop: Callable[[], asyncio.AbstractEventLoop | None] = asyncio._get_running_loop
-"""The event loop running in the calling thread, or None (C code: every step call
-asks, and a Python wrapper catching get_running_loop's RuntimeError cost more)."""
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in the calling thread, or None."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def wait_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on `loop`, which runs in another thread, and block for its outcome.
+
+    How a thread without a loop of its own (a `def` workflow's, a bridge caller's)
+    has a step, a wait or a patch decision carried out on the loop of its run.
+    """
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+async def await_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro` carried out on `loop`, from whatever loop the caller runs on."""
+    if asyncio.get_running_loop() is loop:
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
 
 def run_here(coro: Coroutine[Any, Any, T]) -> T:
@@ -121,7 +142,7 @@ class Bridge:
                 "run_sync() was called from inside a workflow or step run by run_sync(); "
                 "await engine.run(...) there instead"
             )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        return wait_on(loop, coro)
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:

@@ -7,7 +7,6 @@ only ever map names to code; no run state lives here.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import typing
@@ -15,7 +14,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from resumable._engine.bridge import running_loop
+from resumable._engine.bridge import running_loop, wait_on
 from resumable._engine.context import active_run
 from resumable._engine.ids import check_id
 from resumable._engine.retry import NO_RETRY, Retry
@@ -306,8 +305,6 @@ def _journaled(
         record = recorded_success(ctx, seq, journal_name, args, kwargs)
         if record is not None:
             return replayed(ctx, record)
-        return asyncio.run_coroutine_threadsafe(
-            execute(ctx, seq, spec, args, kwargs), ctx.loop
-        ).result()
+        return wait_on(ctx.loop, execute(ctx, seq, spec, args, kwargs))
 
     return call_sync

@@ -30,11 +30,11 @@ not say where their batch was called.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Generator
 from typing import Any
 
 from resumable._engine.batch import KEYED_SEQ_BASE
+from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.steps import commit, step_place
 from resumable.errors import NotInRun
@@ -60,7 +60,7 @@ def patched(name: str) -> Any:
     """
     ctx = _workflow_run("patched")
     if def_workflow_run() is not None:
-        return asyncio.run_coroutine_threadsafe(_decide(ctx, name), ctx.loop).result()
+        return wait_on(ctx.loop, _decide(ctx, name))
     return PatchDecision(ctx, name)
 
 

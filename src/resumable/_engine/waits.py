@@ -11,11 +11,11 @@ execution replays up to this point and carries on.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Coroutine
 from typing import Any
 
+from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ids import check_id
 from resumable._engine.steps import commit, step_place
@@ -81,7 +81,7 @@ def _awaited_here(coro: Coroutine[Any, Any, Any]) -> Any:
     ctx = def_workflow_run()
     if ctx is None:
         return coro  # awaited (or, outside a run, refused) by the caller
-    return asyncio.run_coroutine_threadsafe(coro, ctx.loop).result()
+    return wait_on(ctx.loop, coro)
 
 
 async def _wait_for(key: str, timeout: float | None) -> Any:  # noqa: ASYNC109 - a durable deadline, which asyncio.timeout cannot express

@@ -87,7 +87,7 @@ from collections.abc import (
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from resumable._engine.bridge import Bridge, run_here, running_loop
+from resumable._engine.bridge import Bridge, await_on, run_here, running_loop
 from resumable._engine.engine import Engine
 from resumable.errors import SerializationError
 from resumable.serde import Serde, TypeRegistry
@@ -269,11 +269,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
     async def _acall(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the saver's loop for an async caller on any loop."""
         loop, _ = self._loop()
-        if asyncio.get_running_loop() is loop:
-            return await self._in_turn(coro)
-        return await asyncio.wrap_future(
-            asyncio.run_coroutine_threadsafe(self._in_turn(coro), loop)
-        )
+        return await await_on(loop, self._in_turn(coro))
 
     async def _in_turn(self, coro: Coroutine[Any, Any, T]) -> T:
         """`coro` on the saver's loop, never beside a call on a caller's thread.
