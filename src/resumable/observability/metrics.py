@@ -120,7 +120,8 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "resumable_lease_takeovers": (
         "counter",
-        "Runs taken over from an owner that died holding the lease",
+        "Leases taken from another owner: expired (by a worker's claim or a resume) "
+        "or held by a dead process on this host",
         (),
     ),
     "resumable_lease_lost": (

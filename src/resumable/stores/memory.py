@@ -379,6 +379,7 @@ class MemoryStore:
             owner=owner,
             fence=leased.fence,
             expires_at_ms=leased.lease_expires_at_ms,
+            taken_from=_rules.lease_taken_from(run.status, run.lease_owner, owner),
         )
 
     def _queue_admits(

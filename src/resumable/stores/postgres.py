@@ -60,7 +60,7 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _sql, redact
+from resumable.stores import _rules, _sql, redact
 from resumable.stores._postgres_sql import MIGRATION_STATE, Statements
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
@@ -410,7 +410,13 @@ class PostgresStore:
         if row["fence"] is None:
             return None
         return Lease(
-            run_id=run_id, owner=owner, fence=row["fence"], expires_at_ms=expires_at_ms
+            run_id=run_id,
+            owner=owner,
+            fence=row["fence"],
+            expires_at_ms=expires_at_ms,
+            taken_from=_rules.lease_taken_from(
+                row["before_status"], _sql.maybe_from_text(row["before_owner"]), owner
+            ),
         )
 
     async def renew_lease(
@@ -468,6 +474,7 @@ class PostgresStore:
         admission = _Admission({_t(name): policy for name, policy in queues.items()})
         names = [_t(name) for name in workflows]
         chosen: list[str] = []
+        before: dict[str, DictRow] = {}  # the chosen rows as they were, locked
         seen: list[str] = []
         async with self._connection() as conn, conn.transaction():
             for round_no in range(_CLAIM_ROUNDS):
@@ -494,6 +501,7 @@ class PostgresStore:
                         row["queue"], is_start=row["status"] == "queued"
                     ):
                         chosen.append(row["run_id"])
+                        before[row["run_id"]] = row
                 if len(rows) < want or len(chosen) >= limit:
                     break  # nothing more to find, or nothing more wanted
             if not chosen:
@@ -515,6 +523,11 @@ class PostgresStore:
                 owner=owner,
                 fence=fences[key],
                 expires_at_ms=expires_at_ms,
+                taken_from=_rules.lease_taken_from(
+                    before[key]["status"],
+                    _sql.maybe_from_text(before[key]["lease_owner"]),
+                    owner,
+                ),
             )
             for key in chosen
         ]

@@ -164,6 +164,12 @@ class Lease:
     owner: str
     fence: int
     expires_at_ms: int
+    taken_from: str | None = None
+    """The owner whose lease this one replaced while the run was running: its
+    lease had expired (its process crashed or stalled, or stopped and released
+    it) or it was a dead process on this host. None when nobody held the run
+    (queued, new, woken) or `owner` already did. Set by `acquire_lease` and
+    `claim_runs` (see `_rules.lease_taken_from`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -90,7 +90,7 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _sql
+from resumable.stores import _rules, _sql
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -1306,17 +1306,30 @@ def _acquire_txn(
     take_over: str | None,
 ) -> Lease | None:
     expires, key, who = now_ms + ttl_ms, _t(run_id), _t(owner)
+    # read before the update, inside its write transaction: whom the lease is taken from
+    before = conn.execute(
+        "SELECT status, lease_owner FROM resumable_runs WHERE run_id = ?", (key,)
+    ).fetchone()
+    if before is None:
+        raise RunNotFound(run_id=run_id)
     changed = conn.execute(
         _ACQUIRE, (who, expires, now_ms, key, now_ms, who, _sql.maybe_text(take_over))
     ).rowcount
+    if not changed:
+        return None
     row = conn.execute(
         "SELECT fence FROM resumable_runs WHERE run_id = ?", (key,)
     ).fetchone()
-    if row is None:
-        raise RunNotFound(run_id=run_id)
-    if not changed:
-        return None
-    return Lease(run_id=run_id, owner=owner, fence=row["fence"], expires_at_ms=expires)
+    taken_from = _rules.lease_taken_from(
+        before["status"], _sql.maybe_from_text(before["lease_owner"]), owner
+    )
+    return Lease(
+        run_id=run_id,
+        owner=owner,
+        fence=row["fence"],
+        expires_at_ms=expires,
+        taken_from=taken_from,
+    )
 
 
 def _queue_admits_txn(

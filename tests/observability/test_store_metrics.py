@@ -1,0 +1,49 @@
+"""Metrics that need the store's help: takeovers by claim, gc bytes, commit batches."""
+
+from __future__ import annotations
+
+import asyncio
+
+from resumable import Engine, step, workflow
+from resumable.observability import Metrics
+from resumable.stores.protocol import Store
+
+
+@step
+async def _noted(i: int) -> int:
+    return i + 1
+
+
+@workflow(name="metered.claimed")
+async def _claimed(i: int) -> int:
+    return await _noted(i)
+
+
+async def _crashed_elsewhere(store: Store, run_id: str, now_ms: int) -> None:
+    """Leave the run as a process on another host that crashed would: leased, expired."""
+    lease = await store.acquire_lease(
+        run_id, owner="other-host:4242:dead", now_ms=now_ms - 60_000, ttl_ms=1000
+    )
+    assert lease is not None
+
+
+async def test_a_worker_claiming_an_expired_lease_counts_a_takeover(
+    store: Store,
+) -> None:
+    """On every store: the claim says whose lease it took; queued runs are no takeover."""
+    metrics = Metrics()
+    engine = Engine(store, observers=[metrics])
+    now_ms = engine.clock.now_ms()
+    await engine.enqueue(_claimed, 1, run_id="claimed-crashed")
+    await engine.enqueue(_claimed, 2, run_id="claimed-queued")
+    await _crashed_elsewhere(store, "claimed-crashed", now_ms)
+    worker = engine.worker(poll_s=0.05)
+    await asyncio.wait_for(worker.run(until=lambda w: w.completed >= 2), 20)
+    assert await engine.run(_claimed, 1, run_id="claimed-crashed") == 2
+    assert metrics.value("resumable_runs_claimed", queue="default") == 2
+    assert metrics.value("resumable_lease_takeovers") == 1
+    # resuming by id a run whose owner crashed elsewhere is a takeover too
+    await engine.enqueue(_claimed, 3, run_id="resumed-crashed")
+    await _crashed_elsewhere(store, "resumed-crashed", now_ms)
+    assert await engine.resume("resumed-crashed") == 4
+    assert metrics.value("resumable_lease_takeovers") == 2
