@@ -605,12 +605,23 @@ class StoreContract:
         lease = await store.acquire_lease("done", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
         await store.commit_step(step_record("done", 1), fence=lease.fence)
+        await store.commit_step(
+            step_record("done", 2, output=None, usage=b"usage!!"), fence=lease.fence
+        )
+        await store.send_input(
+            InputRecord(run_id="done", key="k", value=b"12345", sent_at_ms=T0)
+        )
         await store.update_run(
-            "done", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=T0)
+            "done",
+            fence=lease.fence,
+            update=RunUpdate(status="succeeded", now_ms=T0, output=b"result"),
         )
         await store.create_run(run_record("live"))
         result = await store.delete_runs(["done", "live", "missing"])
-        assert (result.runs, result.steps, result.run_ids) == (1, 1, ("done",))
+        assert (result.runs, result.steps, result.run_ids) == (1, 2, ("done",))
+        assert result.inputs == 1
+        # payload bytes: input "in", output "result", "out", "usage!!", "12345"
+        assert result.bytes == 2 + 6 + 3 + 7 + 5
         assert await store.get_run("done") is None
         assert await store.load_journal("done") == []
         assert await store.get_run("live") is not None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from resumable import Engine, step, workflow
 from resumable.observability import Metrics
 from resumable.stores.protocol import Store
+from resumable.testing import FakeClock
 
 
 @step
@@ -47,3 +49,41 @@ async def test_a_worker_claiming_an_expired_lease_counts_a_takeover(
     await _crashed_elsewhere(store, "resumed-crashed", now_ms)
     assert await engine.resume("resumed-crashed") == 4
     assert metrics.value("resumable_lease_takeovers") == 2
+
+
+@step
+async def _sized(text: str) -> str:
+    return text * 100
+
+
+@workflow(name="metered.collected")
+async def _collected(text: str) -> str:
+    first = await _sized(text)
+    return await _sized(first[:50])
+
+
+async def test_gc_reports_and_counts_the_payload_bytes_it_deleted(
+    store: Store,
+) -> None:
+    """On every store: the bytes gc reports are those the store held for the runs."""
+    metrics = Metrics()
+    clock = FakeClock()
+    engine = Engine(store, observers=[metrics], clock=clock)
+    held = 0
+    for i in range(3):
+        run_id = f"collected-{i}"
+        await engine.run(_collected, f"doc {i} ", run_id=run_id)
+        run = await store.get_run(run_id)
+        assert run is not None
+        held += len(run.input) + len(run.output or b"")
+        held += sum(
+            len(s.output or b"") + len(s.usage or b"")
+            for s in await store.load_journal(run_id)
+        )
+        held += sum(len(value) for value in (await store.get_inputs(run_id)).values())
+    assert held > 0
+    clock.advance(7200)
+    report = await engine.gc(older_than=timedelta(hours=1))
+    assert report.runs == 3
+    assert report.bytes == held
+    assert metrics.value("resumable_gc_deleted_bytes") == held

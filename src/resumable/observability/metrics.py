@@ -160,6 +160,11 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Rows deleted by gc, by kind (runs, steps, inputs, chunks)",
         ("kind",),
     ),
+    "resumable_gc_deleted_bytes": (
+        "counter",
+        "Payload bytes gc deleted with the runs (inputs, outputs, step results)",
+        (),
+    ),
     "resumable_runs": (
         "gauge",
         "Runs by status, as of the last refresh (capped at 10000)",
@@ -470,6 +475,7 @@ class Metrics(Observer, Collector):
             return
         for kind in ("runs", "steps", "inputs", "chunks"):
             self._add("resumable_gc_deleted", (kind,), getattr(report, kind))
+        self._add("resumable_gc_deleted_bytes", (), report.bytes)
 
 
 def _le(bound: float) -> str:

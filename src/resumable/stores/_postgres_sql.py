@@ -189,16 +189,21 @@ _DELETE_RUNS: Final = """
 WITH runs AS (
     DELETE FROM {schema}.resumable_runs
      WHERE run_id = ANY(%s::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
-    RETURNING run_id
+    RETURNING run_id,
+              octet_length(input) + coalesce(octet_length(output), 0) AS size
 ), steps AS (
     DELETE FROM {schema}.resumable_steps WHERE run_id IN (SELECT run_id FROM runs)
-    RETURNING 1
+    RETURNING coalesce(octet_length(output), 0) + coalesce(octet_length(usage), 0)
+              AS size
 ), inputs AS (
     DELETE FROM {schema}.resumable_inputs WHERE run_id IN (SELECT run_id FROM runs)
-    RETURNING 1
+    RETURNING octet_length(value) AS size
 )
 SELECT ARRAY(SELECT run_id FROM runs ORDER BY run_id) AS run_ids,
-       (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs
+       (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs,
+       (SELECT coalesce(sum(size), 0) FROM runs)
+       + (SELECT coalesce(sum(size), 0) FROM steps)
+       + (SELECT coalesce(sum(size), 0) FROM inputs) AS size
 """
 _LOAD_JOURNAL: Final = """
 SELECT * FROM {schema}.resumable_steps WHERE run_id = %s AND seq <= %s ORDER BY seq

@@ -584,6 +584,7 @@ class PostgresStore:
             steps=row["steps"],
             inputs=row["inputs"],
             run_ids=tuple(_sql.from_text(run_id) for run_id in row["run_ids"]),
+            bytes=int(row["size"]),
         )
 
     # --- journal ----------------------------------------------------------------

@@ -290,6 +290,10 @@ class DeleteResult:
     steps: int = 0
     inputs: int = 0
     run_ids: tuple[str, ...] = field(default=())
+    bytes: int = 0
+    """Payload bytes deleted with them, as stored (encoded, compressed, encrypted):
+    the runs' inputs and outputs, their steps' results and usage, their inputs'
+    values. Keys, ids and indexes are not counted."""
 
 
 def through(checkpoint_id: str) -> str:

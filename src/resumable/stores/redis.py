@@ -751,12 +751,13 @@ class RedisStore:
             [self._keys.runs],
             [self._keys.base, *(_b(run_id) for run_id in ids)],
         )
-        deleted = tuple(_s(run_id) for run_id in result[2:])
+        deleted = tuple(_s(run_id) for run_id in result[3:])
         return DeleteResult(
             runs=len(deleted),
             steps=int(result[0]),
             inputs=int(result[1]),
             run_ids=deleted,
+            bytes=int(result[2]),
         )
 
     # --- journal ----------------------------------------------------------------

@@ -165,6 +165,14 @@ UPDATE resumable_runs
    AND (status != 'running' OR lease_owner IS NULL OR lease_expires_at_ms <= ?
         OR lease_owner = ? OR lease_owner = ?)
 """  # noqa: S608 - built from constants
+# payload bytes of the runs `delete_runs` is about to delete ({marks}: placeholders)
+_PAYLOAD_BYTES: Final = (
+    "SELECT total(length(input)) + total(length(output)) FROM resumable_runs"
+    " WHERE run_id IN ({marks})",
+    "SELECT total(length(output)) + total(length(usage)) FROM resumable_steps"
+    " WHERE run_id IN ({marks})",
+    "SELECT total(length(value)) FROM resumable_inputs WHERE run_id IN ({marks})",
+)
 _RENEW: Final = """
 UPDATE resumable_runs SET lease_expires_at_ms = ?
  WHERE run_id = ? AND fence = ? AND status = 'running'
@@ -925,6 +933,10 @@ class SQLiteStore:
             if not found:
                 return DeleteResult()
             marks = ", ".join("?" * len(found))
+            size = sum(
+                int(conn.execute(sql.format(marks=marks), found).fetchone()[0])
+                for sql in _PAYLOAD_BYTES
+            )
             steps = conn.execute(
                 f"DELETE FROM resumable_steps WHERE run_id IN ({marks})",  # noqa: S608 - placeholders only
                 found,
@@ -936,7 +948,11 @@ class SQLiteStore:
             conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
             deleted = tuple(_sql.from_text(run_id) for run_id in found)
             return DeleteResult(
-                runs=len(found), steps=steps, inputs=inputs, run_ids=deleted
+                runs=len(found),
+                steps=steps,
+                inputs=inputs,
+                run_ids=deleted,
+                bytes=size,
             )
 
         return await self._call(delete, write=True) if ids else DeleteResult()

@@ -143,6 +143,23 @@ local function unpack_items(data, skip)
   return items
 end
 
+-- the length of the item at 0-based `at` of a packed record (0 for a None item)
+local function packed_len(data, at)
+  local pos, index = 1, 0
+  while pos <= #data do
+    local a, b, c, d = string.byte(data, pos, pos + 3)
+    local len = ((a * 256 + b) * 256 + c) * 256 + d
+    if len == 4294967295 then
+      len = 0
+    end
+    if index == at then
+      return len
+    end
+    pos, index = pos + 4 + len, index + 1
+  end
+  return 0
+end
+
 -- a snapshot record packs parent, manifest, created, label, metadata, then its refs
 local function snapshot_refs(record)
   return unpack_items(record, 5)
