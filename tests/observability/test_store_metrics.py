@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from conftest import open_test_store
 from resumable import Engine, step, workflow
 from resumable.observability import Metrics
 from resumable.stores.protocol import Store
@@ -87,3 +93,62 @@ async def test_gc_reports_and_counts_the_payload_bytes_it_deleted(
     assert report.runs == 3
     assert report.bytes == held
     assert metrics.value("resumable_gc_deleted_bytes") == held
+
+
+@step
+async def _grouped(run: int, i: int) -> int:
+    await asyncio.sleep(0)
+    return run * 10 + i
+
+
+@workflow(name="metered.grouped")
+async def _grouped_flow(run: int) -> int:
+    return sum([await _grouped(run, i) for i in range(5)])
+
+
+def _histogram(metrics: Metrics, name: str, **labels: str) -> tuple[float, float]:
+    """A histogram's (count, sum) for these labels, as a registry exposes them."""
+    registry = CollectorRegistry()
+    registry.register(metrics)
+    found = {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+    }
+    key = frozenset(labels.items())
+    return found.get((f"{name}_count", key), 0.0), found.get((f"{name}_sum", key), 0.0)
+
+
+@pytest.mark.postgres
+async def test_postgres_reports_the_size_of_each_group_of_step_commits(
+    tmp_path: Path,
+) -> None:
+    """Concurrent runs' commits share transactions; each one's size is observed."""
+    metrics = Metrics()
+    async with open_test_store("postgres", tmp_path) as store:
+        engine = Engine(store, observers=[metrics])
+        runs = 20
+        results = await asyncio.gather(
+            *(engine.run(_grouped_flow, r, run_id=f"grouped-{r}") for r in range(runs))
+        )
+        assert results == [r * 50 + 10 for r in range(runs)]
+    commits = metrics.value(
+        "resumable_checkpoint_writes", store="postgresql", outcome="ok"
+    )
+    assert commits == runs * 5
+    groups, written = _histogram(
+        metrics, "resumable_commit_batch_size", store="postgresql"
+    )
+    assert written == commits  # every commit was in exactly one group
+    assert groups < commits  # and some groups held several
+
+
+async def test_stores_that_do_not_group_commits_report_no_batch_size(
+    tmp_path: Path,
+) -> None:
+    metrics = Metrics()
+    async with Engine(f"sqlite:///{tmp_path / 'one.db'}", observers=[metrics]) as e:
+        await asyncio.gather(
+            *(e.run(_grouped_flow, r, run_id=f"single-{r}") for r in range(3))
+        )
+    assert _histogram(metrics, "resumable_commit_batch_size", store="sqlite") == (0, 0)

@@ -35,7 +35,7 @@ from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.listing import RunCounts, RunFilter, decode_cursor, encode_cursor
-from resumable._engine.observe import Observer, combine
+from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
@@ -263,6 +263,7 @@ class Engine:
             prices=prices or PriceTable(),
             observer=combine(list(observers)),
         )
+        report_commit_batches(self._runtime)
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
         self._snapshots = Snapshots(self.store, self.serde)

@@ -108,6 +108,12 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Step record commits, by outcome (ok, failed)",
         ("store", "outcome"),
     ),
+    "resumable_commit_batch_size": (
+        "histogram",
+        "Step records written per commit transaction, by a store that groups "
+        "concurrent commits (PostgreSQL)",
+        ("store",),
+    ),
     "resumable_store_errors": (
         "counter",
         "Store writes that failed and were retried, by error class",
@@ -181,7 +187,9 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         (),
     ),
 }
+_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
 _BUCKETS = {
+    "resumable_commit_batch_size": _SIZES,
     "resumable_step_duration_seconds": _SECONDS,
     "resumable_checkpoint_write_seconds": _SECONDS,
     "resumable_resume_seconds": _SECONDS,
@@ -437,6 +445,10 @@ class Metrics(Observer, Collector):
             size = len(record.output or b"") + len(record.usage or b"")
             self._add("resumable_checkpoint_write_bytes", (store,), size)
             self._observe("resumable_checkpoint_write_seconds", (store,), duration_s)
+
+    def commit_batch_written(self, store: str, size: int) -> None:
+        """The size of a group of step commits written in one transaction."""
+        self._observe("resumable_commit_batch_size", (store,), size)
 
     def store_error(self, ctx: RunContext, error: BaseException) -> None:
         """Count a retried store error by class."""

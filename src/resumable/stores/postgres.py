@@ -42,7 +42,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -167,6 +174,7 @@ class PostgresStore:
         self._listener: AsyncConnection[Any] | None = None
         self._listening = False
         self._commit_transactions = 0  # how many transactions commit_step used
+        self._commit_listeners: list[Callable[[int], None]] = []
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> PostgresStore:
@@ -618,6 +626,10 @@ class PostgresStore:
                 self._flusher = loop.create_task(self._flush())
         await pending.future  # settled by now: returns, or raises its outcome
 
+    def add_commit_listener(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(size)` after each group of step commits is written."""
+        self._commit_listeners.append(listener)
+
     async def _flush(self) -> None:
         """Write the queued commits group by group until none are left."""
         batch: list[_Pending] = []
@@ -680,6 +692,8 @@ class PostgresStore:
             return
         # in autocommit the statement's own transaction has committed when execute()
         # returns (the server answers only after COMMIT), so callers may go on now
+        for listener in self._commit_listeners:
+            listener(len(batch))
         for pending in batch:
             if pending.key in written:
                 _settle(pending, None)

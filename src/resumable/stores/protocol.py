@@ -333,6 +333,24 @@ def runs_on_any_loop(store: object) -> bool:
 
 
 @runtime_checkable
+class ReportsCommitBatches(Protocol):
+    """An optional capability: a store that writes concurrent step commits together.
+
+    PostgresStore groups the `commit_step` calls that queue while a write is in
+    flight into one transaction; the engine checks for this once, when it is made
+    with observers, and reports each group's size (`resumable_commit_batch_size`).
+    """
+
+    def add_commit_listener(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(size)` after each transaction of step commits is written.
+
+        `size` counts the step records it wrote (1 for a lone commit). The
+        listener runs on the store's event loop; it must not raise or block.
+        """
+        ...
+
+
+@runtime_checkable
 class Store(Protocol):
     """Where runs, journals, inputs and snapshots live. One transaction per method."""
 
