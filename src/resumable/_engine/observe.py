@@ -155,9 +155,9 @@ class Fanout(Observer):
         calls: Sequence[Usage],
     ) -> None:
         # in reverse, so context an observer attached is detached in the same order
-        for observer, inner in reversed(list(zip(self.observers, scope, strict=True))):
-            observer.step_ended(
-                ctx, inner, error=error, retry_delay_s=retry_delay_s, calls=calls
+        for i in range(len(self.observers) - 1, -1, -1):
+            self.observers[i].step_ended(
+                ctx, scope[i], error=error, retry_delay_s=retry_delay_s, calls=calls
             )
 
     def step_replayed(self, ctx: RunContext, record: StepRecord) -> None:

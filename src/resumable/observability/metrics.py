@@ -386,16 +386,19 @@ class Metrics(Observer, Collector):
             outcome = "failed"
         else:
             outcome = "interrupted"
-        self._add("resumable_steps_executed", (ctx.workflow, name, outcome))
+        labels = (ctx.workflow, name)
+        duration_s = time.perf_counter() - started_s
+        with self._lock:  # one acquisition for the step's updates
+            executed = self._counters["resumable_steps_executed"]
+            key = (*labels, outcome)
+            executed[key] = executed.get(key, 0.0) + 1
+            self._histograms["resumable_step_duration_seconds"].observe(
+                labels, duration_s
+            )
         if error is not None and outcome != "interrupted":
             cause = error.__cause__ if isinstance(error, StepFailed) else error
             kind = type(cause or error).__name__
-            self._add("resumable_step_errors", (ctx.workflow, name, kind))
-        self._observe(
-            "resumable_step_duration_seconds",
-            (ctx.workflow, name),
-            time.perf_counter() - started_s,
-        )
+            self._add("resumable_step_errors", (*labels, kind))
         if calls:
             self._llm(ctx, calls, "incurred")
 
@@ -438,13 +441,18 @@ class Metrics(Observer, Collector):
     ) -> None:
         """Write latency, bytes and outcome, by store kind."""
         store = store_kind(ctx.runtime)
-        self._add(
-            "resumable_checkpoint_writes", (store, "ok" if error is None else "failed")
-        )
-        if error is None:
-            size = len(record.output or b"") + len(record.usage or b"")
-            self._add("resumable_checkpoint_write_bytes", (store,), size)
-            self._observe("resumable_checkpoint_write_seconds", (store,), duration_s)
+        if error is not None:
+            self._add("resumable_checkpoint_writes", (store, "failed"))
+            return
+        size = len(record.output or b"") + len(record.usage or b"")
+        with self._lock:  # one acquisition for the commit's three updates
+            writes = self._counters["resumable_checkpoint_writes"]
+            writes[(store, "ok")] = writes.get((store, "ok"), 0.0) + 1
+            written = self._counters["resumable_checkpoint_write_bytes"]
+            written[(store,)] = written.get((store,), 0.0) + size
+            self._histograms["resumable_checkpoint_write_seconds"].observe(
+                (store,), duration_s
+            )
 
     def commit_batch_written(self, store: str, size: int) -> None:
         """The size of a group of step commits written in one transaction."""
