@@ -290,6 +290,11 @@ class StoreContract:
         assert taken is not None
         assert taken.fence == 2
         assert taken.owner == "b"
+        assert first.taken_from is None  # nobody held the new run
+        assert taken.taken_from == "a"  # a's lease had expired
+        again = await store.acquire_lease("r", owner="b", now_ms=T0 + 1500, ttl_ms=1000)
+        assert again is not None
+        assert again.taken_from is None  # b already held it
 
     async def test_lease_can_be_taken_from_a_named_dead_owner(
         self, store: Store
@@ -302,6 +307,7 @@ class StoreContract:
         )
         assert lease is not None
         assert lease.fence == 2
+        assert lease.taken_from == "dead"
 
     async def test_lease_on_missing_or_finished_run(self, store: Store) -> None:
         with _raises(RunNotFound):
@@ -420,6 +426,12 @@ class StoreContract:
             "queued",
             "woken",
         ]
+        # only the expired lease was taken from an owner
+        assert {lease.run_id: lease.taken_from for lease in leases} == {
+            "expired": "dead",
+            "queued": None,
+            "woken": None,
+        }
         again = await store.claim_runs(
             owner="w2",
             now_ms=T0 + 100,
@@ -593,12 +605,23 @@ class StoreContract:
         lease = await store.acquire_lease("done", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
         await store.commit_step(step_record("done", 1), fence=lease.fence)
+        await store.commit_step(
+            step_record("done", 2, output=None, usage=b"usage!!"), fence=lease.fence
+        )
+        await store.send_input(
+            InputRecord(run_id="done", key="k", value=b"12345", sent_at_ms=T0)
+        )
         await store.update_run(
-            "done", fence=lease.fence, update=RunUpdate(status="succeeded", now_ms=T0)
+            "done",
+            fence=lease.fence,
+            update=RunUpdate(status="succeeded", now_ms=T0, output=b"result"),
         )
         await store.create_run(run_record("live"))
         result = await store.delete_runs(["done", "live", "missing"])
-        assert (result.runs, result.steps, result.run_ids) == (1, 1, ("done",))
+        assert (result.runs, result.steps, result.run_ids) == (1, 2, ("done",))
+        assert result.inputs == 1
+        # payload bytes: input "in", output "result", "out", "usage!!", "12345"
+        assert result.bytes == 2 + 6 + 3 + 7 + 5
         assert await store.get_run("done") is None
         assert await store.load_journal("done") == []
         assert await store.get_run("live") is not None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anthropic
 import openai
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -21,6 +23,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 from opentelemetry.trace import StatusCode
 
 from observability.traced_app import STEPS, traced_sequential
+from observability.traced_worker_app import STEPS as WORKER_STEPS
+from observability.traced_worker_app import traced_worker_flow
 from resumable import Engine, step, workflow
 from resumable.errors import WorkflowFailed
 from resumable.observability import Tracing
@@ -135,6 +139,56 @@ async def test_a_worker_continues_the_trace_of_the_code_that_enqueued_the_run(
     assert parent_id(step_span) == execution.context.span_id
 
 
+async def test_a_real_worker_process_continues_the_enqueuers_trace(
+    tmp_path: Path, spans: tuple[TracerProvider, InMemorySpanExporter]
+) -> None:
+    """`resumable worker --traces` in its own process; its spans go to a file."""
+    provider, _ = spans
+    url = f"sqlite:///{tmp_path / 'worker.db'}"
+    exported, out = tmp_path / "spans.jsonl", tmp_path / "worker.out"
+    async with Engine(url, observers=[Tracing(provider)]) as producer:
+        with provider.get_tracer("app").start_as_current_span(
+            "http request"
+        ) as request:
+            await producer.enqueue(traced_worker_flow, WORKER_STEPS, run_id="far")
+        with out.open("wb") as sink:
+            worker = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "resumable.cli", "worker", "--store", url),
+                    *("--app", "traced_worker_app", "--traces", "--concurrency", "1"),
+                ],
+                env={
+                    **os.environ,
+                    "TRACED_SPANS": str(exported),
+                    "PYTHONPATH": str(Path(__file__).parent),
+                },
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            deadline = time.monotonic() + 60
+            while (await producer.store.get_run("far")).status != "succeeded":  # type: ignore[union-attr]  # enqueued above
+                assert worker.poll() is None, out.read_text()
+                assert time.monotonic() < deadline, out.read_text()
+                await asyncio.sleep(0.05)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=30) == 0, out.read_text()
+    found = [json.loads(line) for line in exported.read_text().splitlines()]
+    (execution,) = [s for s in found if s["name"] == "resumable.run traced.worker"]
+    context = request.get_span_context()
+    assert execution["trace_id"] == f"{context.trace_id:032x}"
+    assert execution["parent_id"] == f"{context.span_id:016x}"
+    assert execution["attributes"]["resumable.run_id"] == "far"
+    assert execution["attributes"]["resumable.outcome"] == "succeeded"
+    steps = [s for s in found if s["name"] == "resumable.step traced_part"]
+    assert sorted(s["attributes"]["resumable.seq"] for s in steps) == list(
+        range(1, WORKER_STEPS + 1)
+    )
+    assert all(s["parent_id"] == execution["span_id"] for s in steps)
+    assert {s["trace_id"] for s in steps} == {execution["trace_id"]}
+
+
 @workflow(name="traced.child")
 async def child_flow(x: int) -> int:
     return await enqueued_step(x * 10)
@@ -225,6 +279,79 @@ async def test_an_llm_call_span_carries_gen_ai_attributes_and_a_replay_reuses_th
         logged.usage.output_tokens
     )
     assert ledger.incurred.calls == 1  # the call was made once, then reused
+
+
+async def test_a_forks_first_execution_links_to_its_sources_last_execution(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = spans
+    async with Engine("memory://", observers=[Tracing(provider)]) as engine:
+        assert await engine.run(parent_flow, 2, run_id="fork-source") == 24
+        fork_id = await engine.fork("fork-source", at_step=1, run_id="fork-copy")
+        assert await engine.resume(fork_id) == 24
+    finished = exporter.get_finished_spans()
+    source, fork = (
+        span
+        for span in by_name(finished, "resumable.run traced.parent")
+        if span.attributes is not None
+        and span.attributes["resumable.run_id"] in ("fork-source", "fork-copy")
+    )
+    assert source.attributes is not None
+    assert source.attributes["resumable.run_id"] == "fork-source"
+    assert fork.attributes is not None
+    assert fork.attributes["resumable.execution"] == 1
+    assert fork.attributes["resumable.replayed_steps"] == 1  # the shared child call
+    (link,) = fork.links
+    assert link.context.span_id == source.context.span_id
+    assert link.context.trace_id == source.context.trace_id
+    assert link.attributes == {"resumable.link": "fork source execution"}
+
+
+@step
+async def ask_claude(base_url: str, question: str) -> anthropic.types.Message:
+    async with anthropic.AsyncAnthropic(
+        base_url=base_url, api_key="x", max_retries=0
+    ) as client:
+        return await client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=64,
+            messages=[{"role": "user", "content": question}],
+        )
+
+
+@workflow(name="traced.claude")
+async def claude_flow(base_url: str) -> str:
+    reply = await ask_claude(base_url, "What is durable execution?")
+    return "".join(block.text for block in reply.content if block.type == "text")
+
+
+async def test_an_anthropic_call_span_carries_gen_ai_attributes(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    """The real anthropic SDK against the simulator's messages API."""
+    provider, exporter = spans
+    with SimulatedProvider() as llm:
+        async with Engine("memory://", observers=[Tracing(provider)]) as engine:
+            assert await engine.run(claude_flow, llm.base_url, run_id="claude")
+            spent = (await engine.ledger("claude")).incurred
+        (logged,) = llm.requests()
+    assert logged.api == "messages"
+    (ask_span,) = by_name(exporter.get_finished_spans(), "resumable.step ask_claude")
+    attributes = ask_span.attributes
+    assert attributes is not None
+    assert attributes["gen_ai.system"] == "anthropic"
+    assert str(attributes["gen_ai.request.model"]).startswith("claude-haiku-4-5")
+    assert logged.usage is not None
+    assert spent.calls == 1
+    assert logged.usage.input_tokens > 0
+    assert attributes["gen_ai.usage.input_tokens"] == (
+        spent.input_tokens + spent.cached_input_tokens + spent.cache_write_tokens
+    )
+    assert spent.input_tokens == logged.usage.input_tokens
+    assert attributes["gen_ai.usage.output_tokens"] == logged.usage.output_tokens
+    assert attributes["resumable.cost_usd"] == pytest.approx(spent.cost_usd)
+    assert spent.cost_usd > 0
+    assert attributes["resumable.replayed"] is False
 
 
 def test_without_observers_nothing_of_opentelemetry_or_prometheus_is_imported(

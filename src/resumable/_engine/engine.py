@@ -35,7 +35,7 @@ from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.listing import RunCounts, RunFilter, decode_cursor, encode_cursor
-from resumable._engine.observe import Observer, combine
+from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
@@ -263,6 +263,7 @@ class Engine:
             prices=prices or PriceTable(),
             observer=combine(list(observers)),
         )
+        report_commit_batches(self._runtime)
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
         self._snapshots = Snapshots(self.store, self.serde)
@@ -474,8 +475,12 @@ class Engine:
         """How long a lease lasts without a heartbeat."""
         return self._runtime.lease_ttl_s
 
-    async def resume_claimed(self, run_id: str) -> Any:
-        """Drive a run this engine's worker claimed (its workflow found by name)."""
+    async def resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
+        """Drive a run this engine's worker claimed (its workflow found by name).
+
+        `taken_over`: the claim took the run's lease from another owner
+        (`Lease.taken_from`), one that crashed or stopped while running it.
+        """
         run = await self._get(run_id)
         spec = WORKFLOWS.get(run.workflow)
         if spec is None:
@@ -486,6 +491,8 @@ class Engine:
             first = run.fence == 1  # its first lease: it waited in its queue until now
             wait_s = (self.clock.now_ms() - run.created_at_ms) / 1000 if first else None
             self._runtime.observer.run_claimed(run, queue_wait_s=wait_s)
+            if taken_over:
+                self._runtime.observer.lease_taken_over(run_id)
         return await self._drive(spec, run, retry_failed=False)
 
     async def resume(self, run_id: str) -> Any:
@@ -1224,14 +1231,14 @@ class Engine:
                 take_over=take_over,
             )
             if lease is not None:
+                if lease.taken_from is not None and self._runtime.observer is not None:
+                    self._runtime.observer.lease_taken_over(run.run_id)
                 return lease
             current = await self._get(run.run_id)
             if current.is_terminal:
                 return None
             if leases.is_dead_local_owner(current.lease_owner):
                 take_over = current.lease_owner
-                if self._runtime.observer is not None:
-                    self._runtime.observer.lease_taken_over(run.run_id)
                 continue
             wait_ms = current.lease_expires_at_ms - self.clock.now_ms()
             await asyncio.sleep(min(_POLL_S, max(wait_ms, 1) / 1000))

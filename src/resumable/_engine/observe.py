@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from resumable.stores.protocol import ReportsCommitBatches
+
 if TYPE_CHECKING:
     from resumable._engine.context import RunContext, Runtime
     from resumable._engine.retention import GcReport
@@ -89,6 +91,13 @@ class Observer:
     def store_error(self, ctx: RunContext, error: BaseException) -> None:
         """A store write failed and will be retried (`durably`)."""
 
+    def commit_batch_written(self, store: str, size: int) -> None:
+        """A store wrote `size` step commits in one transaction.
+
+        Only stores that group commits (`ReportsCommitBatches`) report this;
+        `store` is its kind (postgresql, ...).
+        """
+
     def lease_renewed(self, ctx: RunContext, *, late_s: float) -> None:
         """A heartbeat renewed the lease, `late_s` after it was due."""
 
@@ -146,9 +155,9 @@ class Fanout(Observer):
         calls: Sequence[Usage],
     ) -> None:
         # in reverse, so context an observer attached is detached in the same order
-        for observer, inner in reversed(list(zip(self.observers, scope, strict=True))):
-            observer.step_ended(
-                ctx, inner, error=error, retry_delay_s=retry_delay_s, calls=calls
+        for i in range(len(self.observers) - 1, -1, -1):
+            self.observers[i].step_ended(
+                ctx, scope[i], error=error, retry_delay_s=retry_delay_s, calls=calls
             )
 
     def step_replayed(self, ctx: RunContext, record: StepRecord) -> None:
@@ -173,6 +182,10 @@ class Fanout(Observer):
     def store_error(self, ctx: RunContext, error: BaseException) -> None:
         for observer in self.observers:
             observer.store_error(ctx, error)
+
+    def commit_batch_written(self, store: str, size: int) -> None:
+        for observer in self.observers:
+            observer.commit_batch_written(store, size)
 
     def lease_renewed(self, ctx: RunContext, *, late_s: float) -> None:
         for observer in self.observers:
@@ -205,6 +218,16 @@ def combine(observers: Sequence[Observer]) -> Observer | None:
 def store_kind(runtime: Runtime) -> str:
     """The store's kind for labels: its URL scheme (sqlite, postgresql, ...)."""
     return runtime.store.url.split(":", 1)[0] or "unknown"
+
+
+def report_commit_batches(runtime: Runtime) -> None:
+    """Have a store that groups step commits tell the observer each group's size."""
+    observer, store = runtime.observer, runtime.store
+    if observer is not None and isinstance(store, ReportsCommitBatches):
+        kind = store_kind(runtime)
+        store.add_commit_listener(
+            lambda size: observer.commit_batch_written(kind, size)
+        )
 
 
 def outcome_of(error: BaseException | None, default: str) -> str:

@@ -29,6 +29,9 @@ class GcReport:
     dry_run: bool = False
     blobs: int = 0
     """Offloaded objects no row referenced any more (`stores.offload`)."""
+    bytes: int = 0
+    """Payload bytes deleted with the runs, as stored (`DeleteResult.bytes`); not
+    counted: saved-state chunks, offloaded objects, keys and indexes."""
 
 
 async def collect(
@@ -70,14 +73,15 @@ async def collect(
             kept_for_forks=kept_for_forks,
             dry_run=True,
         )
-    runs = steps = inputs = 0
+    runs = steps = inputs = size = 0
     deleted: list[str] = []
     for start in range(0, len(deletable), batch):
         result = await store.delete_runs(deletable[start : start + batch])
-        runs, steps, inputs = (
+        runs, steps, inputs, size = (
             runs + result.runs,
             steps + result.steps,
             inputs + result.inputs,
+            size + result.bytes,
         )
         deleted.extend(result.run_ids)
     chunks = 0
@@ -93,6 +97,7 @@ async def collect(
         chunks=chunks,
         run_ids=tuple(deleted),
         kept_for_forks=kept_for_forks,
+        bytes=size,
     )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from resumable._engine.decorators import WORKFLOWS
 from resumable.errors import ResumableError
-from resumable.stores.protocol import QueuePolicy
+from resumable.stores.protocol import Lease, QueuePolicy
 
 if TYPE_CHECKING:
     from resumable._engine.engine import Engine
@@ -117,14 +117,17 @@ class Worker:
             versions=self.versions,
         )
         for lease in leases:
-            task = asyncio.ensure_future(self._execute(lease.run_id))
+            task = asyncio.ensure_future(self._execute(lease))
             self._active.add(task)
             task.add_done_callback(self._done)
         return len(leases)
 
-    async def _execute(self, run_id: str) -> None:
+    async def _execute(self, lease: Lease) -> None:
+        run_id = lease.run_id
         try:
-            await self.engine.resume_claimed(run_id)
+            await self.engine.resume_claimed(
+                run_id, taken_over=lease.taken_from is not None
+            )
         except ResumableError as exc:  # the run's own outcome is recorded in the store
             log.info("run %s ended: %s", run_id, exc)
         except Exception:  # a bug must not kill the worker; the lease lapses and

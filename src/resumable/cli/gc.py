@@ -77,6 +77,7 @@ async def collect_garbage(args: argparse.Namespace) -> int:
             if report.dry_run
             else f", {report.steps} steps, {report.inputs} inputs, {report.chunks} chunks"
             + (f", {report.blobs} offloaded objects" if report.blobs else "")
+            + f" ({report.bytes} bytes of payloads)"
         )
         + (
             f"; kept {report.kept_for_forks} that forks or live parents still need"

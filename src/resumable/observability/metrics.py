@@ -108,6 +108,12 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Step record commits, by outcome (ok, failed)",
         ("store", "outcome"),
     ),
+    "resumable_commit_batch_size": (
+        "histogram",
+        "Step records written per commit transaction, by a store that groups "
+        "concurrent commits (PostgreSQL)",
+        ("store",),
+    ),
     "resumable_store_errors": (
         "counter",
         "Store writes that failed and were retried, by error class",
@@ -120,7 +126,8 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "resumable_lease_takeovers": (
         "counter",
-        "Runs taken over from an owner that died holding the lease",
+        "Leases taken from another owner: expired (by a worker's claim or a resume) "
+        "or held by a dead process on this host",
         (),
     ),
     "resumable_lease_lost": (
@@ -159,6 +166,11 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Rows deleted by gc, by kind (runs, steps, inputs, chunks)",
         ("kind",),
     ),
+    "resumable_gc_deleted_bytes": (
+        "counter",
+        "Payload bytes gc deleted with the runs (inputs, outputs, step results)",
+        (),
+    ),
     "resumable_runs": (
         "gauge",
         "Runs by status, as of the last refresh (capped at 10000)",
@@ -175,7 +187,9 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         (),
     ),
 }
+_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000)
 _BUCKETS = {
+    "resumable_commit_batch_size": _SIZES,
     "resumable_step_duration_seconds": _SECONDS,
     "resumable_checkpoint_write_seconds": _SECONDS,
     "resumable_resume_seconds": _SECONDS,
@@ -372,16 +386,19 @@ class Metrics(Observer, Collector):
             outcome = "failed"
         else:
             outcome = "interrupted"
-        self._add("resumable_steps_executed", (ctx.workflow, name, outcome))
+        labels = (ctx.workflow, name)
+        duration_s = time.perf_counter() - started_s
+        with self._lock:  # one acquisition for the step's updates
+            executed = self._counters["resumable_steps_executed"]
+            key = (*labels, outcome)
+            executed[key] = executed.get(key, 0.0) + 1
+            self._histograms["resumable_step_duration_seconds"].observe(
+                labels, duration_s
+            )
         if error is not None and outcome != "interrupted":
             cause = error.__cause__ if isinstance(error, StepFailed) else error
             kind = type(cause or error).__name__
-            self._add("resumable_step_errors", (ctx.workflow, name, kind))
-        self._observe(
-            "resumable_step_duration_seconds",
-            (ctx.workflow, name),
-            time.perf_counter() - started_s,
-        )
+            self._add("resumable_step_errors", (*labels, kind))
         if calls:
             self._llm(ctx, calls, "incurred")
 
@@ -424,13 +441,22 @@ class Metrics(Observer, Collector):
     ) -> None:
         """Write latency, bytes and outcome, by store kind."""
         store = store_kind(ctx.runtime)
-        self._add(
-            "resumable_checkpoint_writes", (store, "ok" if error is None else "failed")
-        )
-        if error is None:
-            size = len(record.output or b"") + len(record.usage or b"")
-            self._add("resumable_checkpoint_write_bytes", (store,), size)
-            self._observe("resumable_checkpoint_write_seconds", (store,), duration_s)
+        if error is not None:
+            self._add("resumable_checkpoint_writes", (store, "failed"))
+            return
+        size = len(record.output or b"") + len(record.usage or b"")
+        with self._lock:  # one acquisition for the commit's three updates
+            writes = self._counters["resumable_checkpoint_writes"]
+            writes[(store, "ok")] = writes.get((store, "ok"), 0.0) + 1
+            written = self._counters["resumable_checkpoint_write_bytes"]
+            written[(store,)] = written.get((store,), 0.0) + size
+            self._histograms["resumable_checkpoint_write_seconds"].observe(
+                (store,), duration_s
+            )
+
+    def commit_batch_written(self, store: str, size: int) -> None:
+        """The size of a group of step commits written in one transaction."""
+        self._observe("resumable_commit_batch_size", (store,), size)
 
     def store_error(self, ctx: RunContext, error: BaseException) -> None:
         """Count a retried store error by class."""
@@ -469,6 +495,7 @@ class Metrics(Observer, Collector):
             return
         for kind in ("runs", "steps", "inputs", "chunks"):
             self._add("resumable_gc_deleted", (kind,), getattr(report, kind))
+        self._add("resumable_gc_deleted_bytes", (), report.bytes)
 
 
 def _le(bound: float) -> str:

@@ -147,12 +147,16 @@ class Tracing(Observer):
     def step_started(
         self, ctx: RunContext, seq: int, name: str, attempt: int, *, child: bool
     ) -> Any:
-        """Start the attempt's span and make it current (a child run nests in it)."""
-        # few attributes: the SDK validates each one, on every step
+        """Start the attempt's span and make it current.
+
+        Current, so that a child run and the spans of instrumented libraries the
+        step calls (an HTTP client, an LLM SDK) nest in it.
+        """
+        # few attributes: the SDK validates each one, on every step. The run id is
+        # on the execution span (the parent) and in the idempotency key.
         span = self.tracer.start_span(
             f"resumable.{'child' if child else 'step'} {name}",
             attributes={
-                "resumable.run_id": ctx.run_id,
                 "resumable.seq": seq,
                 "resumable.step": name,
                 "resumable.attempt": attempt,

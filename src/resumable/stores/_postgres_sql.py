@@ -62,21 +62,31 @@ _COUNT_RUNS: Final = (
     + _RUN_FILTERS
     + " GROUP BY status, queue"
 )
-# one statement: the UPDATE waits for a concurrent lease change and re-checks the row
+# one statement: `locked` locks the row (waiting for a concurrent lease change) and
+# reads it as it stands, so the UPDATE re-checks that version and RETURNING can say
+# whose lease it replaced
 _ACQUIRE: Final = """
-WITH leased AS (
-    UPDATE {schema}.resumable_runs
+WITH locked AS (
+    SELECT run_id, status, lease_owner FROM {schema}.resumable_runs
+     WHERE run_id = %(run_id)s
+       FOR UPDATE
+), leased AS (
+    UPDATE {schema}.resumable_runs AS r
        SET status = 'running', lease_owner = %(owner)s,
-           lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
+           lease_expires_at_ms = %(expires_at_ms)s, fence = r.fence + 1,
            updated_at_ms = %(now_ms)s
-     WHERE run_id = %(run_id)s AND status NOT IN ('succeeded', 'failed', 'cancelled')
-       AND (status <> 'running' OR lease_owner IS NULL
-            OR lease_expires_at_ms <= %(now_ms)s
-            OR lease_owner = %(owner)s OR lease_owner = %(take_over)s::text)
-    RETURNING fence
+      FROM locked
+     WHERE r.run_id = locked.run_id
+       AND r.status NOT IN ('succeeded', 'failed', 'cancelled')
+       AND (r.status <> 'running' OR r.lease_owner IS NULL
+            OR r.lease_expires_at_ms <= %(now_ms)s
+            OR r.lease_owner = %(owner)s OR r.lease_owner = %(take_over)s::text)
+    RETURNING r.fence, locked.status AS before_status,
+              locked.lease_owner AS before_owner
 )
-SELECT (SELECT fence FROM leased) AS fence,
-       EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
+SELECT leased.fence, leased.before_status, leased.before_owner,
+       EXISTS (SELECT 1 FROM locked) AS found
+  FROM (SELECT 1) AS one LEFT JOIN leased ON true
 """
 _RENEW: Final = """
 UPDATE {schema}.resumable_runs SET lease_expires_at_ms = %s
@@ -120,7 +130,7 @@ SELECT (SELECT count(*) FROM reopened) AS reopened,
 # Only as many rows as still wanted are locked, so claimers never starve each other;
 # later rounds skip what was seen and the queues found full.
 _RUNNABLE: Final = """
-SELECT run_id, status, queue FROM {schema}.resumable_runs
+SELECT run_id, status, queue, lease_owner FROM {schema}.resumable_runs
  WHERE workflow = ANY(%(workflows)s::text[])
    AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
    AND status IN ('queued', 'running', 'sleeping', 'waiting')
@@ -179,16 +189,21 @@ _DELETE_RUNS: Final = """
 WITH runs AS (
     DELETE FROM {schema}.resumable_runs
      WHERE run_id = ANY(%s::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
-    RETURNING run_id
+    RETURNING run_id,
+              octet_length(input) + coalesce(octet_length(output), 0) AS size
 ), steps AS (
     DELETE FROM {schema}.resumable_steps WHERE run_id IN (SELECT run_id FROM runs)
-    RETURNING 1
+    RETURNING coalesce(octet_length(output), 0) + coalesce(octet_length(usage), 0)
+              AS size
 ), inputs AS (
     DELETE FROM {schema}.resumable_inputs WHERE run_id IN (SELECT run_id FROM runs)
-    RETURNING 1
+    RETURNING octet_length(value) AS size
 )
 SELECT ARRAY(SELECT run_id FROM runs ORDER BY run_id) AS run_ids,
-       (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs
+       (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs,
+       (SELECT coalesce(sum(size), 0) FROM runs)
+       + (SELECT coalesce(sum(size), 0) FROM steps)
+       + (SELECT coalesce(sum(size), 0) FROM inputs) AS size
 """
 _LOAD_JOURNAL: Final = """
 SELECT * FROM {schema}.resumable_steps WHERE run_id = %s AND seq <= %s ORDER BY seq

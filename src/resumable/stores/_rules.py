@@ -30,6 +30,16 @@ def can_acquire(
     )
 
 
+def lease_taken_from(status: str, lease_owner: str | None, owner: str) -> str | None:
+    """Whom a new lease for `owner` takes the run from (`Lease.taken_from`).
+
+    `status` and `lease_owner` are the run's as they stood before the new lease.
+    """
+    if status == "running" and lease_owner is not None and lease_owner != owner:
+        return lease_owner
+    return None
+
+
 def is_runnable(run: RunRecord, now_ms: int) -> bool:
     """Whether a worker should pick the run up now."""
     if run.status == "queued":

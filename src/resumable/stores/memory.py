@@ -143,17 +143,25 @@ class MemoryStore:
 
     async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
         deleted: list[str] = []
-        steps = inputs = 0
+        steps = inputs = size = 0
         for run_id in run_ids:
             run = self._runs.get(run_id)
             if run is None or not run.is_terminal:
                 continue
             del self._runs[run_id]
-            steps += len(self._steps.pop(run_id, {}))
-            inputs += len(self._inputs.pop(run_id, {}))
+            journal = self._steps.pop(run_id, {}).values()
+            values = self._inputs.pop(run_id, {}).values()
+            steps, inputs = steps + len(journal), inputs + len(values)
+            size += len(run.input) + len(run.output or b"")
+            size += sum(len(s.output or b"") + len(s.usage or b"") for s in journal)
+            size += sum(len(value.value) for value in values)
             deleted.append(run_id)
         return DeleteResult(
-            runs=len(deleted), steps=steps, inputs=inputs, run_ids=tuple(deleted)
+            runs=len(deleted),
+            steps=steps,
+            inputs=inputs,
+            run_ids=tuple(deleted),
+            bytes=size,
         )
 
     # --- journal ----------------------------------------------------------------
@@ -379,6 +387,7 @@ class MemoryStore:
             owner=owner,
             fence=leased.fence,
             expires_at_ms=leased.lease_expires_at_ms,
+            taken_from=_rules.lease_taken_from(run.status, run.lease_owner, owner),
         )
 
     def _queue_admits(

@@ -42,7 +42,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Collection, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
@@ -60,7 +67,7 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _sql, redact
+from resumable.stores import _rules, _sql, redact
 from resumable.stores._postgres_sql import MIGRATION_STATE, Statements
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
@@ -167,6 +174,7 @@ class PostgresStore:
         self._listener: AsyncConnection[Any] | None = None
         self._listening = False
         self._commit_transactions = 0  # how many transactions commit_step used
+        self._commit_listeners: list[Callable[[int], None]] = []
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> PostgresStore:
@@ -410,7 +418,13 @@ class PostgresStore:
         if row["fence"] is None:
             return None
         return Lease(
-            run_id=run_id, owner=owner, fence=row["fence"], expires_at_ms=expires_at_ms
+            run_id=run_id,
+            owner=owner,
+            fence=row["fence"],
+            expires_at_ms=expires_at_ms,
+            taken_from=_rules.lease_taken_from(
+                row["before_status"], _sql.maybe_from_text(row["before_owner"]), owner
+            ),
         )
 
     async def renew_lease(
@@ -468,6 +482,7 @@ class PostgresStore:
         admission = _Admission({_t(name): policy for name, policy in queues.items()})
         names = [_t(name) for name in workflows]
         chosen: list[str] = []
+        before: dict[str, DictRow] = {}  # the chosen rows as they were, locked
         seen: list[str] = []
         async with self._connection() as conn, conn.transaction():
             for round_no in range(_CLAIM_ROUNDS):
@@ -494,6 +509,7 @@ class PostgresStore:
                         row["queue"], is_start=row["status"] == "queued"
                     ):
                         chosen.append(row["run_id"])
+                        before[row["run_id"]] = row
                 if len(rows) < want or len(chosen) >= limit:
                     break  # nothing more to find, or nothing more wanted
             if not chosen:
@@ -515,6 +531,11 @@ class PostgresStore:
                 owner=owner,
                 fence=fences[key],
                 expires_at_ms=expires_at_ms,
+                taken_from=_rules.lease_taken_from(
+                    before[key]["status"],
+                    _sql.maybe_from_text(before[key]["lease_owner"]),
+                    owner,
+                ),
             )
             for key in chosen
         ]
@@ -571,6 +592,7 @@ class PostgresStore:
             steps=row["steps"],
             inputs=row["inputs"],
             run_ids=tuple(_sql.from_text(run_id) for run_id in row["run_ids"]),
+            bytes=int(row["size"]),
         )
 
     # --- journal ----------------------------------------------------------------
@@ -603,6 +625,10 @@ class PostgresStore:
                 self._writing = True
                 self._flusher = loop.create_task(self._flush())
         await pending.future  # settled by now: returns, or raises its outcome
+
+    def add_commit_listener(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(size)` after each group of step commits is written."""
+        self._commit_listeners.append(listener)
 
     async def _flush(self) -> None:
         """Write the queued commits group by group until none are left."""
@@ -666,6 +692,8 @@ class PostgresStore:
             return
         # in autocommit the statement's own transaction has committed when execute()
         # returns (the server answers only after COMMIT), so callers may go on now
+        for listener in self._commit_listeners:
+            listener(len(batch))
         for pending in batch:
             if pending.key in written:
                 _settle(pending, None)

@@ -164,6 +164,12 @@ class Lease:
     owner: str
     fence: int
     expires_at_ms: int
+    taken_from: str | None = None
+    """The owner whose lease this one replaced while the run was running: its
+    lease had expired (its process crashed or stalled, or stopped and released
+    it) or it was a dead process on this host. None when nobody held the run
+    (queued, new, woken) or `owner` already did. Set by `acquire_lease` and
+    `claim_runs` (see `_rules.lease_taken_from`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -284,6 +290,10 @@ class DeleteResult:
     steps: int = 0
     inputs: int = 0
     run_ids: tuple[str, ...] = field(default=())
+    bytes: int = 0
+    """Payload bytes deleted with them, as stored (encoded, compressed, encrypted):
+    the runs' inputs and outputs, their steps' results and usage, their inputs'
+    values. Keys, ids and indexes are not counted."""
 
 
 def through(checkpoint_id: str) -> str:
@@ -320,6 +330,24 @@ def runs_on_any_loop(store: object) -> bool:
     without the attribute is driven from one loop.
     """
     return getattr(store, "any_loop", False) is True
+
+
+@runtime_checkable
+class ReportsCommitBatches(Protocol):
+    """An optional capability: a store that writes concurrent step commits together.
+
+    PostgresStore groups the `commit_step` calls that queue while a write is in
+    flight into one transaction; the engine checks for this once, when it is made
+    with observers, and reports each group's size (`resumable_commit_batch_size`).
+    """
+
+    def add_commit_listener(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(size)` after each transaction of step commits is written.
+
+        `size` counts the step records it wrote (1 for a lone commit). The
+        listener runs on the store's event loop; it must not raise or block.
+        """
+        ...
 
 
 @runtime_checkable

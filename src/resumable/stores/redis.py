@@ -631,8 +631,13 @@ class RedisStore:
             raise RunNotFound(run_id=run_id)
         if result == 0:
             return None
+        fence, taken_from = result
         return Lease(
-            run_id=run_id, owner=owner, fence=int(result), expires_at_ms=expires
+            run_id=run_id,
+            owner=owner,
+            fence=int(fence),
+            expires_at_ms=expires,
+            taken_from=None if taken_from is None else _s(taken_from),
         )
 
     async def renew_lease(
@@ -732,8 +737,9 @@ class RedisStore:
                 owner=owner,
                 fence=int(flat[i + 1]),
                 expires_at_ms=expires,
+                taken_from=None if flat[i + 2] is None else _s(flat[i + 2]),
             )
-            for i in range(0, len(flat), 2)
+            for i in range(0, len(flat), 3)
         ]
 
     async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
@@ -745,12 +751,13 @@ class RedisStore:
             [self._keys.runs],
             [self._keys.base, *(_b(run_id) for run_id in ids)],
         )
-        deleted = tuple(_s(run_id) for run_id in result[2:])
+        deleted = tuple(_s(run_id) for run_id in result[3:])
         return DeleteResult(
             runs=len(deleted),
             steps=int(result[0]),
             inputs=int(result[1]),
             run_ids=deleted,
+            bytes=int(result[2]),
         )
 
     # --- journal ----------------------------------------------------------------

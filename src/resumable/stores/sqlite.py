@@ -90,7 +90,7 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _sql
+from resumable.stores import _rules, _sql
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -165,6 +165,14 @@ UPDATE resumable_runs
    AND (status != 'running' OR lease_owner IS NULL OR lease_expires_at_ms <= ?
         OR lease_owner = ? OR lease_owner = ?)
 """  # noqa: S608 - built from constants
+# payload bytes of the runs `delete_runs` is about to delete ({marks}: placeholders)
+_PAYLOAD_BYTES: Final = (
+    "SELECT total(length(input)) + total(length(output)) FROM resumable_runs"
+    " WHERE run_id IN ({marks})",
+    "SELECT total(length(output)) + total(length(usage)) FROM resumable_steps"
+    " WHERE run_id IN ({marks})",
+    "SELECT total(length(value)) FROM resumable_inputs WHERE run_id IN ({marks})",
+)
 _RENEW: Final = """
 UPDATE resumable_runs SET lease_expires_at_ms = ?
  WHERE run_id = ? AND fence = ? AND status = 'running'
@@ -925,6 +933,10 @@ class SQLiteStore:
             if not found:
                 return DeleteResult()
             marks = ", ".join("?" * len(found))
+            size = sum(
+                int(conn.execute(sql.format(marks=marks), found).fetchone()[0])
+                for sql in _PAYLOAD_BYTES
+            )
             steps = conn.execute(
                 f"DELETE FROM resumable_steps WHERE run_id IN ({marks})",  # noqa: S608 - placeholders only
                 found,
@@ -936,7 +948,11 @@ class SQLiteStore:
             conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
             deleted = tuple(_sql.from_text(run_id) for run_id in found)
             return DeleteResult(
-                runs=len(found), steps=steps, inputs=inputs, run_ids=deleted
+                runs=len(found),
+                steps=steps,
+                inputs=inputs,
+                run_ids=deleted,
+                bytes=size,
             )
 
         return await self._call(delete, write=True) if ids else DeleteResult()
@@ -1306,17 +1322,30 @@ def _acquire_txn(
     take_over: str | None,
 ) -> Lease | None:
     expires, key, who = now_ms + ttl_ms, _t(run_id), _t(owner)
+    # read before the update, inside its write transaction: whom the lease is taken from
+    before = conn.execute(
+        "SELECT status, lease_owner FROM resumable_runs WHERE run_id = ?", (key,)
+    ).fetchone()
+    if before is None:
+        raise RunNotFound(run_id=run_id)
     changed = conn.execute(
         _ACQUIRE, (who, expires, now_ms, key, now_ms, who, _sql.maybe_text(take_over))
     ).rowcount
+    if not changed:
+        return None
     row = conn.execute(
         "SELECT fence FROM resumable_runs WHERE run_id = ?", (key,)
     ).fetchone()
-    if row is None:
-        raise RunNotFound(run_id=run_id)
-    if not changed:
-        return None
-    return Lease(run_id=run_id, owner=owner, fence=row["fence"], expires_at_ms=expires)
+    taken_from = _rules.lease_taken_from(
+        before["status"], _sql.maybe_from_text(before["lease_owner"]), owner
+    )
+    return Lease(
+        run_id=run_id,
+        owner=owner,
+        fence=row["fence"],
+        expires_at_ms=expires,
+        taken_from=taken_from,
+    )
 
 
 def _queue_admits_txn(

@@ -1,6 +1,7 @@
 -- acquire_lease: take the run's lease, incrementing its fence.
 -- ARGV: base, run_id, owner, now_ms, expires_at_ms, has_take_over ('1'/'0'), take_over.
--- Returns the new fence (a string), 0 if another live owner holds it, -1 if missing.
+-- Returns {new fence (a string), previous owner it was taken from (nil: nobody)},
+-- 0 if another live owner holds it, -1 if missing.
 local id, owner, now = ARGV[2], ARGV[3], ARGV[4]
 local take_over = nil
 if ARGV[6] == '1' then
@@ -13,4 +14,5 @@ end
 if not can_acquire(run, owner, tonumber(now), take_over) then
   return 0
 end
-return lease(id, run, owner, now, ARGV[5])
+local fence, from = lease(id, run, owner, now, ARGV[5])
+return {fence, from}

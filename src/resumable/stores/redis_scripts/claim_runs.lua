@@ -3,7 +3,7 @@
 -- KEYS[1] timers. ARGV: base, owner, now_ms, expires_at_ms, limit, n, workflow x n,
 -- m, (queue, concurrency, rate, period_ms) x m   ('' = no limit),
 -- v, version x v   (v = -1: any version; else only runs of these versions).
--- Returns a flat list: run_id, fence, run_id, fence, ...
+-- Returns a flat list: run_id, fence, taken_from (nil: nobody), run_id, fence, ...
 local owner, now_text, expires = ARGV[2], ARGV[3], ARGV[4]
 local now, limit = tonumber(ARGV[3]), tonumber(ARGV[5])
 local pos = 6
@@ -80,7 +80,7 @@ end
 
 local claimed = {}
 for _, candidate in ipairs(candidates) do
-  if #claimed >= limit * 2 then
+  if #claimed >= limit * 3 then
     break
   end
   local id = candidate[2]
@@ -95,12 +95,13 @@ for _, candidate in ipairs(candidates) do
     local is_start = run.status == 'queued'
     local policy = run.queue and policies[run.queue]
     if not policy or admits(run.queue, policy, is_start) then
-      local fence = lease(id, run, owner, now_text, expires)
+      local fence, from = lease(id, run, owner, now_text, expires)
       if policy and policy.rate and is_start then
         redis.call('ZADD', B .. 'qstarts:' .. run.queue, now_text, fence .. ':' .. id)
       end
       claimed[#claimed + 1] = id
       claimed[#claimed + 1] = fence
+      claimed[#claimed + 1] = from
     end
   end
 end

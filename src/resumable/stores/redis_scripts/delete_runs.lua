@@ -1,6 +1,9 @@
 -- delete_runs: delete terminal runs with their journals, inputs and index entries.
--- KEYS[1] runs. ARGV: base, run_id... Returns {steps, inputs, deleted run_id...}.
-local result = {0, 0}
+-- KEYS[1] runs. ARGV: base, run_id...
+-- Returns {steps, inputs, payload bytes, deleted run_id...}; the bytes are what the
+-- SQL stores count: run input and output, step output (item 3) and usage (item 7),
+-- input value (item 0).
+local result = {0, 0, 0}
 for i = 2, #ARGV do
   local id = ARGV[i]
   local run = load_run(id)
@@ -10,6 +13,14 @@ for i = 2, #ARGV do
     local steps, inputs = B .. 'steps:' .. id, B .. 'inputs:' .. id
     result[1] = result[1] + redis.call('HLEN', steps)
     result[2] = result[2] + redis.call('HLEN', inputs)
+    local size = redis.call('HSTRLEN', key, 'input') + redis.call('HSTRLEN', key, 'output')
+    for _, record in ipairs(redis.call('HVALS', steps)) do
+      size = size + packed_len(record, 3) + packed_len(record, 7)
+    end
+    for _, record in ipairs(redis.call('HVALS', inputs)) do
+      size = size + packed_len(record, 0)
+    end
+    result[3] = result[3] + size
     redis.call('DEL', key, steps, inputs)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', B .. 'st:' .. run.status, id)

@@ -97,8 +97,19 @@ local function refile(id, run, old_status)
   end
 end
 
--- the run as it stands once `owner` holds a fresh lease; returns the new fence
+-- whom a new lease for `owner` takes the run from (false: nobody), as
+-- _rules.lease_taken_from decides; `run` as it stands before the lease
+local function taken_from(run, owner)
+  if run.status == 'running' and run.lease_owner ~= nil and run.lease_owner ~= owner then
+    return run.lease_owner
+  end
+  return false
+end
+
+-- the run as it stands once `owner` holds a fresh lease; returns the new fence and
+-- whom the lease was taken from (false: nobody)
 local function lease(id, run, owner, now, expires)
+  local from = taken_from(run, owner)
   local old_status = run.status
   run.status = 'running'
   run.lease_owner = owner
@@ -107,7 +118,7 @@ local function lease(id, run, owner, now, expires)
   redis.call('HSET', run_key(id), 'status', 'running', 'lease_owner', owner,
     'lease_expires_at_ms', expires, 'fence', run.fence, 'updated_at_ms', now)
   refile(id, run, old_status)
-  return run.fence
+  return run.fence, from
 end
 
 local function notify(id)
@@ -130,6 +141,23 @@ local function unpack_items(data, skip)
     pos = pos + len
   end
   return items
+end
+
+-- the length of the item at 0-based `at` of a packed record (0 for a None item)
+local function packed_len(data, at)
+  local pos, index = 1, 0
+  while pos <= #data do
+    local a, b, c, d = string.byte(data, pos, pos + 3)
+    local len = ((a * 256 + b) * 256 + c) * 256 + d
+    if len == 4294967295 then
+      len = 0
+    end
+    if index == at then
+      return len
+    end
+    pos, index = pos + 4 + len, index + 1
+  end
+  return 0
 end
 
 -- a snapshot record packs parent, manifest, created, label, metadata, then its refs
