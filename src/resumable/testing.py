@@ -838,6 +838,53 @@ class StoreContract:
         assert loaded.label == ("one" if done[0] else "two")
         assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0004"]
 
+    async def test_threads_are_listed_newest_first_by_page_and_prefix(
+        self, store: Store
+    ) -> None:
+        def saved(
+            thread: str, checkpoint: str, ms: int, **fields: Any
+        ) -> SnapshotRecord:
+            return snapshot_record(
+                thread, checkpoint, (), created_at_ms=T0 + ms, **fields
+            )
+
+        await store.save_snapshot(saved("a/1", "0001", 5))
+        await store.save_snapshot(saved("a/1", "0002", 1, namespace="sub"))
+        await store.save_snapshot(saved("a/2", "0001", 7))
+        await store.save_snapshot(saved("b", "0001", 7))
+        await store.save_snapshot(saved("c", "0001", 2))
+        await store.save_snapshot(saved("c", "0002", 3))
+        listed = await store.list_threads()
+        # updated_at is the newest snapshot of any namespace; ties go by id, descending
+        assert [(t.thread_id, t.updated_at_ms - T0) for t in listed] == [
+            ("b", 7),
+            ("a/2", 7),
+            ("a/1", 5),
+            ("c", 3),
+        ]
+        first = await store.list_threads(limit=2)
+        assert [t.thread_id for t in first] == ["b", "a/2"]
+        last = (first[-1].updated_at_ms, first[-1].thread_id)
+        assert [t.thread_id for t in await store.list_threads(after=last)] == [
+            "a/1",
+            "c",
+        ]
+        assert [t.thread_id for t in await store.list_threads(prefix="a/")] == [
+            "a/2",
+            "a/1",
+        ]
+        assert await store.list_threads(limit=0) == []
+        # a pack's swap keeps the thread listed; a deleted thread is gone
+        pack = saved("c", "0001", 9, namespace=":pack:", label="0001")
+        assert await store.replace_snapshots("c", "", ["0001"], by=pack)
+        assert (await store.list_threads(limit=1))[0].thread_id == "c"
+        assert await store.delete_thread("b") == 1
+        assert [t.thread_id for t in await store.list_threads()] == [
+            "c",
+            "a/2",
+            "a/1",
+        ]
+
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
         await store.save_snapshot(snapshot_record("t", "0001", ("a",)))

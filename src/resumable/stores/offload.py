@@ -70,6 +70,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
+    ThreadRecord,
 )
 
 __all__ = [
@@ -438,6 +439,15 @@ class OffloadStore:
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         return await self.inner.delete_unreferenced_chunks(limit)
+
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        return await self.inner.list_threads(prefix=prefix, after=after, limit=limit)
 
     # --- maintenance ------------------------------------------------------------
     async def scan_payloads(

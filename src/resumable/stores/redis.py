@@ -23,6 +23,8 @@ slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
     cps:<n>:<thread><ns>      zset  checkpoint ids (n = the thread id's byte length)
     cp:<n>:<thread><ns>       hash  checkpoint id -> packed SnapshotRecord
     nss:<thread>              set   the thread's namespaces
+    threads                   zset  thread ids by their newest snapshot's
+                                    created_at_ms, for list_threads (schema 2)
     meta                      hash  schema_version
 
 Lua scripts (`resumable.stores.redis_scripts`) keep the indexes in step with the
@@ -88,6 +90,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     StepStatus,
+    ThreadRecord,
     check_pack,
 )
 
@@ -98,7 +101,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("resumable")
 
 DEFAULT_PREFIX: Final = "resumable:"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: the threads zset
 _LIB: Final = "lib.lua"
 _SCRIPTS_WITH_LIB: Final = (
     "create_run",
@@ -243,6 +246,7 @@ class _Keys:
         self.chunks = self.base + b"chunks"
         self.chunkrefs = self.base + b"chunkrefs"
         self.orphans = self.base + b"orphans"
+        self.threads = self.base + b"threads"
         self.meta = self.base + b"meta"
         self.channel = self.base + b"work"
 
@@ -311,6 +315,26 @@ class RedisStore:
             )
         await self._check_persistence(client)
         self._is_open = True
+        if found == 1:  # open already, as the migration reads through the store
+            try:
+                await self._index_threads(client)
+            except BaseException:
+                self._is_open = False
+                raise
+
+    async def _index_threads(self, client: Redis) -> None:
+        """Migrate schema 1 to 2: build the threads zset from every thread's records."""
+        nss = self._keys.base + b"nss:"
+        with self._boundary("migrate to schema 2"):
+            async for key in client.scan_iter(match=_escape_glob(nss) + b"*"):
+                thread_id = _s(_as_bytes(key)[len(nss) :])
+                snapshots = await self.list_snapshots(thread_id, namespace=None)
+                if snapshots:
+                    newest = max(snap.created_at_ms for snap in snapshots)
+                    await client.zadd(
+                        self._keys.threads, {_b(thread_id): newest}, gt=True
+                    )
+            await client.hset(self._keys.meta, "schema_version", SCHEMA_VERSION)
 
     def _client(self) -> Redis:
         if self._redis is None:
@@ -845,6 +869,7 @@ class RedisStore:
                 self._keys.chunks,
                 self._keys.chunkrefs,
                 self._keys.orphans,
+                self._keys.threads,
             ],
             [
                 self._keys.base,
@@ -853,6 +878,8 @@ class RedisStore:
                 _b(snapshot.namespace),
                 str(len(snapshot.chunk_refs)).encode(),
                 *(_b(ref) for ref in snapshot.chunk_refs),
+                _b(snapshot.thread_id),
+                _num(snapshot.created_at_ms),
                 *itertools.chain.from_iterable(
                     (_b(digest), data) for digest, data in chunks.items()
                 ),
@@ -923,6 +950,7 @@ class RedisStore:
                 *self._keys.snapshots(thread_id, namespace),
                 *self._keys.snapshots(by.thread_id, by.namespace),
                 self._keys.of(b"nss:", by.thread_id),
+                self._keys.threads,
             ],
             [
                 self._keys.base,
@@ -931,6 +959,8 @@ class RedisStore:
                 _b(by.namespace),
                 str(len(by.chunk_refs)).encode(),
                 *(_b(ref) for ref in by.chunk_refs),
+                _b(by.thread_id),
+                _num(by.created_at_ms),
                 *(_b(checkpoint_id) for checkpoint_id in set(checkpoint_ids)),
             ],
         )
@@ -939,10 +969,35 @@ class RedisStore:
     async def delete_thread(self, thread_id: str) -> int:
         deleted = await self._script(
             "delete_thread",
-            [self._keys.of(b"nss:", thread_id)],
+            [self._keys.of(b"nss:", thread_id), self._keys.threads],
             [self._keys.base, _b(thread_id)],
         )
         return int(deleted)
+
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        client = await self._ready()
+        cursor = _Cursor(self._keys.threads, after)
+        wanted = None if prefix is None else _b(prefix)
+        found: list[ThreadRecord] = []
+        # a prefix is matched while paging: the zset is ordered by time, not by id
+        with self._boundary("list threads"):
+            while len(found) < limit:
+                if not cursor.rows:
+                    await cursor.fill(client, _PAGE_MAX)
+                    if not cursor.rows:
+                        break
+                score, member = cursor.rows.pop()
+                if wanted is None or member.startswith(wanted):
+                    found.append(
+                        ThreadRecord(thread_id=_s(member), updated_at_ms=int(score))
+                    )
+        return found
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         if limit <= 0:

@@ -184,3 +184,11 @@ local function bytes_lt(x, y)
   end
   return #x < #y
 end
+
+-- threads: a zset of thread ids by their newest snapshot's created_at_ms
+local function touch_thread(threads, thread, created_at_ms)
+  local score = redis.call('ZSCORE', threads, thread)
+  if not score or tonumber(score) < tonumber(created_at_ms) then
+    redis.call('ZADD', threads, created_at_ms, thread)
+  end
+end
