@@ -14,7 +14,7 @@ from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunPage, RunView, StepView
 from resumable._engine.export import StepExport
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
-from resumable._engine.listing import RunCounts, RunFilter
+from resumable._engine.listing import RunCounts, RunFilter, ThreadPage, ThreadView
 from resumable._engine.patches import deprecate_patch, patched
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
@@ -85,6 +85,8 @@ __all__ = [
     "StepFailed",
     "StepView",
     "StoreError",
+    "ThreadPage",
+    "ThreadView",
     "Usage",
     "UsageError",
     "WaitTimeout",

@@ -34,7 +34,14 @@ from resumable._engine.export import ExportQuery, StepExport, export_steps
 from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
-from resumable._engine.listing import RunCounts, RunFilter, decode_cursor, encode_cursor
+from resumable._engine.listing import (
+    RunCounts,
+    RunFilter,
+    ThreadPage,
+    decode_cursor,
+    encode_cursor,
+    threads_page,
+)
 from resumable._engine.observe import Observer, combine
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
@@ -687,6 +694,21 @@ class Engine:
             thread_id, namespace=namespace, before=before, limit=limit
         )
         return [self._checkpoint(record) for record in records]
+
+    async def threads(
+        self, *, prefix: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> ThreadPage:
+        """One page of the threads holding snapshots, most recently saved first.
+
+        Lists `save_state` threads and LangGraph threads alike, not the threads the
+        library keeps for itself. Paged by key like `runs_page`.
+
+        Args:
+            prefix: Only threads whose id starts with this.
+            limit: Threads per page.
+            cursor: The `next_cursor` of the previous page (None: the first page).
+        """
+        return await threads_page(self.store, prefix=prefix, limit=limit, cursor=cursor)
 
     async def fork_state(
         self, thread_id: str, checkpoint_id: str, *, to_thread: str, namespace: str = ""

@@ -36,6 +36,7 @@ from datetime import datetime
 from typing import Any
 
 from resumable._engine.engine import Engine
+from resumable._engine.listing import INTERNAL_THREAD_PREFIX
 from resumable._engine.snapshots import Checkpoint as Snapshot
 
 __all__ = [
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 WRITES_PREFIX = ":writes:"
-INDEX_THREAD = ":resumable:langgraph-threads"
+INDEX_THREAD = INTERNAL_THREAD_PREFIX + "langgraph-threads"
 _INDEX_ID = "thread"
 LANGGRAPH_KEY = "lg"
 SPECIAL_WRITES = {

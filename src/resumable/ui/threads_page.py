@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from resumable._engine.engine import Engine
@@ -10,33 +11,51 @@ from resumable.integrations.langgraph_threads import is_writes_namespace, list_t
 from resumable.ui.html import esc, table, url, value_text, when
 
 _HISTORY_LIMIT = 200
+_THREADS_PAGE = 50
 _CHAT_KEYS = ("messages", "transcript", "history")
 
 
-async def render_threads(engine: Engine) -> str:
-    """A form to open any thread, and the LangGraph threads the store indexes."""
-    threads = await list_threads(engine, limit=100)
-    rows = [
-        [
-            f'<a href="{url("/thread", {"id": t.thread_id})}">{esc(t.thread_id)}</a>',
-            esc("" if t.step is None else t.step),
-            esc(t.source or ""),
-            when(t.updated_at),
-        ]
-        for t in threads
-    ]
-    listing = (
-        table(["LangGraph thread", "Step", "Source", "Updated (UTC)"], rows)
-        if rows
-        else "<p class=empty>No LangGraph threads in this store.</p>"
+async def render_threads(engine: Engine, params: Mapping[str, str]) -> str:
+    """Every thread holding snapshots, newest first, paged; LangGraph ones marked."""
+    prefix = params.get("prefix") or None
+    found = await engine.threads(
+        prefix=prefix, limit=_THREADS_PAGE, cursor=params.get("cursor") or None
     )
+    langgraph = {t.thread_id: t for t in await list_threads(engine)}
+    rows = []
+    for thread in found.threads:
+        info = langgraph.get(thread.thread_id)
+        rows.append(
+            [
+                f'<a href="{url("/thread", {"id": thread.thread_id})}">'
+                f"{esc(thread.thread_id)}</a>",
+                "LangGraph" if info is not None else "save_state",
+                esc("" if info is None or info.step is None else info.step),
+                esc("" if info is None else info.source or ""),
+                when(thread.updated_at),
+            ]
+        )
+    listing = (
+        table(["Thread", "Kind", "Step", "Source", "Updated (UTC)"], rows, "threads")
+        if rows
+        else "<p class=empty>No threads in this store"
+        + (f" start with {esc(prefix)}" if prefix else "")
+        + ".</p>"
+    )
+    pager = ""
+    if params.get("cursor"):
+        pager += f'<a href="{url("/threads", {"prefix": prefix})}">« newest</a> '
+    if found.next_cursor is not None:
+        older = {"prefix": prefix, "cursor": found.next_cursor}
+        pager += f'<a rel=next href="{url("/threads", older)}">older »</a>'
     return (
         "<h1>Threads and saved states</h1>"
-        '<form method=get action="/thread" class=filters>'
-        '<label>Thread id <input name=id required placeholder="thread-7"></label>'
-        "<button>Open</button></form>"
-        "<p><small>Threads saved with <code>Engine.save_state</code> are opened by id: "
-        "the store keeps no list of them.</small></p>" + listing
+        '<form method=get action="/threads" class=filters>'
+        "<label>Thread id starts with "
+        f'<input name=prefix value="{esc(prefix or "")}" placeholder="thread-"></label>'
+        "<button>Filter</button></form>"
+        + listing
+        + (f"<p class=pager>{pager}</p>" if pager else "")
     )
 
 
