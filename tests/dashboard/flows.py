@@ -67,6 +67,44 @@ def crash_in_child(url: str, run_id: str) -> None:
     sys.exit("the step should have killed the process")
 
 
+@step
+async def middle(url: str, run_id: str) -> str:
+    """In the crashing child: dies once the steps gathered beside it are committed."""
+    if os.environ.get("CRASH_AT_SUMMARY") == "1":
+        async with Engine(url) as reader:
+            while len(await reader.history(run_id)) < 2:
+                await asyncio.sleep(0.01)
+        os._exit(137)
+    return "middle"
+
+
+@workflow
+async def fan_out(url: str, run_id: str) -> list[object]:
+    """Three steps at once: the middle one (seq 2) may die after 1 and 3 commit."""
+    return list(await asyncio.gather(fetch(1), middle(url, run_id), fetch(3)))
+
+
+def crash_fan_out_in_child(url: str, run_id: str) -> None:
+    """Entry point of the child process: run `fan_out` until its middle step dies."""
+    os.environ["CRASH_AT_SUMMARY"] = "1"
+
+    async def main() -> None:
+        async with Engine(url, lease_ttl_s=LEASE_TTL_S) as engine:
+            await engine.run(fan_out, url, run_id, run_id=run_id)
+
+    asyncio.run(main())
+    sys.exit("the step should have killed the process")
+
+
+@workflow
+async def replay_then_wait(doc: str) -> str:
+    await fetch(1)
+    await fetch(2)
+    first = await wait_for("first")
+    second = await wait_for("second")
+    return f"{doc}: {await summarize(len(first + second))}"
+
+
 @workflow
 async def agent(topic: str) -> str:
     return str((await fetch(len(topic)))["text"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -49,6 +50,66 @@ def test_a_crashed_and_resumed_run_shows_replayed_and_executed_steps(
     kinds = page.locator("table.steps tbody tr td:nth-child(4)")
     expect(kinds).to_have_text(["replayed", "replayed", "executed"])
     expect(page.locator("#live")).to_have_attribute("data-status", "succeeded")
+    call(engine.close())
+
+
+def test_steps_gathered_then_crashed_show_exactly_which_were_replayed(
+    dashboard: Dashboard, page: Page
+) -> None:
+    # seq 1 and 3 commit, seq 2 dies: the resume replays 1 and 3 and executes 2,
+    # which no count of "the first N steps" can say
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); from dashboard import flows; "
+            "flows.crash_fan_out_in_child(sys.argv[2], 'fanned')",
+            str(TESTS_DIR),
+            dashboard.store_url,
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 137, child.stderr
+    engine = _engine(dashboard)
+    time.sleep(flows.LEASE_TTL_S)  # the dead child's lease runs out
+    result = engine.run_sync(
+        flows.fan_out, dashboard.store_url, "fanned", run_id="fanned"
+    )
+    assert result[1] == "middle"
+    page.goto(f"{dashboard.url}/run?id=fanned")
+    kinds = page.locator("table.steps tbody tr td:nth-child(4)")
+    expect(kinds).to_have_text(["replayed", "executed", "replayed"])
+    call(engine.close())
+
+
+def test_an_execution_that_replayed_and_stopped_at_a_wait_shows_its_replays(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+
+    async def until_waiting_at(key: str) -> None:
+        for _ in range(500):
+            steps = await engine.history("hold")
+            at_wait = bool(steps) and steps[-1].name == f"wait_for:{key}"
+            if at_wait and (await engine.get("hold")).status == "waiting":
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"the run never waited for {key!r}")
+
+    async def first_two_executions() -> None:
+        await engine.start(flows.replay_then_wait, "doc", run_id="hold")
+        await until_waiting_at("first")
+        await engine.send("hold", "first", "a")  # execution 2: replays, then waits
+        await until_waiting_at("second")
+
+    call(first_two_executions())
+    page.goto(f"{dashboard.url}/run?id=hold")
+    kinds = page.locator("table.steps tbody tr td:nth-child(4)")
+    # execution 2 replayed fetch 1 and 2, received "first" and stopped at "second"
+    # before running a new step
+    expect(kinds).to_have_text(["replayed", "replayed", "executed", "waiting"])
     call(engine.close())
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from resumable._engine.children import child_run_id
@@ -23,6 +24,8 @@ from resumable.ui.html import (
 )
 
 _WATERFALL_PX = 560
+Replayed = Callable[[int, int], bool]
+"""(seq, position from the top) -> whether the latest execution replayed it."""
 _LINEAGE_LIMIT = 200
 
 
@@ -79,15 +82,20 @@ def actions(run: RunView, csrf: str, steps: int) -> str:
     return f"<section class=actions><h2>Actions</h2>{''.join(forms)}</section>"
 
 
-def _replayed_in_latest(ledger: Ledger | None) -> int:
-    """How many steps (from the top) the latest execution replayed rather than ran.
+def _replayed_in_latest(ledger: Ledger | None) -> Replayed:
+    """Whether the latest execution replayed a step (at `seq`, `position` from the top).
 
-    Each execution that replayed steps wrote its count in the ledger; an execution
-    that replayed nothing wrote no entry, so the latest known one is the answer.
+    Each execution that replayed steps wrote the seqs it replayed in the ledger (an
+    execution that replayed nothing wrote no entry), so the latest known one is the
+    answer. Entries written before seqs were recorded hold only a count: then the
+    first steps of the journal are taken as the replayed ones.
     """
     if ledger is None or not ledger.executions:
-        return 0
-    return max(ledger.executions, key=lambda e: e.fence).replayed_steps
+        return lambda seq, position: False
+    latest = max(ledger.executions, key=lambda e: e.fence)
+    if latest.replayed_seqs is not None:
+        return lambda seq, position: bool(latest.replayed(seq))
+    return lambda seq, position: position <= latest.replayed_steps
 
 
 def _header(run: RunView, ledger: Ledger | None) -> str:
@@ -137,10 +145,10 @@ def _run_input(steps: list[StepExport]) -> str:
     return f"<details><summary>Run input (args, kwargs)</summary><pre>{value_text(steps[0].run_input)}</pre></details>"
 
 
-def _kind(step: StepExport, position: int, replayed: int) -> str:
+def _kind(step: StepExport, position: int, replayed: Replayed) -> str:
     if step.status in ("failed", "retrying", "waiting"):
         return step.status
-    return "replayed" if position <= replayed else "executed"
+    return "replayed" if replayed(step.seq, position) else "executed"
 
 
 def _children_by_seq(
@@ -153,7 +161,7 @@ def _children_by_seq(
 
 
 def _waterfall(
-    steps: list[StepExport], replayed: int, children: dict[int, RunView]
+    steps: list[StepExport], replayed: Replayed, children: dict[int, RunView]
 ) -> str:
     if not steps:
         return "<p class=empty>No steps recorded yet.</p>"
@@ -193,7 +201,9 @@ def _ms(moment: datetime, start: datetime) -> float:
     return (moment - start).total_seconds() * 1000
 
 
-def _steps(steps: list[StepExport], replayed: int, children: dict[int, RunView]) -> str:
+def _steps(
+    steps: list[StepExport], replayed: Replayed, children: dict[int, RunView]
+) -> str:
     rows = []
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
