@@ -32,7 +32,7 @@ from resumable.cli import main
 PUBLIC = {
     "BudgetExceeded", "CheckReport", "Checkpoint", "CheckpointNotFound",
     "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
-    "Engine", "ExecutionSpend", "GcReport", "InputRejected", "LeaseLost", "Ledger",
+    "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "LeaseLost", "Ledger",
     "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "ResumableError",
     "Retry", "RunCancelled", "RunCheck", "RunConflict", "RunCounts", "RunFilter",
     "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunView", "SchemaVersionError", "SerializationError", "Spend",

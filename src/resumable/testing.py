@@ -623,6 +623,21 @@ class StoreContract:
                 InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=T0)
             )
 
+    async def test_inputs_are_listed_with_when_they_were_sent_oldest_first(
+        self, store: Store
+    ) -> None:
+        await store.create_run(run_record("r", status="waiting"))
+        assert await store.list_inputs("r") == []
+        for key, ms in (("late", 9), ("early", 1), ("also-late", 9)):
+            assert await store.send_input(
+                InputRecord(run_id="r", key=key, value=key.encode(), sent_at_ms=T0 + ms)
+            )
+        assert await store.list_inputs("r") == [
+            InputRecord(run_id="r", key=key, value=key.encode(), sent_at_ms=T0 + ms)
+            for key, ms in (("early", 1), ("also-late", 9), ("late", 9))
+        ]
+        assert await store.list_inputs("other") == []
+
     # --- maintenance ----------------------------------------------------------------
     async def test_payloads_are_scanned_in_pages_and_swapped_only_if_unchanged(
         self, store: Store

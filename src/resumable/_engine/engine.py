@@ -30,7 +30,13 @@ from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
 from resumable._engine.damage import reading
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
-from resumable._engine.export import ExportQuery, StepExport, export_steps
+from resumable._engine.export import (
+    ExportQuery,
+    InputView,
+    StepExport,
+    export_steps,
+    input_views,
+)
 from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
@@ -819,6 +825,15 @@ class Engine:
             if last is None
             else encode_cursor(last.created_at_ms, last.run_id),
         )
+
+    async def inputs(self, run_id: str) -> list[InputView]:
+        """The inputs sent to a run (`send`), oldest first, values as generic views.
+
+        Raises:
+            RunNotFound: There is no such run.
+        """
+        await self._get(run_id)
+        return await input_views(self.store, self.serde, run_id)
 
     async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
         """How many runs `selection` matches, by status and queue."""

@@ -245,6 +245,10 @@ SELECT EXISTS (SELECT 1 FROM run) AS found, EXISTS (SELECT 1 FROM sent) AS sent,
 _GET_INPUTS: Final = (
     "SELECT key, value FROM {schema}.resumable_inputs WHERE run_id = %s"
 )
+_LIST_INPUTS: Final = (
+    "SELECT key, value, sent_at_ms FROM {schema}.resumable_inputs WHERE run_id = %s "
+    "ORDER BY sent_at_ms, key"
+)
 _PUT_CHUNKS: Final = """
 INSERT INTO {schema}.resumable_chunks (hash, data)
 SELECT * FROM unnest(%s::text[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING
@@ -436,6 +440,7 @@ class Statements:
         self.commit_steps = compose(_COMMIT_STEPS)
         self.send_input = compose(_SEND_INPUT)
         self.get_inputs = compose(_GET_INPUTS)
+        self.list_inputs = compose(_LIST_INPUTS)
         self.put_chunks = compose(_PUT_CHUNKS)
         self.get_chunks = compose(_GET_CHUNKS)
         self.save_snapshot = compose(_SAVE_SNAPSHOT)

@@ -184,6 +184,12 @@ class MemoryStore:
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         return {key: rec.value for key, rec in self._inputs.get(run_id, {}).items()}
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        return sorted(
+            self._inputs.get(run_id, {}).values(),
+            key=lambda rec: (rec.sent_at_ms, rec.key),
+        )
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         for digest, data in chunks.items():

@@ -337,6 +337,19 @@ class OffloadStore:
         )
         return dict(zip(keys, values, strict=True))
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        records = await self.inner.list_inputs(run_id)
+        values = await asyncio.gather(
+            *(
+                self._resolve(r.value, place=_run_place(run_id, f"input {r.key!r}"))
+                for r in records
+            )
+        )
+        return [
+            dataclasses.replace(r, value=v)
+            for r, v in zip(records, values, strict=True)
+        ]
+
     # --- snapshots ----------------------------------------------------------------
     async def _offload_chunks(self, chunks: Mapping[str, bytes]) -> Mapping[str, bytes]:
         if not any(len(data) > self.offload_over for data in chunks.values()):

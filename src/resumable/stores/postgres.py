@@ -714,6 +714,18 @@ class PostgresStore:
         rows = await self._read(self._sql.get_inputs, (_t(run_id),))
         return {_sql.from_text(row["key"]): _sql.blob(row["value"]) for row in rows}
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        rows = await self._read(self._sql.list_inputs, (_t(run_id),))
+        return [
+            InputRecord(
+                run_id=run_id,
+                key=_sql.from_text(row["key"]),
+                value=_sql.blob(row["value"]),
+                sent_at_ms=row["sent_at_ms"],
+            )
+            for row in rows
+        ]
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         if not chunks:

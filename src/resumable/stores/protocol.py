@@ -446,6 +446,10 @@ class Store(Protocol):
         """Every input sent to the run, by key."""
         ...
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        """Every input sent to the run, with when it was sent, oldest first."""
+        ...
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         """Store chunks by content hash; a hash already present is left alone."""

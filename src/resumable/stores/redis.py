@@ -823,6 +823,23 @@ class RedisStore:
             found = _bytes_dict(await client.hgetall(self._keys.inputs(run_id)))
         return _inputs_from_hash(found)
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        client = await self._ready()
+        with self._boundary("list inputs"):
+            found = _bytes_dict(await client.hgetall(self._keys.inputs(run_id)))
+        records = []
+        for key, packed in found.items():
+            value, sent_at_ms = _unpack(packed)[:2]
+            records.append(
+                InputRecord(
+                    run_id=run_id,
+                    key=_s(key),
+                    value=value or b"",
+                    sent_at_ms=int(sent_at_ms or 0),
+                )
+            )
+        return sorted(records, key=lambda rec: (rec.sent_at_ms, rec.key))
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         keys = [self._keys.chunks, self._keys.chunkrefs, self._keys.orphans]

@@ -993,6 +993,25 @@ class SQLiteStore:
 
         return await self._call(get, write=False, inline=True)
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        def select(conn: Conn) -> list[InputRecord]:
+            rows = conn.execute(
+                "SELECT key, value, sent_at_ms FROM resumable_inputs WHERE run_id = ? "
+                "ORDER BY sent_at_ms, key",
+                (_t(run_id),),
+            )
+            return [
+                InputRecord(
+                    run_id=run_id,
+                    key=_sql.from_text(row["key"]),
+                    value=_sql.blob(row["value"]),
+                    sent_at_ms=row["sent_at_ms"],
+                )
+                for row in rows
+            ]
+
+        return await self._call(select, write=False, inline=True)
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         rows = list(chunks.items())
