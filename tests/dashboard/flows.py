@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 
-from resumable import Engine, step, wait_for, workflow
+from resumable import Engine, Retry, sleep, step, wait_for, workflow
 
 LEASE_TTL_S = 0.3
 HOSTILE = "<script>window.__pwned = 1</script><img src=x onerror='window.__pwned=2'>"
@@ -103,6 +103,46 @@ async def replay_then_wait(doc: str) -> str:
     first = await wait_for("first")
     second = await wait_for("second")
     return f"{doc}: {await summarize(len(first + second))}"
+
+
+FLAKY_FAILURES: dict[str, int] = {}
+
+
+@step(retry=Retry(attempts=3, initial_delay=0.05, jitter=0.0, on=(ConnectionError,)))
+async def flaky(name: str, failures: int) -> str:
+    """Fails `failures` times per name, then succeeds."""
+    seen = FLAKY_FAILURES.get(name, 0)
+    FLAKY_FAILURES[name] = seen + 1
+    if seen < failures:
+        raise ConnectionError(f"attempt {seen + 1} of {name} refused")
+    return f"{name} ok"
+
+
+@workflow
+async def patient(name: str) -> str:
+    """Retries a step, sleeps durably, then waits for an input."""
+    await flaky(name, 2)
+    await sleep(0.05)
+    answer = await wait_for("approval")
+    return f"{name}: {answer}"
+
+
+@step(
+    retry=Retry(
+        attempts=2,
+        initial_delay=3600,
+        max_delay=3600,
+        jitter=0.0,
+        on=(ConnectionError,),
+    )
+)
+async def refused() -> str:
+    raise ConnectionError("the provider is down")
+
+
+@workflow
+async def backing_off() -> str:
+    return await refused()
 
 
 @workflow

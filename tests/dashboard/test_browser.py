@@ -113,6 +113,60 @@ def test_an_execution_that_replayed_and_stopped_at_a_wait_shows_its_replays(
     call(engine.close())
 
 
+def test_the_waterfall_draws_back_off_sleeps_waits_and_the_inputs_sent(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+
+    async def run() -> str:
+        handle = await engine.start(flows.patient, "calm", run_id="patient")
+        for _ in range(500):
+            if (await engine.get("patient")).status == "waiting":
+                break
+            await asyncio.sleep(0.01)
+        await engine.send("patient", "approval", {"by": "ana"})
+        return str(await handle.result())
+
+    assert call(run()) == "calm: {'by': 'ana'}"
+    page.goto(f"{dashboard.url}/run?id=patient")
+    waterfall = page.locator("svg.waterfall")
+    # flaky: two failed attempts and their back-off before the one that succeeded
+    expect(waterfall.locator("rect.k-backoff title")).to_have_text(
+        ["2 earlier attempt(s) and retry back-off"]
+    )
+    expect(waterfall.locator("rect.k-sleep")).to_have_count(1)
+    expect(waterfall.locator("rect.k-input")).to_have_count(1)
+    expect(waterfall.locator("rect.k-sent title")).to_have_text(
+        ["input 'approval' sent"]
+    )
+    expect(waterfall).to_contain_text("⇢ input approval")
+    expect(page.locator("table.inputs")).to_contain_text('"by": "ana"')
+    call(engine.close())
+
+
+def test_a_step_in_retry_back_off_shows_when_its_next_attempt_comes(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+
+    async def start() -> None:
+        await engine.start(flows.backing_off, run_id="backing-off")
+        for _ in range(500):
+            steps = await engine.history("backing-off")
+            if steps and steps[0].status == "retrying":
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the step never recorded its failed attempt")
+
+    call(start())
+    page.goto(f"{dashboard.url}/run?id=backing-off")
+    expect(page.locator("svg.waterfall rect.k-backoff title")).to_have_text(
+        ["retry back-off: attempt 2 in 3600.000 s"]
+    )
+    call(engine.cancel("backing-off"))
+    call(engine.close())
+
+
 def test_a_failed_step_shows_its_error_and_hostile_text_stays_inert(
     dashboard: Dashboard, page: Page
 ) -> None:

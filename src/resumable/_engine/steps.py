@@ -295,6 +295,8 @@ async def _record_failed_attempt(
         _spend(ctx, attempt_calls)
         delay = retry.next_delay(retry_policy, retry_number, error, random.random)
         info = outcome.error_info(error, step=name, seq=seq, attempts=attempt.attempts)
+        if delay is not None:
+            info["retry_in_s"] = delay  # the back-off the run page draws
         if noting is not None:
             await noting
         await commit(

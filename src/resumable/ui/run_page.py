@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from resumable._engine.children import child_run_id
 from resumable._engine.engine import Engine, RunView
-from resumable._engine.export import StepExport
+from resumable._engine.export import InputView, StepExport
 from resumable._engine.ledger import Ledger
 from resumable._engine.listing import RunFilter
 from resumable.errors import ResumableError
@@ -40,12 +41,20 @@ async def render_live(engine: Engine, run_id: str) -> str:
     children = await engine.runs_page(RunFilter(parent=run_id), limit=_LINEAGE_LIMIT)
     forks = await engine.runs_page(RunFilter(forked_from=run_id), limit=_LINEAGE_LIMIT)
     replayed = _replayed_in_latest(ledger)
+    inputs = await engine.inputs(run_id)
     return (
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
         + _header(run, ledger)
         + _run_input(steps)
-        + _waterfall(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _waterfall(
+            steps,
+            replayed,
+            _children_by_seq(run_id, steps, children.runs),
+            inputs,
+            run.created_at,
+        )
         + _steps(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _inputs(inputs)
         + _ledger(ledger)
         + _related("Child runs", children.runs)
         + _related("Forks", forks.runs)
@@ -160,40 +169,153 @@ def _children_by_seq(
     return {seq: child for seq, child in found.items() if child is not None}
 
 
+@dataclass(frozen=True, slots=True)
+class _Bar:
+    began: datetime
+    duration_ms: float
+    kind: str
+    title: str
+
+
+def _step_bars(
+    step: StepExport, kind: str, previous_end: datetime | None
+) -> list[_Bar]:
+    """A step's bar, and the bars of time it spent not running: back-off, sleeps."""
+    bars = []
+    if (
+        step.attempts > 1
+        and previous_end is not None
+        and previous_end < step.started_at
+    ):
+        # the record keeps the last attempt's times: the earlier attempts and their
+        # back-off lie between the previous step's end (or the run's creation) and
+        # this attempt's start
+        bars.append(
+            _Bar(
+                previous_end,
+                _ms(step.started_at, previous_end),
+                "backoff",
+                f"{step.attempts - 1} earlier attempt(s) and retry back-off",
+            )
+        )
+    if step.step == "sleep" and step.status == "ok":
+        kind = "sleep"
+    elif step.step.startswith("wait_for:") and step.status == "ok":
+        kind = "input"
+    bars.append(
+        _Bar(
+            step.started_at, step.duration_ms, kind, f"{kind}: {step.duration_ms:,} ms"
+        )
+    )
+    delay = _retry_in_s(step)
+    if delay is not None:
+        bars.append(
+            _Bar(
+                step.finished_at,
+                delay * 1000,
+                "backoff",
+                f"retry back-off: attempt {step.attempts + 1} in {delay:.3f} s",
+            )
+        )
+    return bars
+
+
+def _retry_in_s(step: StepExport) -> float | None:
+    if step.status != "retrying" or not isinstance(step.error, dict):
+        return None
+    delay = step.error.get("retry_in_s")
+    return float(delay) if isinstance(delay, int | float) else None
+
+
 def _waterfall(
-    steps: list[StepExport], replayed: Replayed, children: dict[int, RunView]
+    steps: list[StepExport],
+    replayed: Replayed,
+    children: dict[int, RunView],
+    inputs: list[InputView],
+    created_at: datetime,
 ) -> str:
     if not steps:
         return "<p class=empty>No steps recorded yet.</p>"
-    start = min(s.started_at for s in steps)
-    end = max(
-        [s.finished_at for s in steps] + [c.updated_at for c in children.values()]
-    )
-    span_ms = max(1.0, (end - start).total_seconds() * 1000)
-    rows = []
+    rows: list[tuple[str, list[_Bar]]] = []
+    previous_end: datetime | None = created_at
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
-        rows.append((f"#{s.seq} {s.step[:26]}", s.started_at, s.duration_ms, kind))
+        rows.append((f"#{s.seq} {s.step[:26]}", _step_bars(s, kind, previous_end)))
+        previous_end = s.finished_at
         child = children.get(s.seq)
         if child is not None:
-            took = int(_ms(child.updated_at, child.created_at))
-            rows.append((f"  ↳ {child.run_id[-24:]}", child.created_at, took, "child"))
-    bars = []
-    for i, (label, began, duration_ms, kind) in enumerate(rows):
-        x = 200 + _WATERFALL_PX * _ms(began, start) / span_ms
-        width = max(3.0, _WATERFALL_PX * duration_ms / span_ms)
-        y = 20 * i
-        bars.append(
-            f'<text x="0" y="{y + 13}" class=lbl>{esc(label)}</text>'
-            f'<rect x="{x:.1f}" y="{y + 2}" width="{width:.1f}" height="14" class="k-{kind}"><title>{esc(kind)}: {duration_ms} ms</title></rect>'
+            took = _ms(child.updated_at, child.created_at)
+            rows.append(
+                (
+                    f"  ↳ {child.run_id[-24:]}",
+                    [
+                        _Bar(
+                            child.created_at,
+                            took,
+                            "child",
+                            f"child run: {took:,.0f} ms",
+                        )
+                    ],
+                )
+            )
+    rows += [
+        (
+            f"⇢ input {sent.key[:20]}",
+            [_Bar(sent.sent_at, 0, "sent", f"input {sent.key!r} sent")],
         )
+        for sent in inputs
+    ]
+    every = [bar for _, bars in rows for bar in bars]
+    start = min(bar.began for bar in every)
+    end = max(bar.began + timedelta(milliseconds=bar.duration_ms) for bar in every)
+    span_ms = max(1.0, _ms(end, start))
+    drawn = []
+    for i, (label, bars) in enumerate(rows):
+        y = 20 * i
+        drawn.append(f'<text x="0" y="{y + 13}" class=lbl>{esc(label)}</text>')
+        for bar in bars:
+            x = 200 + _WATERFALL_PX * _ms(bar.began, start) / span_ms
+            width = max(3.0, _WATERFALL_PX * bar.duration_ms / span_ms)
+            drawn.append(
+                f'<rect x="{x:.1f}" y="{y + 2}" width="{width:.1f}" height="14" '
+                f'class="k-{esc(bar.kind)}"><title>{esc(bar.title)}</title></rect>'
+            )
     legend = "".join(
         f'<span class="key k-{k}">{k}</span>'
-        for k in ("executed", "replayed", "retrying", "waiting", "failed", "child")
+        for k in (
+            "executed",
+            "replayed",
+            "retrying",
+            "backoff",
+            "waiting",
+            "input",
+            "sleep",
+            "sent",
+            "failed",
+            "child",
+        )
     )
     return (
         f"<h2>Steps</h2><p class=legend>{legend}</p>"
-        f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(rows) + 4}" role=img>{"".join(bars)}</svg>'
+        f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(rows) + 4}" role=img>{"".join(drawn)}</svg>'
+    )
+
+
+def _inputs(inputs: list[InputView]) -> str:
+    if not inputs:
+        return ""
+    rows = [
+        [
+            esc(sent.key),
+            when(sent.sent_at),
+            f"<pre class=value>{value_text(sent.value)}</pre>"
+            if sent.unreadable is None
+            else f"<p class=error>{esc(sent.unreadable)}</p>",
+        ]
+        for sent in inputs
+    ]
+    return "<h2>Inputs sent</h2>" + table(
+        ["Key", "Sent (UTC)", "Value"], rows, "inputs"
     )
 
 
