@@ -240,6 +240,31 @@ def test_a_fork_made_in_the_page_shows_in_the_lineage_and_the_diff(
     )
 
 
+def test_the_lineage_is_drawn_as_a_graph_of_ancestors_children_and_forks(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+    assert engine.run_sync(flows.team, "durability", run_id="lead") == "doc 10"
+    hostile = "lead/2 fork <b>bold</b>"
+    call(engine.fork("lead/2", at_step=1, run_id=hostile))
+    page.goto(f"{dashboard.url}/lineage?id=lead/2")
+    graph = page.locator("svg.lineage")
+    # the parent above, the run, and its fork below: three nodes, one edge of each kind
+    expect(graph.locator("a.gnode")).to_have_count(3)
+    expect(graph.locator("a.gnode title")).to_have_text(
+        ["lead (succeeded)", "lead/2 (succeeded)", f"{hostile} (queued)"]
+    )
+    expect(graph.locator("a.gnode.focus title")).to_have_text(["lead/2 (succeeded)"])
+    expect(graph.locator("path.e-child title")).to_have_text(["child"])
+    expect(graph.locator("path.e-fork title")).to_have_text(["fork at step 1"])
+    expect(graph.locator("b")).to_have_count(0)  # the id's markup stays text
+    # the nested list stays, for screen readers and text browsers
+    expect(page.locator(".tree a.node")).to_have_text(["lead/2", hostile])
+    graph.locator("a.gnode").first.click()
+    expect(page.locator("h1.runid")).to_have_text("lead")
+    call(engine.close())
+
+
 def test_filtering_ten_thousand_runs(dashboard: Dashboard, page: Page) -> None:
     engine = _engine(dashboard)
     call(_fill(engine, 10_000))
