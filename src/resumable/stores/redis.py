@@ -25,6 +25,9 @@ slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
     nss:<thread>              set   the thread's namespaces
     threads                   zset  thread ids by their newest snapshot's
                                     created_at_ms, for list_threads (schema 2)
+    counts                    hash  runs per status and queue, for count_runs
+                                    (schema 2); field: status, a newline, then
+                                    "-" (no queue) or "q" + the queue's name
     meta                      hash  schema_version
 
 Lua scripts (`resumable.stores.redis_scripts`) keep the indexes in step with the
@@ -77,6 +80,7 @@ from resumable.stores import _redis_payloads, _rules, redact
 from resumable.stores._records import converter, schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
+    RUN_STATUSES,
     DeleteResult,
     InputRecord,
     Lease,
@@ -118,6 +122,7 @@ _SCRIPTS_WITH_LIB: Final = (
     "replace_snapshots",
     "list_snapshots",
     "delete_thread",
+    "count_all_runs",
 )
 _PLAIN_SCRIPTS: Final = (
     "commit_step",
@@ -247,6 +252,7 @@ class _Keys:
         self.chunkrefs = self.base + b"chunkrefs"
         self.orphans = self.base + b"orphans"
         self.threads = self.base + b"threads"
+        self.counts = self.base + b"counts"
         self.meta = self.base + b"meta"
         self.channel = self.base + b"work"
 
@@ -323,7 +329,7 @@ class RedisStore:
                 raise
 
     async def _index_threads(self, client: Redis) -> None:
-        """Migrate schema 1 to 2: build the threads zset from every thread's records."""
+        """Migrate schema 1 to 2: build the threads zset and the run counts."""
         nss = self._keys.base + b"nss:"
         with self._boundary("migrate to schema 2"):
             async for key in client.scan_iter(match=_escape_glob(nss) + b"*"):
@@ -334,7 +340,11 @@ class RedisStore:
                     await client.zadd(
                         self._keys.threads, {_b(thread_id): newest}, gt=True
                     )
-            await client.hset(self._keys.meta, "schema_version", SCHEMA_VERSION)
+        await self._script(
+            "count_all_runs",
+            [self._keys.meta],
+            [self._keys.base, *(_b(status) for status in RUN_STATUSES)],
+        )
 
     def _client(self) -> Redis:
         if self._redis is None:
@@ -555,6 +565,29 @@ class RedisStore:
         return found[: query.limit]
 
     async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        if not _is_counted(query):
+            return await self.count_runs_by_reading(query)
+        client = await self._ready()
+        with self._boundary("count runs"):
+            found = _bytes_dict(await client.hgetall(self._keys.counts))
+        counts: dict[tuple[str, str | None], int] = {}
+        for field, value in found.items():
+            status, _, queue = _s(field).partition("\n")
+            key = (status, None if queue == "-" else queue[1:])
+            n = int(value)
+            wanted = not query.status or status in query.status
+            if n > 0 and wanted and query.queue in (None, key[1]):
+                counts[key] = n
+        return counts
+
+    async def count_runs_by_reading(
+        self, query: RunQuery
+    ) -> dict[tuple[str, str | None], int]:
+        """`count_runs` by reading every run the query's narrowest index holds.
+
+        The plain version of the counts the scripts keep (for the filters those
+        cannot answer: workflow, parent, fork, version, prefix, time).
+        """
         client = await self._ready()
         counts: Counter[tuple[str, str | None]] = Counter()
         batch: list[bytes] = []
@@ -1025,6 +1058,20 @@ class RedisStore:
             [_num(limit)],
         )
         return int(deleted)
+
+
+def _is_counted(query: RunQuery) -> bool:
+    """Whether the kept counts answer the query: filtered by status and queue only."""
+    return (
+        query.workflow is None
+        and query.parent_id is None
+        and query.forked_from is None
+        and query.updated_before_ms is None
+        and query.version is None
+        and query.run_id_prefix is None
+        and query.created_since_ms is None
+        and query.created_before_ms is None
+    )
 
 
 class _Cursor:
