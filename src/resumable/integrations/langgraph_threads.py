@@ -24,7 +24,8 @@ INDEX_THREAD  <thread>          "thread"         None                 None
   id; readers merge them as LangGraph's savers store them (see `merge_writes`).
   LangGraph namespaces never start with ":" (node names cannot contain it).
 - `INDEX_THREAD` holds one record per LangGraph thread, in a namespace named after
-  it, because the Store protocol has no way to list threads. A deleted thread keeps
+  it: it tells LangGraph threads from other snapshot threads (which
+  `Engine.threads` lists, this one left out as internal). A deleted thread keeps
   its index record; readers check that the thread still has checkpoints.
 """
 
@@ -220,8 +221,8 @@ async def checkpoint_history(engine: Engine, thread_id: str) -> list[CheckpointI
 async def list_threads(engine: Engine, *, limit: int | None = None) -> list[ThreadInfo]:
     """LangGraph threads with their latest root checkpoint, most recent first.
 
-    Reads one record per thread ever registered (the Store protocol cannot list
-    threads), so it takes time proportional to that number.
+    Reads one record per thread ever registered (the index that tells LangGraph
+    threads from `save_state` ones), so it takes time proportional to that number.
     """
     found: list[ThreadInfo] = []
     for thread_id in await known_threads(engine):

@@ -7,7 +7,12 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable.errors import ResumableError
-from resumable.integrations.langgraph_threads import is_writes_namespace, list_threads
+from resumable.integrations.langgraph_threads import (
+    is_langgraph_checkpoint,
+    is_writes_namespace,
+    known_threads,
+    langgraph_metadata,
+)
 from resumable.ui.html import esc, table, url, value_text, when
 
 _HISTORY_LIMIT = 200
@@ -21,17 +26,17 @@ async def render_threads(engine: Engine, params: Mapping[str, str]) -> str:
     found = await engine.threads(
         prefix=prefix, limit=_THREADS_PAGE, cursor=params.get("cursor") or None
     )
-    langgraph = {t.thread_id: t for t in await list_threads(engine)}
+    langgraph = set(await known_threads(engine))
     rows = []
     for thread in found.threads:
-        info = langgraph.get(thread.thread_id)
+        step, source = await _langgraph_step(engine, thread.thread_id, langgraph)
         rows.append(
             [
                 f'<a href="{url("/thread", {"id": thread.thread_id})}">'
                 f"{esc(thread.thread_id)}</a>",
-                "LangGraph" if info is not None else "save_state",
-                esc("" if info is None or info.step is None else info.step),
-                esc("" if info is None else info.source or ""),
+                "save_state" if step is None else "LangGraph",
+                esc(step or ""),
+                esc(source),
                 when(thread.updated_at),
             ]
         )
@@ -57,6 +62,20 @@ async def render_threads(engine: Engine, params: Mapping[str, str]) -> str:
         + listing
         + (f"<p class=pager>{pager}</p>" if pager else "")
     )
+
+
+async def _langgraph_step(
+    engine: Engine, thread_id: str, langgraph: set[str]
+) -> tuple[str | None, str]:
+    """(step, source) of a LangGraph thread's latest checkpoint; step None if not one."""
+    if thread_id not in langgraph:
+        return None, ""
+    latest = await engine.state_history(thread_id, namespace="", limit=1)
+    if not latest or not is_langgraph_checkpoint(latest[0]):
+        return None, ""
+    metadata = langgraph_metadata(latest[0])
+    step, source = metadata.get("step"), metadata.get("source")
+    return str(step) if isinstance(step, int) else "", str(source or "")
 
 
 async def render_thread(
