@@ -649,6 +649,11 @@ class RedisStore:
     async def _matching(
         self, client: Redis, members: list[bytes], query: RunQuery
     ) -> list[RunRecord]:
+        if query.run_id_prefix is not None:  # by id alone: no run read for the rest
+            prefix = _b(query.run_id_prefix)
+            members = [member for member in members if member.startswith(prefix)]
+        if not members:
+            return []
         async with client.pipeline(transaction=False) as pipe:
             for member in members:
                 pipe.hgetall(self._keys.base + b"run:" + member)
