@@ -227,15 +227,14 @@ def _retry_in_s(step: StepExport) -> float | None:
     return float(delay) if isinstance(delay, int | float) else None
 
 
-def _waterfall(
+def _waterfall_rows(
     steps: list[StepExport],
     replayed: Replayed,
     children: dict[int, RunView],
     inputs: list[InputView],
     created_at: datetime,
-) -> str:
-    if not steps:
-        return "<p class=empty>No steps recorded yet.</p>"
+) -> list[tuple[str, list[_Bar]]]:
+    """A labelled row of bars per step, child run and input sent."""
     rows: list[tuple[str, list[_Bar]]] = []
     previous_end: datetime | None = created_at
     for i, s in enumerate(steps, start=1):
@@ -265,6 +264,19 @@ def _waterfall(
         )
         for sent in inputs
     ]
+    return rows
+
+
+def _waterfall(
+    steps: list[StepExport],
+    replayed: Replayed,
+    children: dict[int, RunView],
+    inputs: list[InputView],
+    created_at: datetime,
+) -> str:
+    if not steps:
+        return "<p class=empty>No steps recorded yet.</p>"
+    rows = _waterfall_rows(steps, replayed, children, inputs, created_at)
     every = [bar for _, bars in rows for bar in bars]
     start = min(bar.began for bar in every)
     end = max(bar.began + timedelta(milliseconds=bar.duration_ms) for bar in every)
