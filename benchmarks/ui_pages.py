@@ -1,11 +1,14 @@
-"""Dashboard runs page on a store holding 100,000 runs: SQLite and PostgreSQL.
+"""Dashboard runs page on a store holding 100,000 runs: SQLite, PostgreSQL, Redis.
 
 Each figure is the median of RUNS full HTTP requests to a real uvicorn server
 (the page's count by status, its page of runs and the HTML). Pages measured: the
 first page, a status filter, a run-id prefix search, and the page after a deep
 cursor. The baseline, measured in the same run on the same store, is the CLI's
 own listing call, `Engine.runs(limit=50)` (no counts, no HTML). Target: under
-300 ms. PostgreSQL is measured when RESUMABLE_TEST_POSTGRES_URL is set.
+300 ms. PostgreSQL is measured when RESUMABLE_TEST_POSTGRES_URL is set, Redis when
+RESUMABLE_TEST_REDIS_URL is; BACKENDS=sqlite,redis (say) picks some. On Redis it also
+times `count_runs` from the counts the store keeps against the same counts read run
+by run (`count_runs_by_reading`, what the store did before it kept them).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import uvicorn
 from _common import table
 
 from resumable import Engine
-from resumable.stores.protocol import RunRecord, Store
+from resumable.stores.protocol import RunQuery, RunRecord, Store
+from resumable.stores.redis import RedisStore
 from resumable.ui.app import create_app
 
 RUNS = int(os.environ.get("RUNS", "7"))
@@ -113,12 +117,37 @@ def measure(url: str) -> list[list[str]]:
     return rows
 
 
+async def redis_counts(url: str) -> list[list[str]]:
+    """count_runs from the kept counts vs by reading every run, on the filled store."""
+    store = RedisStore(url)
+    rows = []
+    for name, query in (
+        ("all runs", RunQuery()),
+        ("status=failed", RunQuery(status=["failed"])),
+    ):
+        kept, read = [], []
+        for _ in range(RUNS):
+            began = time.perf_counter()
+            fast = await store.count_runs(query)
+            kept.append((time.perf_counter() - began) * 1000)
+            began = time.perf_counter()
+            slow = await store.count_runs_by_reading(query)
+            read.append((time.perf_counter() - began) * 1000)
+            assert fast == slow
+        k, r = statistics.median(kept), statistics.median(read)
+        rows.append([name, f"{k:.2f}", f"{r:.1f}", f"{r / k:.0f}x"])
+    await store.close()
+    return rows
+
+
 def main() -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        print(f"SQLite, {N:,} runs (median of {RUNS} requests)")
-        print(table([HEADER, *measure(f"sqlite:///{tmp}/ui.db")]))
+    backends = set(os.environ.get("BACKENDS", "sqlite,postgres,redis").split(","))
+    if "sqlite" in backends:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(f"SQLite, {N:,} runs (median of {RUNS} requests)")
+            print(table([HEADER, *measure(f"sqlite:///{tmp}/ui.db")]))
     pg = os.environ.get("RESUMABLE_TEST_POSTGRES_URL")
-    if pg:
+    if pg and "postgres" in backends:
         schema = f"bench_ui_{uuid.uuid4().hex[:8]}"
         url = f"{pg}{'&' if '?' in pg else '?'}schema={schema}"
         print(f"\nPostgreSQL, {N:,} runs (median of {RUNS} requests)")
@@ -127,6 +156,18 @@ def main() -> None:
         finally:
             engine = Engine(url)
             asyncio.run(engine.store.drop())  # type: ignore[attr-defined]  # PostgresStore
+    redis = os.environ.get("RESUMABLE_TEST_REDIS_URL")
+    if redis and "redis" in backends:
+        prefix = f"bench-ui-{uuid.uuid4().hex[:8]}:"
+        url = f"{redis}{'&' if '?' in redis else '?'}prefix={prefix}"
+        print(f"\nRedis, {N:,} runs (median of {RUNS} requests)")
+        try:
+            print(table([HEADER, *measure(url)]))
+            print(f"\nRedis count_runs, {N:,} runs (median of {RUNS})")
+            counts = asyncio.run(redis_counts(url))
+            print(table([["counts of", "kept ms", "by reading ms", "ratio"], *counts]))
+        finally:
+            asyncio.run(RedisStore(url).drop())
     print("\ntarget: every page under 300 ms")
 
 

@@ -1,7 +1,7 @@
 """Screenshots of the dashboard's main pages for docs/img, in Debian's Chromium.
 
-Builds a small store (a crashed-and-resumed run, a failed one, a fork, a chat
-thread), serves the dashboard on 127.0.0.1 and photographs each page with the same
+Builds a small store (a crashed-and-resumed run, a failed one, a fork, a run that
+retried, slept and waited for input, a chat thread, queued and leased runs), serves the dashboard on 127.0.0.1 and photographs each page with the same
 browser the tests use: `.venv/bin/python benchmarks/ui_screenshots.py`.
 """
 
@@ -20,7 +20,15 @@ from pathlib import Path
 import uvicorn
 from playwright.sync_api import sync_playwright
 
-from resumable import Engine, WorkflowFailed, step, workflow
+from resumable import (
+    Engine,
+    Retry,
+    WorkflowFailed,
+    sleep,
+    step,
+    wait_for,
+    workflow,
+)
 from resumable.ui.app import create_app
 
 OUT = Path(__file__).parent.parent / "docs" / "img"
@@ -57,6 +65,62 @@ async def failing(prompt: str) -> str:
     return await call_model(prompt)
 
 
+_REFUSALS: dict[str, int] = {}
+
+
+@step(retry=Retry(attempts=3, initial_delay=0.2, jitter=0.0, on=(ConnectionError,)))
+async def draft(topic: str) -> str:
+    seen = _REFUSALS.get(topic, 0)
+    _REFUSALS[topic] = seen + 1
+    if seen < 2:
+        raise ConnectionError("429 rate limited")
+    return f"draft on {topic}"
+
+
+@workflow
+async def reviewed(topic: str) -> str:
+    text = await draft(topic)
+    await sleep(0.3)
+    verdict = await wait_for("approval")
+    return f"{text}: {verdict}"
+
+
+@workflow
+async def team(topic: str) -> str:
+    await fetch(0)
+    return await pipeline(len(topic))
+
+
+async def review(engine: Engine, run_id: str) -> None:
+    """A run that retries a step, sleeps, then waits until an input is sent."""
+    handle = await engine.start(reviewed, "durability", run_id=run_id)
+    for _ in range(1000):  # polls the store: the run waits in its own task
+        if (await engine.get(run_id)).status == "waiting":
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.2)  # a visible wait before the input
+    await engine.send(run_id, "approval", {"approved": True, "by": "ana"})
+    await handle.result()
+
+
+async def queues(engine: Engine) -> None:
+    """Queued runs, and some leased by two workers (the workers page)."""
+    for i in range(9):
+        queue = "embeddings" if i % 3 else "summaries"
+        await engine.enqueue(pipeline, i, run_id=f"queued/{i:02d}", queue=queue)
+    for i, owner in (
+        (1, "worker-a@host-1"),
+        (2, "worker-a@host-1"),
+        (4, "worker-b@host-2"),
+    ):
+        await engine.store.acquire_lease(
+            f"queued/{i:02d}",
+            owner=owner,
+            now_ms=engine.clock.now_ms(),
+            ttl_ms=3_600_000,
+        )
+
+
 async def populate(url: str) -> None:
     async with Engine(url) as engine:
         for i in range(12):
@@ -70,6 +134,17 @@ async def populate(url: str) -> None:
             "batch-2026-11/003", at_step=2, run_id="batch-2026-11/003-fork"
         )
         await engine.run(pipeline, 3, run_id="batch-2026-11/003-fork")
+        await engine.fork(
+            "batch-2026-11/003", at_step=1, run_id="batch-2026-11/003-fork-b"
+        )
+        await engine.run(team, "lineage", run_id="batch-2026-11/team")
+        await engine.fork(
+            "batch-2026-11/team/2", at_step=1, run_id="batch-2026-11/team/2-retry"
+        )
+        await review(engine, "review/ch-4")
+        await queues(engine)
+        for n in range(3):
+            await engine.save_state(f"notes-{n}", {"draft": n}, label=f"v{n}")
         await engine.save_state(
             "support-chat-7",
             {
@@ -120,9 +195,12 @@ def main() -> None:
             "ui-runs": "/",
             "ui-run": "/run?id=batch-2026-11/crashed",
             "ui-run-failed": "/run?id=batch-2026-11/err-0",
-            "ui-lineage": "/lineage?id=batch-2026-11/003",
+            "ui-run-waits": "/run?id=review/ch-4",
+            "ui-lineage": "/lineage?id=batch-2026-11/team/2",
             "ui-diff": "/diff?a=batch-2026-11/003&b=batch-2026-11/003-fork",
             "ui-thread": "/thread?id=support-chat-7",
+            "ui-threads": "/threads",
+            "ui-workers": "/workers",
         }
         OUT.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as playwright:

@@ -12,9 +12,9 @@ from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import register, step, workflow
 from resumable._engine.engine import Engine, RunHandle, RunPage, RunView, StepView
-from resumable._engine.export import StepExport
+from resumable._engine.export import InputView, StepExport
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
-from resumable._engine.listing import RunCounts, RunFilter
+from resumable._engine.listing import RunCounts, RunFilter, ThreadPage, ThreadView
 from resumable._engine.patches import deprecate_patch, patched
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
@@ -60,6 +60,7 @@ __all__ = [
     "ExecutionSpend",
     "GcReport",
     "InputRejected",
+    "InputView",
     "LeaseLost",
     "Ledger",
     "NonDeterminismError",
@@ -85,6 +86,8 @@ __all__ = [
     "StepFailed",
     "StepView",
     "StoreError",
+    "ThreadPage",
+    "ThreadView",
     "Usage",
     "UsageError",
     "WaitTimeout",

@@ -646,6 +646,21 @@ class StoreContract:
                 InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=T0)
             )
 
+    async def test_inputs_are_listed_with_when_they_were_sent_oldest_first(
+        self, store: Store
+    ) -> None:
+        await store.create_run(run_record("r", status="waiting"))
+        assert await store.list_inputs("r") == []
+        for key, ms in (("late", 9), ("early", 1), ("also-late", 9)):
+            assert await store.send_input(
+                InputRecord(run_id="r", key=key, value=key.encode(), sent_at_ms=T0 + ms)
+            )
+        assert await store.list_inputs("r") == [
+            InputRecord(run_id="r", key=key, value=key.encode(), sent_at_ms=T0 + ms)
+            for key, ms in (("early", 1), ("also-late", 9), ("late", 9))
+        ]
+        assert await store.list_inputs("other") == []
+
     # --- maintenance ----------------------------------------------------------------
     async def test_payloads_are_scanned_in_pages_and_swapped_only_if_unchanged(
         self, store: Store
@@ -860,6 +875,53 @@ class StoreContract:
         assert loaded is not None
         assert loaded.label == ("one" if done[0] else "two")
         assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0004"]
+
+    async def test_threads_are_listed_newest_first_by_page_and_prefix(
+        self, store: Store
+    ) -> None:
+        def saved(
+            thread: str, checkpoint: str, ms: int, **fields: Any
+        ) -> SnapshotRecord:
+            return snapshot_record(
+                thread, checkpoint, (), created_at_ms=T0 + ms, **fields
+            )
+
+        await store.save_snapshot(saved("a/1", "0001", 5))
+        await store.save_snapshot(saved("a/1", "0002", 1, namespace="sub"))
+        await store.save_snapshot(saved("a/2", "0001", 7))
+        await store.save_snapshot(saved("b", "0001", 7))
+        await store.save_snapshot(saved("c", "0001", 2))
+        await store.save_snapshot(saved("c", "0002", 3))
+        listed = await store.list_threads()
+        # updated_at is the newest snapshot of any namespace; ties go by id, descending
+        assert [(t.thread_id, t.updated_at_ms - T0) for t in listed] == [
+            ("b", 7),
+            ("a/2", 7),
+            ("a/1", 5),
+            ("c", 3),
+        ]
+        first = await store.list_threads(limit=2)
+        assert [t.thread_id for t in first] == ["b", "a/2"]
+        last = (first[-1].updated_at_ms, first[-1].thread_id)
+        assert [t.thread_id for t in await store.list_threads(after=last)] == [
+            "a/1",
+            "c",
+        ]
+        assert [t.thread_id for t in await store.list_threads(prefix="a/")] == [
+            "a/2",
+            "a/1",
+        ]
+        assert await store.list_threads(limit=0) == []
+        # a pack's swap keeps the thread listed; a deleted thread is gone
+        pack = saved("c", "0001", 9, namespace=":pack:", label="0001")
+        assert await store.replace_snapshots("c", "", ["0001"], by=pack)
+        assert (await store.list_threads(limit=1))[0].thread_id == "c"
+        assert await store.delete_thread("b") == 1
+        assert [t.thread_id for t in await store.list_threads()] == [
+            "c",
+            "a/2",
+            "a/1",
+        ]
 
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})

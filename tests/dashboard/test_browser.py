@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -49,6 +50,120 @@ def test_a_crashed_and_resumed_run_shows_replayed_and_executed_steps(
     kinds = page.locator("table.steps tbody tr td:nth-child(4)")
     expect(kinds).to_have_text(["replayed", "replayed", "executed"])
     expect(page.locator("#live")).to_have_attribute("data-status", "succeeded")
+    call(engine.close())
+
+
+def test_steps_gathered_then_crashed_show_exactly_which_were_replayed(
+    dashboard: Dashboard, page: Page
+) -> None:
+    # seq 1 and 3 commit, seq 2 dies: the resume replays 1 and 3 and executes 2,
+    # which no count of "the first N steps" can say
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); from dashboard import flows; "
+            "flows.crash_fan_out_in_child(sys.argv[2], 'fanned')",
+            str(TESTS_DIR),
+            dashboard.store_url,
+        ],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 137, child.stderr
+    engine = _engine(dashboard)
+    time.sleep(flows.LEASE_TTL_S)  # the dead child's lease runs out
+    result = engine.run_sync(
+        flows.fan_out, dashboard.store_url, "fanned", run_id="fanned"
+    )
+    assert result[1] == "middle"
+    page.goto(f"{dashboard.url}/run?id=fanned")
+    kinds = page.locator("table.steps tbody tr td:nth-child(4)")
+    expect(kinds).to_have_text(["replayed", "executed", "replayed"])
+    call(engine.close())
+
+
+def test_an_execution_that_replayed_and_stopped_at_a_wait_shows_its_replays(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+
+    async def until_waiting_at(key: str) -> None:
+        for _ in range(500):
+            steps = await engine.history("hold")
+            at_wait = bool(steps) and steps[-1].name == f"wait_for:{key}"
+            if at_wait and (await engine.get("hold")).status == "waiting":
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"the run never waited for {key!r}")
+
+    async def first_two_executions() -> None:
+        await engine.start(flows.replay_then_wait, "doc", run_id="hold")
+        await until_waiting_at("first")
+        await engine.send("hold", "first", "a")  # execution 2: replays, then waits
+        await until_waiting_at("second")
+
+    call(first_two_executions())
+    page.goto(f"{dashboard.url}/run?id=hold")
+    kinds = page.locator("table.steps tbody tr td:nth-child(4)")
+    # execution 2 replayed fetch 1 and 2, received "first" and stopped at "second"
+    # before running a new step
+    expect(kinds).to_have_text(["replayed", "replayed", "executed", "waiting"])
+    call(engine.close())
+
+
+def test_the_waterfall_draws_back_off_sleeps_waits_and_the_inputs_sent(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+
+    async def run() -> str:
+        handle = await engine.start(flows.patient, "calm", run_id="patient")
+        for _ in range(500):
+            if (await engine.get("patient")).status == "waiting":
+                break
+            await asyncio.sleep(0.01)
+        await engine.send("patient", "approval", {"by": "ana"})
+        return str(await handle.result())
+
+    assert call(run()) == "calm: {'by': 'ana'}"
+    page.goto(f"{dashboard.url}/run?id=patient")
+    waterfall = page.locator("svg.waterfall")
+    # flaky: two failed attempts and their back-off before the one that succeeded
+    expect(waterfall.locator("rect.k-backoff title")).to_have_text(
+        ["2 earlier attempt(s) and retry back-off"]
+    )
+    expect(waterfall.locator("rect.k-sleep")).to_have_count(1)
+    expect(waterfall.locator("rect.k-input")).to_have_count(1)
+    expect(waterfall.locator("rect.k-sent title")).to_have_text(
+        ["input 'approval' sent"]
+    )
+    expect(waterfall).to_contain_text("⇢ input approval")
+    expect(page.locator("table.inputs")).to_contain_text('"by": "ana"')
+    call(engine.close())
+
+
+def test_a_step_in_retry_back_off_shows_when_its_next_attempt_comes(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+
+    async def start() -> None:
+        await engine.start(flows.backing_off, run_id="backing-off")
+        for _ in range(500):
+            steps = await engine.history("backing-off")
+            if steps and steps[0].status == "retrying":
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the step never recorded its failed attempt")
+
+    call(start())
+    page.goto(f"{dashboard.url}/run?id=backing-off")
+    expect(page.locator("svg.waterfall rect.k-backoff title")).to_have_text(
+        ["retry back-off: attempt 2 in 3600.000 s"]
+    )
+    call(engine.cancel("backing-off"))
     call(engine.close())
 
 
@@ -123,6 +238,31 @@ def test_a_fork_made_in_the_page_shows_in_the_lineage_and_the_diff(
     expect(page.locator("table.diff tbody tr td:nth-child(2)")).to_have_text(
         ["same", "same", "only in A"]
     )
+
+
+def test_the_lineage_is_drawn_as_a_graph_of_ancestors_children_and_forks(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = _engine(dashboard)
+    assert engine.run_sync(flows.team, "durability", run_id="lead") == "doc 10"
+    hostile = "lead/2 fork <b>bold</b>"
+    call(engine.fork("lead/2", at_step=1, run_id=hostile))
+    page.goto(f"{dashboard.url}/lineage?id=lead/2")
+    graph = page.locator("svg.lineage")
+    # the parent above, the run, and its fork below: three nodes, one edge of each kind
+    expect(graph.locator("a.gnode")).to_have_count(3)
+    expect(graph.locator("a.gnode title")).to_have_text(
+        ["lead (succeeded)", "lead/2 (succeeded)", f"{hostile} (queued)"]
+    )
+    expect(graph.locator("a.gnode.focus title")).to_have_text(["lead/2 (succeeded)"])
+    expect(graph.locator("path.e-child title")).to_have_text(["child"])
+    expect(graph.locator("path.e-fork title")).to_have_text(["fork at step 1"])
+    expect(graph.locator("b")).to_have_count(0)  # the id's markup stays text
+    # the nested list stays, for screen readers and text browsers
+    expect(page.locator(".tree a.node")).to_have_text(["lead/2", hostile])
+    graph.locator("a.gnode").first.click()
+    expect(page.locator("h1.runid")).to_have_text("lead")
+    call(engine.close())
 
 
 def test_filtering_ten_thousand_runs(dashboard: Dashboard, page: Page) -> None:

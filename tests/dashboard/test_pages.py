@@ -7,6 +7,7 @@ from playwright.sync_api import Page, expect
 from dashboard import flows
 from dashboard.conftest import Dashboard, call
 from resumable import Engine
+from resumable.integrations.langgraph_threads import register_thread
 from resumable.serde import KeyRing
 
 
@@ -33,13 +34,45 @@ def test_a_saved_conversation_reads_as_chat(dashboard: Dashboard, page: Page) ->
     call(engine.save_state("chat-9", {"messages": messages[:1]}, label="turn 1"))
     call(engine.save_state("chat-9", {"messages": messages}, label="turn 2"))
     page.goto(f"{dashboard.url}/threads")
-    page.fill("input[name=id]", "chat-9")
-    page.click("form button")
+    page.locator("table.threads a", has_text="chat-9").click()
     expect(page.locator(".chat .msg")).to_have_count(2)
     expect(page.locator(".chat .msg.r-user")).to_contain_text("<script>x()</script>")
     expect(page.locator("table tbody tr")).to_have_count(2)
     page.locator("table tbody tr").nth(1).locator("a").click()  # the older checkpoint
     expect(page.locator(".chat .msg")).to_have_count(1)
+    call(engine.close())
+
+
+def test_the_threads_page_lists_save_state_and_langgraph_threads_by_page(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = Engine(dashboard.store_url)
+
+    async def save() -> None:
+        for i in range(52):
+            await engine.save_state(f"notes-{i:02}", {"i": i})
+        await engine.save_state(
+            "graph-1", {"values": {}}, metadata={"lg": {"step": 3, "source": "loop"}}
+        )
+        await register_thread(engine, "graph-1")  # an internal thread, not listed
+
+    call(save())
+    page.goto(f"{dashboard.url}/threads")
+    rows = page.locator("table.threads tbody tr")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_contain_text("graph-1")
+    expect(rows.first).to_contain_text("LangGraph")
+    expect(rows.nth(1)).to_contain_text("save_state")
+    expect(page.locator("table.threads")).not_to_contain_text(":resumable:")
+    page.click("a[rel=next]")
+    expect(rows).to_have_count(3)  # 53 threads in all
+    expect(page.locator("a[rel=next]")).to_have_count(0)
+    page.fill("input[name=prefix]", "notes-0")
+    page.click("form.filters button")
+    expect(rows).to_have_count(10)
+    page.locator("table.threads a", has_text="notes-07").click()
+    expect(page.locator("h1")).to_have_text("Thread notes-07")
+    expect(page.locator("pre.value")).to_contain_text('"i": 7')
     call(engine.close())
 
 

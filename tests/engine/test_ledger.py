@@ -15,9 +15,10 @@ from resumable import (
     step,
     workflow,
 )
+from resumable._engine import ledger
 from resumable.pricing import Price, PriceTable
 from resumable.simulator import Fault, FaultPlan, SimulatedProvider
-from resumable.stores.protocol import Store
+from resumable.stores.protocol import StepRecord, Store
 from resumable.testing import FakeClock
 
 PRICES = PriceTable({"sim-model": Price(input_per_mtok=1.0, output_per_mtok=4.0)})
@@ -176,3 +177,34 @@ async def test_budget_stops_before_a_step_and_replays_are_free(store: Store) -> 
     ):  # replaying the paid steps costs nothing, still over
         await engine.run(capped, 5, run_id="cap")
     assert calls == [0, 1, 2]
+
+
+def test_an_entry_names_the_seqs_it_replayed_and_an_older_one_only_counts() -> None:
+    def entry(fence: int, decoded: dict[str, Any]) -> tuple[StepRecord, Any]:
+        record = StepRecord(
+            run_id="r",
+            seq=-fence,
+            name="resumable.ledger",
+            fingerprint="-",
+            status="ok",
+            output=None,
+            attempts=1,
+            started_at_ms=0,
+            finished_at_ms=0,
+        )
+        return record, decoded
+
+    built = ledger.build(
+        "r",
+        [
+            entry(2, {"replayed_steps": 2, "usage": []}),  # written before seqs were
+            entry(
+                3, {"replayed_steps": 2, "usage": [], "replayed_seqs": [[1, 1], [3, 3]]}
+            ),
+        ],
+        PriceTable(),
+    )
+    older, newer = built.executions
+    assert (older.replayed_seqs, older.replayed(1)) == (None, None)
+    assert newer.replayed_seqs == ((1, 1), (3, 3))
+    assert [newer.replayed(seq) for seq in (1, 2, 3, 4)] == [True, False, True, False]

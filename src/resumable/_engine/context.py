@@ -75,6 +75,8 @@ class RunContext:
     suspensions: list[Any] = field(default_factory=list)
     """Every wait_for/sleep that unwound the workflow in this execution."""
     replayed: int = 0
+    replayed_seqs: list[list[int]] = field(default_factory=list)
+    """The seqs this execution replayed, as sorted `[first, last]` ranges."""
     replayed_usage: list[Usage] = field(default_factory=list)
     """Usage of the recorded calls this execution replayed instead of re-calling."""
     replays_noted: int = 0
@@ -93,6 +95,16 @@ class RunContext:
     """True until the execution runs its first step (replay ends there)."""
     ended_as: str | None = None
     """The status this execution recorded for the run, once it has."""
+
+    def count_replay(self, seq: int) -> None:
+        """Count the call at `seq` as replayed (for this execution's ledger entry)."""
+        self.replayed += 1
+        ranges = self.replayed_seqs
+        if ranges and ranges[-1][1] == seq - 1:
+            ranges[-1][1] = seq  # the usual case: replay goes in seq order
+        else:
+            ranges.append([seq, seq])
+            ranges.sort()  # gather() may replay out of order: rare, and short lists
 
     def take_seq(self) -> int:
         """The next step number; taken when a step is called, not when it is awaited."""

@@ -30,11 +30,24 @@ from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
 from resumable._engine.damage import reading
 from resumable._engine.decorators import TYPES, WORKFLOWS, WorkflowSpec, workflow_spec
-from resumable._engine.export import ExportQuery, StepExport, export_steps
+from resumable._engine.export import (
+    ExportQuery,
+    InputView,
+    StepExport,
+    export_steps,
+    input_views,
+)
 from resumable._engine.ids import check_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
-from resumable._engine.listing import RunCounts, RunFilter, decode_cursor, encode_cursor
+from resumable._engine.listing import (
+    RunCounts,
+    RunFilter,
+    ThreadPage,
+    decode_cursor,
+    encode_cursor,
+    threads_page,
+)
 from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
@@ -695,6 +708,21 @@ class Engine:
         )
         return [self._checkpoint(record) for record in records]
 
+    async def threads(
+        self, *, prefix: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> ThreadPage:
+        """One page of the threads holding snapshots, most recently saved first.
+
+        Lists `save_state` threads and LangGraph threads alike, not the threads the
+        library keeps for itself. Paged by key like `runs_page`.
+
+        Args:
+            prefix: Only threads whose id starts with this.
+            limit: Threads per page.
+            cursor: The `next_cursor` of the previous page (None: the first page).
+        """
+        return await threads_page(self.store, prefix=prefix, limit=limit, cursor=cursor)
+
     async def fork_state(
         self, thread_id: str, checkpoint_id: str, *, to_thread: str, namespace: str = ""
     ) -> Checkpoint:
@@ -804,6 +832,15 @@ class Engine:
             if last is None
             else encode_cursor(last.created_at_ms, last.run_id),
         )
+
+    async def inputs(self, run_id: str) -> list[InputView]:
+        """The inputs sent to a run (`send`), oldest first, values as generic views.
+
+        Raises:
+            RunNotFound: There is no such run.
+        """
+        await self._get(run_id)
+        return await input_views(self.store, self.serde, run_id)
 
     async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
         """How many runs `selection` matches, by status and queue."""

@@ -23,6 +23,7 @@ from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.ledger import spend_of, usage_entries
 from resumable._engine.runs import load_journal, run_place
 from resumable._engine.steps import step_place
+from resumable._engine.waits import input_place
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
@@ -144,6 +145,35 @@ async def _select(store: Store, query: ExportQuery) -> list[RunRecord]:
             or run.created_at_ms >= query.created_since_ms
         )
     ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputView:
+    """An input sent to a run (`Engine.send`), its value as a generic view."""
+
+    key: str
+    sent_at: datetime
+    value: Any
+    """The generic view of the value (None if it could not be read: see `unreadable`)."""
+    unreadable: str | None = None
+    """Why the value could not be read (say, encrypted and the key is missing)."""
+
+
+async def input_views(store: Store, serde: Serde, run_id: str) -> list[InputView]:
+    """`Engine.inputs`: every input sent to the run, oldest first."""
+    views = []
+    for record in await store.list_inputs(run_id):
+        problems: list[str] = []
+        value = _view(serde, record.value, input_place(run_id, record.key), problems)
+        views.append(
+            InputView(
+                key=record.key,
+                sent_at=_datetime(record.sent_at_ms),
+                value=value,
+                unreadable="; ".join(problems) or None,
+            )
+        )
+    return views
 
 
 def _view(serde: Serde, data: bytes | None, place: str, problems: list[str]) -> Any:

@@ -67,6 +67,15 @@ class ExecutionSpend:
     incurred: Spend
     reused: Spend
     replayed_steps: int
+    replayed_seqs: tuple[tuple[int, int], ...] | None = None
+    """The seqs it replayed, as `(first, last)` ranges; None if its entry predates
+    this record (then only `replayed_steps` is known)."""
+
+    def replayed(self, seq: int) -> bool | None:
+        """Whether this execution replayed the call at `seq` (None: not recorded)."""
+        if self.replayed_seqs is None:
+            return None
+        return any(first <= seq <= last for first, last in self.replayed_seqs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,11 +149,17 @@ def build(
     unpriced: set[str] = set()
     incurred: dict[int, list[Usage]] = {}
     reused: dict[int, tuple[int, list[Usage]]] = {}
+    seqs: dict[int, tuple[tuple[int, int], ...]] = {}
     for record, decoded in records:
         place = f"run {run_id!r} step #{record.seq} usage"
         if record.seq < 0:
             with reading(place):
                 replayed = int(decoded.get("replayed_steps", 0))
+                if "replayed_seqs" in decoded:
+                    seqs[-record.seq] = tuple(
+                        (int(first), int(last))
+                        for first, last in decoded["replayed_seqs"]
+                    )
             entries = usage_entries(decoded.get("usage"), place=place)
             reused[-record.seq] = (replayed, [usage for _, usage in entries])
         else:
@@ -156,6 +171,7 @@ def build(
             incurred=spend_of(incurred.get(fence, ()), prices, unpriced),
             reused=spend_of(reused.get(fence, (0, []))[1], prices, unpriced),
             replayed_steps=reused.get(fence, (0, []))[0],
+            replayed_seqs=seqs.get(fence, () if fence not in reused else None),
         )
         for fence in sorted(incurred.keys() | reused.keys())
     )

@@ -2,7 +2,9 @@
 
 `RunFilter` says which runs; `Engine.runs_page` returns one page of them and an
 opaque cursor to the next (keyset pagination: a page costs the same at run 100,000
-as at run 1); `Engine.count_runs` counts them by status and queue.
+as at run 1); `Engine.count_runs` counts them by status and queue. `Engine.threads`
+pages through the threads holding snapshots the same way, leaving out the threads
+the library keeps for itself (`is_internal_thread`).
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ import base64
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Final
 
 from resumable.errors import ResumableError
-from resumable.stores.protocol import RUN_STATUSES, RunQuery, RunStatus
+from resumable.stores.protocol import RUN_STATUSES, RunQuery, RunStatus, Store
+
+INTERNAL_THREAD_PREFIX: Final = ":resumable:"
+"""Threads the library keeps for itself (the LangGraph thread index) start so."""
+STAGING_SUFFIX: Final = ":resumable-staging"
+"""Where `prune`/`delete_for_runs` of the LangGraph saver keep a thread's surviving
+checkpoints while it is rewritten (`thread_id + STAGING_SUFFIX`); left behind only
+by a crash midway (restore with `copy_thread`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,8 +98,62 @@ class RunCounts:
         return queues
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadView:
+    """A thread holding snapshots (`Engine.save_state`, or a LangGraph thread)."""
+
+    thread_id: str
+    updated_at: datetime
+    """When its newest snapshot was saved (in any namespace)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadPage:
+    """One page of `Engine.threads`."""
+
+    threads: list[ThreadView]
+    next_cursor: str | None
+    """Pass it back as `cursor` for the next page; None on the last page."""
+
+
+def is_internal_thread(thread_id: str) -> bool:
+    """Whether the library keeps this thread for itself (never listed to users)."""
+    return thread_id.startswith(INTERNAL_THREAD_PREFIX) or thread_id.endswith(
+        STAGING_SUFFIX
+    )
+
+
+async def threads_page(
+    store: Store, *, prefix: str | None, limit: int, cursor: str | None
+) -> ThreadPage:
+    """`Engine.threads`: a page of user threads, read past internal ones."""
+    after = None if cursor is None else decode_cursor(cursor)
+    found: list[tuple[int, str]] = []
+    while len(found) <= limit:
+        batch = await store.list_threads(prefix=prefix, after=after, limit=limit + 1)
+        found += [
+            (t.updated_at_ms, t.thread_id)
+            for t in batch
+            if not is_internal_thread(t.thread_id)
+        ]
+        if len(batch) <= limit:
+            break  # the store has no more
+        after = (batch[-1].updated_at_ms, batch[-1].thread_id)
+    shown = found[: max(limit, 0)]
+    return ThreadPage(
+        threads=[
+            ThreadView(
+                thread_id=thread_id,
+                updated_at=datetime.fromtimestamp(ms / 1000, tz=UTC),
+            )
+            for ms, thread_id in shown
+        ],
+        next_cursor=encode_cursor(*shown[-1]) if len(found) > limit > 0 else None,
+    )
+
+
 def encode_cursor(created_at_ms: int, run_id: str) -> str:
-    """The opaque cursor after a run: URL-safe, so it can travel in a query string."""
+    """The opaque cursor after a run (or thread): URL-safe, for a query string."""
     raw = json.dumps([created_at_ms, run_id]).encode("utf-8", "surrogatepass")
     return base64.urlsafe_b64encode(raw).decode("ascii")
 
@@ -108,12 +172,14 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
         )
     except (ValueError, TypeError, UnicodeError) as exc:
         raise ResumableError(
-            f"cursor {cursor[:40]!r} is not one Engine.runs_page returned; "
+            f"cursor {cursor[:40]!r} is not one Engine.runs_page (or Engine.threads) "
+            "returned; "
             "start from the first page (cursor=None)"
         ) from exc
     if not isinstance(created_at_ms, int) or not isinstance(run_id, str):
         raise ResumableError(
-            f"cursor {cursor[:40]!r} is not one Engine.runs_page returned; "
+            f"cursor {cursor[:40]!r} is not one Engine.runs_page (or Engine.threads) "
+            "returned; "
             "start from the first page (cursor=None)"
         )
     return created_at_ms, run_id

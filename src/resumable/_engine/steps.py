@@ -136,7 +136,7 @@ def replayed(ctx: RunContext, record: StepRecord) -> Any:
 
     Counts the step as replayed by this execution (its ledger entry says so).
     """
-    ctx.replayed += 1
+    ctx.count_replay(record.seq)
     observer = ctx.runtime.observer
     if observer is not None:
         observer.step_replayed(ctx, record)
@@ -295,6 +295,8 @@ async def _record_failed_attempt(
         _spend(ctx, attempt_calls)
         delay = retry.next_delay(retry_policy, retry_number, error, random.random)
         info = outcome.error_info(error, step=name, seq=seq, attempts=attempt.attempts)
+        if delay is not None:
+            info["retry_in_s"] = delay  # the back-off the run page draws
         if noting is not None:
             await noting
         await commit(
@@ -438,15 +440,17 @@ def start_noting_replays(ctx: RunContext) -> asyncio.Future[None] | None:
     if ctx.replayed <= ctx.replays_noted:
         return ctx.noting
     ctx.replays_noted = ctx.replayed
-    ctx.noting = asyncio.ensure_future(note_replays(ctx, ctx.replayed))
+    seqs = [list(r) for r in ctx.replayed_seqs]  # as of now: the count's moment
+    ctx.noting = asyncio.ensure_future(note_replays(ctx, ctx.replayed, seqs))
     return ctx.noting
 
 
-async def note_replays(ctx: RunContext, replayed: int) -> None:
+async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) -> None:
     """Record what this execution has replayed (its ledger entry, at seq -fence)."""
     runtime = ctx.runtime
     entry = {
         "replayed_steps": replayed,
+        "replayed_seqs": seqs,
         "usage": ledger.encode_entries((ctx.fence, u) for u in ctx.replayed_usage),
     }
     now_ms = runtime.clock.now_ms()

@@ -29,6 +29,7 @@ from langgraph.types import Send
 
 from resumable._engine.damage import reading
 from resumable._engine.engine import Engine
+from resumable._engine.listing import STAGING_SUFFIX
 from resumable._engine.snapshots import Checkpoint as Snapshot
 from resumable.errors import SerializationError, UsageError
 from resumable.integrations.langgraph_threads import (
@@ -47,9 +48,6 @@ from resumable.stores.protocol import through
 
 __all__ = ["STAGING_SUFFIX", "CheckpointStorage", "SendPacket"]
 
-STAGING_SUFFIX = ":resumable-staging"
-"""Where `prune`/`delete_for_runs` keep a thread's surviving checkpoints while it
-is rewritten; left behind only by a crash midway (restore with `copy_thread`)."""
 _WRITES_PAGE = 16
 _SEEN_MAX = 10_000
 

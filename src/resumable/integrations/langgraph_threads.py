@@ -24,7 +24,8 @@ INDEX_THREAD  <thread>          "thread"         None                 None
   id; readers merge them as LangGraph's savers store them (see `merge_writes`).
   LangGraph namespaces never start with ":" (node names cannot contain it).
 - `INDEX_THREAD` holds one record per LangGraph thread, in a namespace named after
-  it, because the Store protocol has no way to list threads. A deleted thread keeps
+  it: it tells LangGraph threads from other snapshot threads (which
+  `Engine.threads` lists, this one left out as internal). A deleted thread keeps
   its index record; readers check that the thread still has checkpoints.
 """
 
@@ -36,6 +37,7 @@ from datetime import datetime
 from typing import Any
 
 from resumable._engine.engine import Engine
+from resumable._engine.listing import INTERNAL_THREAD_PREFIX
 from resumable._engine.snapshots import Checkpoint as Snapshot
 
 __all__ = [
@@ -56,7 +58,7 @@ __all__ = [
 ]
 
 WRITES_PREFIX = ":writes:"
-INDEX_THREAD = ":resumable:langgraph-threads"
+INDEX_THREAD = INTERNAL_THREAD_PREFIX + "langgraph-threads"
 _INDEX_ID = "thread"
 LANGGRAPH_KEY = "lg"
 SPECIAL_WRITES = {
@@ -219,8 +221,8 @@ async def checkpoint_history(engine: Engine, thread_id: str) -> list[CheckpointI
 async def list_threads(engine: Engine, *, limit: int | None = None) -> list[ThreadInfo]:
     """LangGraph threads with their latest root checkpoint, most recent first.
 
-    Reads one record per thread ever registered (the Store protocol cannot list
-    threads), so it takes time proportional to that number.
+    Reads one record per thread ever registered (the index that tells LangGraph
+    threads from `save_state` ones), so it takes time proportional to that number.
     """
     found: list[ThreadInfo] = []
     for thread_id in await known_threads(engine):

@@ -260,6 +260,10 @@ SELECT EXISTS (SELECT 1 FROM run) AS found, EXISTS (SELECT 1 FROM sent) AS sent,
 _GET_INPUTS: Final = (
     "SELECT key, value FROM {schema}.resumable_inputs WHERE run_id = %s"
 )
+_LIST_INPUTS: Final = (
+    "SELECT key, value, sent_at_ms FROM {schema}.resumable_inputs WHERE run_id = %s "
+    "ORDER BY sent_at_ms, key"
+)
 _PUT_CHUNKS: Final = """
 INSERT INTO {schema}.resumable_chunks (hash, data)
 SELECT * FROM unnest(%s::text[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING
@@ -352,6 +356,17 @@ _LIST_SNAPSHOTS: Final = (
  LIMIT %(limit)s::bigint
 """
 )
+# one row per thread, grouped off the primary key's (thread_id, ...) order
+_LIST_THREADS: Final = """
+SELECT thread_id, max(created_at_ms) AS updated_at_ms
+  FROM {schema}.resumable_snapshots
+ WHERE %(prefix)s::text IS NULL OR starts_with(thread_id, %(prefix)s::text)
+ GROUP BY thread_id
+HAVING %(after_ms)s::bigint IS NULL
+    OR (max(created_at_ms), thread_id) < (%(after_ms)s::bigint, %(after_id)s::text)
+ ORDER BY updated_at_ms DESC, thread_id DESC
+ LIMIT %(limit)s
+"""
 _DELETE_THREAD: Final = """
 WITH refs AS (
     DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
@@ -440,6 +455,7 @@ class Statements:
         self.commit_steps = compose(_COMMIT_STEPS)
         self.send_input = compose(_SEND_INPUT)
         self.get_inputs = compose(_GET_INPUTS)
+        self.list_inputs = compose(_LIST_INPUTS)
         self.put_chunks = compose(_PUT_CHUNKS)
         self.get_chunks = compose(_GET_CHUNKS)
         self.save_snapshot = compose(_SAVE_SNAPSHOT)
@@ -447,6 +463,7 @@ class Statements:
         self.load_snapshot = compose(_LOAD_SNAPSHOT)
         self.list_snapshots = compose(_LIST_SNAPSHOTS)
         self.delete_thread = compose(_DELETE_THREAD)
+        self.list_threads = compose(_LIST_THREADS)
         self.unreferenced_candidates = compose(_UNREFERENCED_CANDIDATES)
         self.lock_references = compose(_LOCK_REFERENCES)
         self.delete_unreferenced = compose(_DELETE_UNREFERENCED)

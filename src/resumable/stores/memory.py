@@ -25,6 +25,7 @@ from resumable.stores.protocol import (
     RunUpdate,
     SnapshotRecord,
     StepRecord,
+    ThreadRecord,
     check_pack,
 )
 
@@ -191,6 +192,12 @@ class MemoryStore:
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         return {key: rec.value for key, rec in self._inputs.get(run_id, {}).items()}
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        return sorted(
+            self._inputs.get(run_id, {}).values(),
+            key=lambda rec: (rec.sent_at_ms, rec.key),
+        )
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         for digest, data in chunks.items():
@@ -266,6 +273,27 @@ class MemoryStore:
     async def delete_thread(self, thread_id: str) -> int:
         keys = [key for key in self._snapshots if key[0] == thread_id]
         return sum(len(self._snapshots.pop(key)) for key in keys)
+
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        newest: dict[str, int] = {}
+        for (thread_id, _), snaps in self._snapshots.items():
+            if snaps and (prefix is None or thread_id.startswith(prefix)):
+                latest = max(snap.created_at_ms for snap in snaps.values())
+                newest[thread_id] = max(latest, newest.get(thread_id, latest))
+        keys = sorted(
+            ((ms, thread_id) for thread_id, ms in newest.items()), reverse=True
+        )
+        return [
+            ThreadRecord(thread_id=thread_id, updated_at_ms=ms)
+            for ms, thread_id in keys
+            if after is None or (ms, thread_id) < after
+        ][: max(limit, 0)]
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         referenced = {

@@ -70,6 +70,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
+    ThreadRecord,
 )
 
 __all__ = [
@@ -336,6 +337,19 @@ class OffloadStore:
         )
         return dict(zip(keys, values, strict=True))
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        records = await self.inner.list_inputs(run_id)
+        values = await asyncio.gather(
+            *(
+                self._resolve(r.value, place=_run_place(run_id, f"input {r.key!r}"))
+                for r in records
+            )
+        )
+        return [
+            dataclasses.replace(r, value=v)
+            for r, v in zip(records, values, strict=True)
+        ]
+
     # --- snapshots ----------------------------------------------------------------
     async def _offload_chunks(self, chunks: Mapping[str, bytes]) -> Mapping[str, bytes]:
         if not any(len(data) > self.offload_over for data in chunks.values()):
@@ -438,6 +452,15 @@ class OffloadStore:
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         return await self.inner.delete_unreferenced_chunks(limit)
+
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        return await self.inner.list_threads(prefix=prefix, after=after, limit=limit)
 
     # --- maintenance ------------------------------------------------------------
     async def scan_payloads(

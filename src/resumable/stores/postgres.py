@@ -83,6 +83,7 @@ from resumable.stores.protocol import (
     RunUpdate,
     SnapshotRecord,
     StepRecord,
+    ThreadRecord,
     check_pack,
 )
 
@@ -741,6 +742,18 @@ class PostgresStore:
         rows = await self._read(self._sql.get_inputs, (_t(run_id),))
         return {_sql.from_text(row["key"]): _sql.blob(row["value"]) for row in rows}
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        rows = await self._read(self._sql.list_inputs, (_t(run_id),))
+        return [
+            InputRecord(
+                run_id=run_id,
+                key=_sql.from_text(row["key"]),
+                value=_sql.blob(row["value"]),
+                sent_at_ms=row["sent_at_ms"],
+            )
+            for row in rows
+        ]
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         if not chunks:
@@ -828,6 +841,28 @@ class PostgresStore:
                 self._sql.delete_thread, {"thread_id": _t(thread_id)}
             )
             return cur.rowcount
+
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        params = {
+            "prefix": _sql.maybe_text(prefix),
+            "after_ms": None if after is None else after[0],
+            "after_id": None if after is None else _t(after[1]),
+            "limit": max(limit, 0),
+        }
+        rows = await self._read(self._sql.list_threads, params)
+        return [
+            ThreadRecord(
+                thread_id=_sql.from_text(row["thread_id"]),
+                updated_at_ms=row["updated_at_ms"],
+            )
+            for row in rows
+        ]
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         async with self._connection() as conn, conn.transaction():

@@ -250,6 +250,15 @@ class SnapshotRecord:
     metadata: bytes | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadRecord:
+    """A thread that holds snapshots, as `Store.list_threads` lists it."""
+
+    thread_id: str
+    updated_at_ms: int
+    """The newest `created_at_ms` among its snapshots (every namespace)."""
+
+
 PayloadKind = Literal[
     "run.input",  # key (run_id,)
     "run.output",  # key (run_id,)
@@ -465,6 +474,10 @@ class Store(Protocol):
         """Every input sent to the run, by key."""
         ...
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        """Every input sent to the run, with when it was sent, oldest first."""
+        ...
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         """Store chunks by content hash; a hash already present is left alone."""
@@ -531,6 +544,21 @@ class Store(Protocol):
 
     async def delete_thread(self, thread_id: str) -> int:
         """Delete every snapshot of a thread; returns how many."""
+        ...
+
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        """Threads holding at least one snapshot, newest first, at most `limit`.
+
+        Ordered by `(updated_at_ms, thread_id)` descending. `prefix` keeps the
+        threads whose id starts with it; `after` is the `(updated_at_ms, thread_id)`
+        of the last thread of the previous page (keyset pagination).
+        """
         ...
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:

@@ -23,6 +23,11 @@ slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
     cps:<n>:<thread><ns>      zset  checkpoint ids (n = the thread id's byte length)
     cp:<n>:<thread><ns>       hash  checkpoint id -> packed SnapshotRecord
     nss:<thread>              set   the thread's namespaces
+    threads                   zset  thread ids by their newest snapshot's
+                                    created_at_ms, for list_threads (schema 2)
+    counts                    hash  runs per status and queue, for count_runs
+                                    (schema 2); field: status, a newline, then
+                                    "-" (no queue) or "q" + the queue's name
     meta                      hash  schema_version
 
 Lua scripts (`resumable.stores.redis_scripts`) keep the indexes in step with the
@@ -75,6 +80,7 @@ from resumable.stores import _redis_payloads, _rules, redact
 from resumable.stores._records import converter, schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
+    RUN_STATUSES,
     DeleteResult,
     InputRecord,
     Lease,
@@ -88,6 +94,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     StepStatus,
+    ThreadRecord,
     check_pack,
 )
 
@@ -98,7 +105,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger("resumable")
 
 DEFAULT_PREFIX: Final = "resumable:"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2  # 2: the threads zset
 _LIB: Final = "lib.lua"
 _SCRIPTS_WITH_LIB: Final = (
     "create_run",
@@ -115,6 +122,7 @@ _SCRIPTS_WITH_LIB: Final = (
     "replace_snapshots",
     "list_snapshots",
     "delete_thread",
+    "count_all_runs",
 )
 _PLAIN_SCRIPTS: Final = (
     "commit_step",
@@ -243,6 +251,8 @@ class _Keys:
         self.chunks = self.base + b"chunks"
         self.chunkrefs = self.base + b"chunkrefs"
         self.orphans = self.base + b"orphans"
+        self.threads = self.base + b"threads"
+        self.counts = self.base + b"counts"
         self.meta = self.base + b"meta"
         self.channel = self.base + b"work"
 
@@ -311,6 +321,30 @@ class RedisStore:
             )
         await self._check_persistence(client)
         self._is_open = True
+        if found == 1:  # open already, as the migration reads through the store
+            try:
+                await self._index_threads(client)
+            except BaseException:
+                self._is_open = False
+                raise
+
+    async def _index_threads(self, client: Redis) -> None:
+        """Migrate schema 1 to 2: build the threads zset and the run counts."""
+        nss = self._keys.base + b"nss:"
+        with self._boundary("migrate to schema 2"):
+            async for key in client.scan_iter(match=_escape_glob(nss) + b"*"):
+                thread_id = _s(_as_bytes(key)[len(nss) :])
+                snapshots = await self.list_snapshots(thread_id, namespace=None)
+                if snapshots:
+                    newest = max(snap.created_at_ms for snap in snapshots)
+                    await client.zadd(
+                        self._keys.threads, {_b(thread_id): newest}, gt=True
+                    )
+        await self._script(
+            "count_all_runs",
+            [self._keys.meta],
+            [self._keys.base, *(_b(status) for status in RUN_STATUSES)],
+        )
 
     def _client(self) -> Redis:
         if self._redis is None:
@@ -531,6 +565,29 @@ class RedisStore:
         return found[: query.limit]
 
     async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        if not _is_counted(query):
+            return await self.count_runs_by_reading(query)
+        client = await self._ready()
+        with self._boundary("count runs"):
+            found = _bytes_dict(await client.hgetall(self._keys.counts))
+        counts: dict[tuple[str, str | None], int] = {}
+        for field, value in found.items():
+            status, _, queue = _s(field).partition("\n")
+            key = (status, None if queue == "-" else queue[1:])
+            n = int(value)
+            wanted = not query.status or status in query.status
+            if n > 0 and wanted and query.queue in (None, key[1]):
+                counts[key] = n
+        return counts
+
+    async def count_runs_by_reading(
+        self, query: RunQuery
+    ) -> dict[tuple[str, str | None], int]:
+        """`count_runs` by reading every run the query's narrowest index holds.
+
+        The plain version of the counts the scripts keep (for the filters those
+        cannot answer: workflow, parent, fork, version, prefix, time).
+        """
         client = await self._ready()
         counts: Counter[tuple[str, str | None]] = Counter()
         batch: list[bytes] = []
@@ -592,6 +649,11 @@ class RedisStore:
     async def _matching(
         self, client: Redis, members: list[bytes], query: RunQuery
     ) -> list[RunRecord]:
+        if query.run_id_prefix is not None:  # by id alone: no run read for the rest
+            prefix = _b(query.run_id_prefix)
+            members = [member for member in members if member.startswith(prefix)]
+        if not members:
+            return []
         async with client.pipeline(transaction=False) as pipe:
             for member in members:
                 pipe.hgetall(self._keys.base + b"run:" + member)
@@ -806,6 +868,23 @@ class RedisStore:
             found = _bytes_dict(await client.hgetall(self._keys.inputs(run_id)))
         return _inputs_from_hash(found)
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        client = await self._ready()
+        with self._boundary("list inputs"):
+            found = _bytes_dict(await client.hgetall(self._keys.inputs(run_id)))
+        records = []
+        for key, packed in found.items():
+            value, sent_at_ms = _unpack(packed)[:2]
+            records.append(
+                InputRecord(
+                    run_id=run_id,
+                    key=_s(key),
+                    value=value or b"",
+                    sent_at_ms=int(sent_at_ms or 0),
+                )
+            )
+        return sorted(records, key=lambda rec: (rec.sent_at_ms, rec.key))
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         keys = [self._keys.chunks, self._keys.chunkrefs, self._keys.orphans]
@@ -852,6 +931,7 @@ class RedisStore:
                 self._keys.chunks,
                 self._keys.chunkrefs,
                 self._keys.orphans,
+                self._keys.threads,
             ],
             [
                 self._keys.base,
@@ -860,6 +940,8 @@ class RedisStore:
                 _b(snapshot.namespace),
                 str(len(snapshot.chunk_refs)).encode(),
                 *(_b(ref) for ref in snapshot.chunk_refs),
+                _b(snapshot.thread_id),
+                _num(snapshot.created_at_ms),
                 *itertools.chain.from_iterable(
                     (_b(digest), data) for digest, data in chunks.items()
                 ),
@@ -930,6 +1012,7 @@ class RedisStore:
                 *self._keys.snapshots(thread_id, namespace),
                 *self._keys.snapshots(by.thread_id, by.namespace),
                 self._keys.of(b"nss:", by.thread_id),
+                self._keys.threads,
             ],
             [
                 self._keys.base,
@@ -938,6 +1021,8 @@ class RedisStore:
                 _b(by.namespace),
                 str(len(by.chunk_refs)).encode(),
                 *(_b(ref) for ref in by.chunk_refs),
+                _b(by.thread_id),
+                _num(by.created_at_ms),
                 *(_b(checkpoint_id) for checkpoint_id in set(checkpoint_ids)),
             ],
         )
@@ -946,10 +1031,35 @@ class RedisStore:
     async def delete_thread(self, thread_id: str) -> int:
         deleted = await self._script(
             "delete_thread",
-            [self._keys.of(b"nss:", thread_id)],
+            [self._keys.of(b"nss:", thread_id), self._keys.threads],
             [self._keys.base, _b(thread_id)],
         )
         return int(deleted)
+
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        client = await self._ready()
+        cursor = _Cursor(self._keys.threads, after)
+        wanted = None if prefix is None else _b(prefix)
+        found: list[ThreadRecord] = []
+        # a prefix is matched while paging: the zset is ordered by time, not by id
+        with self._boundary("list threads"):
+            while len(found) < limit:
+                if not cursor.rows:
+                    await cursor.fill(client, _PAGE_MAX)
+                    if not cursor.rows:
+                        break
+                score, member = cursor.rows.pop()
+                if wanted is None or member.startswith(wanted):
+                    found.append(
+                        ThreadRecord(thread_id=_s(member), updated_at_ms=int(score))
+                    )
+        return found
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         if limit <= 0:
@@ -960,6 +1070,20 @@ class RedisStore:
             [_num(limit)],
         )
         return int(deleted)
+
+
+def _is_counted(query: RunQuery) -> bool:
+    """Whether the kept counts answer the query: filtered by status and queue only."""
+    return (
+        query.workflow is None
+        and query.parent_id is None
+        and query.forked_from is None
+        and query.updated_before_ms is None
+        and query.version is None
+        and query.run_id_prefix is None
+        and query.created_since_ms is None
+        and query.created_before_ms is None
+    )
 
 
 class _Cursor:

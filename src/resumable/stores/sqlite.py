@@ -105,6 +105,7 @@ from resumable.stores.protocol import (
     RunUpdate,
     SnapshotRecord,
     StepRecord,
+    ThreadRecord,
     check_pack,
 )
 from resumable.stores.syncs import owe_sync
@@ -1008,6 +1009,25 @@ class SQLiteStore:
 
         return await self._call(get, write=False, inline=True)
 
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        def select(conn: Conn) -> list[InputRecord]:
+            rows = conn.execute(
+                "SELECT key, value, sent_at_ms FROM resumable_inputs WHERE run_id = ? "
+                "ORDER BY sent_at_ms, key",
+                (_t(run_id),),
+            )
+            return [
+                InputRecord(
+                    run_id=run_id,
+                    key=_sql.from_text(row["key"]),
+                    value=_sql.blob(row["value"]),
+                    sent_at_ms=row["sent_at_ms"],
+                )
+                for row in rows
+            ]
+
+        return await self._call(select, write=False, inline=True)
+
     # --- snapshots --------------------------------------------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         rows = list(chunks.items())
@@ -1178,6 +1198,31 @@ class SQLiteStore:
 
         return await self._call(replace, write=True)
 
+    async def list_threads(
+        self,
+        *,
+        prefix: str | None = None,
+        after: tuple[int, str] | None = None,
+        limit: int = 100,
+    ) -> list[ThreadRecord]:
+        params = {
+            "prefix": _sql.maybe_text(prefix),
+            "after_ms": None if after is None else after[0],
+            "after_id": None if after is None else _t(after[1]),
+            "limit": max(limit, 0),
+        }
+
+        def select(conn: Conn) -> list[ThreadRecord]:
+            return [
+                ThreadRecord(
+                    thread_id=_sql.from_text(row["thread_id"]),
+                    updated_at_ms=row["updated_at_ms"],
+                )
+                for row in conn.execute(_LIST_THREADS, params)
+            ]
+
+        return await self._call(select, write=False)
+
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         def delete(conn: Conn) -> int:
             self._present.forget()
@@ -1209,6 +1254,15 @@ def _chunk_rows(conn: Conn, select: str, hashes: list[str]) -> Iterator[Any]:
         yield from conn.execute(select + marks, part)
 
 
+# one row per thread, grouped off the primary key's (thread_id, ...) order
+_LIST_THREADS: Final = """
+SELECT thread_id, max(created_at_ms) AS updated_at_ms FROM resumable_snapshots
+ WHERE :prefix IS NULL OR substr(thread_id, 1, length(:prefix)) = :prefix
+ GROUP BY thread_id
+HAVING :after_ms IS NULL OR (max(created_at_ms), thread_id) < (:after_ms, :after_id)
+ ORDER BY updated_at_ms DESC, thread_id DESC
+ LIMIT :limit
+"""
 # list_snapshots' four queries, each of constant text: one namespace's rows are a
 # range of the primary key, read newest first without a sort and without reading
 # the thread's other rows (a pack's manifest among them), which a condition like

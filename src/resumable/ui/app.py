@@ -162,7 +162,8 @@ async def _diff(board: Dashboard, request: Request) -> tuple[str, str]:
 
 
 async def _threads(board: Dashboard, request: Request) -> tuple[str, str]:
-    return "Threads", await threads_page.render_threads(board.engine)
+    params = dict(request.query_params)
+    return "Threads", await threads_page.render_threads(board.engine, params)
 
 
 async def _thread(board: Dashboard, request: Request) -> tuple[str, str]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from resumable._engine.children import child_run_id
 from resumable._engine.engine import Engine, RunView
-from resumable._engine.export import StepExport
+from resumable._engine.export import InputView, StepExport
 from resumable._engine.ledger import Ledger
 from resumable._engine.listing import RunFilter
 from resumable.errors import ResumableError
@@ -23,6 +25,8 @@ from resumable.ui.html import (
 )
 
 _WATERFALL_PX = 560
+Replayed = Callable[[int, int], bool]
+"""(seq, position from the top) -> whether the latest execution replayed it."""
 _LINEAGE_LIMIT = 200
 
 
@@ -37,12 +41,20 @@ async def render_live(engine: Engine, run_id: str) -> str:
     children = await engine.runs_page(RunFilter(parent=run_id), limit=_LINEAGE_LIMIT)
     forks = await engine.runs_page(RunFilter(forked_from=run_id), limit=_LINEAGE_LIMIT)
     replayed = _replayed_in_latest(ledger)
+    inputs = await engine.inputs(run_id)
     return (
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
         + _header(run, ledger)
         + _run_input(steps)
-        + _waterfall(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _waterfall(
+            steps,
+            replayed,
+            _children_by_seq(run_id, steps, children.runs),
+            inputs,
+            run.created_at,
+        )
         + _steps(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _inputs(inputs)
         + _ledger(ledger)
         + _related("Child runs", children.runs)
         + _related("Forks", forks.runs)
@@ -79,15 +91,20 @@ def actions(run: RunView, csrf: str, steps: int) -> str:
     return f"<section class=actions><h2>Actions</h2>{''.join(forms)}</section>"
 
 
-def _replayed_in_latest(ledger: Ledger | None) -> int:
-    """How many steps (from the top) the latest execution replayed rather than ran.
+def _replayed_in_latest(ledger: Ledger | None) -> Replayed:
+    """Whether the latest execution replayed a step (at `seq`, `position` from the top).
 
-    Each execution that replayed steps wrote its count in the ledger; an execution
-    that replayed nothing wrote no entry, so the latest known one is the answer.
+    Each execution that replayed steps wrote the seqs it replayed in the ledger (an
+    execution that replayed nothing wrote no entry), so the latest known one is the
+    answer. Entries written before seqs were recorded hold only a count: then the
+    first steps of the journal are taken as the replayed ones.
     """
     if ledger is None or not ledger.executions:
-        return 0
-    return max(ledger.executions, key=lambda e: e.fence).replayed_steps
+        return lambda seq, position: False
+    latest = max(ledger.executions, key=lambda e: e.fence)
+    if latest.replayed_seqs is not None:
+        return lambda seq, position: bool(latest.replayed(seq))
+    return lambda seq, position: position <= latest.replayed_steps
 
 
 def _header(run: RunView, ledger: Ledger | None) -> str:
@@ -137,10 +154,10 @@ def _run_input(steps: list[StepExport]) -> str:
     return f"<details><summary>Run input (args, kwargs)</summary><pre>{value_text(steps[0].run_input)}</pre></details>"
 
 
-def _kind(step: StepExport, position: int, replayed: int) -> str:
+def _kind(step: StepExport, position: int, replayed: Replayed) -> str:
     if step.status in ("failed", "retrying", "waiting"):
         return step.status
-    return "replayed" if position <= replayed else "executed"
+    return "replayed" if replayed(step.seq, position) else "executed"
 
 
 def _children_by_seq(
@@ -152,40 +169,165 @@ def _children_by_seq(
     return {seq: child for seq, child in found.items() if child is not None}
 
 
+@dataclass(frozen=True, slots=True)
+class _Bar:
+    began: datetime
+    duration_ms: float
+    kind: str
+    title: str
+
+
+def _step_bars(
+    step: StepExport, kind: str, previous_end: datetime | None
+) -> list[_Bar]:
+    """A step's bar, and the bars of time it spent not running: back-off, sleeps."""
+    bars = []
+    if (
+        step.attempts > 1
+        and previous_end is not None
+        and previous_end < step.started_at
+    ):
+        # the record keeps the last attempt's times: the earlier attempts and their
+        # back-off lie between the previous step's end (or the run's creation) and
+        # this attempt's start
+        bars.append(
+            _Bar(
+                previous_end,
+                _ms(step.started_at, previous_end),
+                "backoff",
+                f"{step.attempts - 1} earlier attempt(s) and retry back-off",
+            )
+        )
+    if step.step == "sleep" and step.status == "ok":
+        kind = "sleep"
+    elif step.step.startswith("wait_for:") and step.status == "ok":
+        kind = "input"
+    bars.append(
+        _Bar(
+            step.started_at, step.duration_ms, kind, f"{kind}: {step.duration_ms:,} ms"
+        )
+    )
+    delay = _retry_in_s(step)
+    if delay is not None:
+        bars.append(
+            _Bar(
+                step.finished_at,
+                delay * 1000,
+                "backoff",
+                f"retry back-off: attempt {step.attempts + 1} in {delay:.3f} s",
+            )
+        )
+    return bars
+
+
+def _retry_in_s(step: StepExport) -> float | None:
+    if step.status != "retrying" or not isinstance(step.error, dict):
+        return None
+    delay = step.error.get("retry_in_s")
+    return float(delay) if isinstance(delay, int | float) else None
+
+
+def _waterfall_rows(
+    steps: list[StepExport],
+    replayed: Replayed,
+    children: dict[int, RunView],
+    inputs: list[InputView],
+    created_at: datetime,
+) -> list[tuple[str, list[_Bar]]]:
+    """A labelled row of bars per step, child run and input sent."""
+    rows: list[tuple[str, list[_Bar]]] = []
+    previous_end: datetime | None = created_at
+    for i, s in enumerate(steps, start=1):
+        kind = _kind(s, i, replayed)
+        rows.append((f"#{s.seq} {s.step[:26]}", _step_bars(s, kind, previous_end)))
+        previous_end = s.finished_at
+        child = children.get(s.seq)
+        if child is not None:
+            took = _ms(child.updated_at, child.created_at)
+            rows.append(
+                (
+                    f"  ↳ {child.run_id[-24:]}",
+                    [
+                        _Bar(
+                            child.created_at,
+                            took,
+                            "child",
+                            f"child run: {took:,.0f} ms",
+                        )
+                    ],
+                )
+            )
+    rows += [
+        (
+            f"⇢ input {sent.key[:20]}",
+            [_Bar(sent.sent_at, 0, "sent", f"input {sent.key!r} sent")],
+        )
+        for sent in inputs
+    ]
+    return rows
+
+
 def _waterfall(
-    steps: list[StepExport], replayed: int, children: dict[int, RunView]
+    steps: list[StepExport],
+    replayed: Replayed,
+    children: dict[int, RunView],
+    inputs: list[InputView],
+    created_at: datetime,
 ) -> str:
     if not steps:
         return "<p class=empty>No steps recorded yet.</p>"
-    start = min(s.started_at for s in steps)
-    end = max(
-        [s.finished_at for s in steps] + [c.updated_at for c in children.values()]
-    )
-    span_ms = max(1.0, (end - start).total_seconds() * 1000)
-    rows = []
-    for i, s in enumerate(steps, start=1):
-        kind = _kind(s, i, replayed)
-        rows.append((f"#{s.seq} {s.step[:26]}", s.started_at, s.duration_ms, kind))
-        child = children.get(s.seq)
-        if child is not None:
-            took = int(_ms(child.updated_at, child.created_at))
-            rows.append((f"  ↳ {child.run_id[-24:]}", child.created_at, took, "child"))
-    bars = []
-    for i, (label, began, duration_ms, kind) in enumerate(rows):
-        x = 200 + _WATERFALL_PX * _ms(began, start) / span_ms
-        width = max(3.0, _WATERFALL_PX * duration_ms / span_ms)
+    rows = _waterfall_rows(steps, replayed, children, inputs, created_at)
+    every = [bar for _, bars in rows for bar in bars]
+    start = min(bar.began for bar in every)
+    end = max(bar.began + timedelta(milliseconds=bar.duration_ms) for bar in every)
+    span_ms = max(1.0, _ms(end, start))
+    drawn = []
+    for i, (label, bars) in enumerate(rows):
         y = 20 * i
-        bars.append(
-            f'<text x="0" y="{y + 13}" class=lbl>{esc(label)}</text>'
-            f'<rect x="{x:.1f}" y="{y + 2}" width="{width:.1f}" height="14" class="k-{kind}"><title>{esc(kind)}: {duration_ms} ms</title></rect>'
-        )
+        drawn.append(f'<text x="0" y="{y + 13}" class=lbl>{esc(label)}</text>')
+        for bar in bars:
+            x = 200 + _WATERFALL_PX * _ms(bar.began, start) / span_ms
+            width = max(3.0, _WATERFALL_PX * bar.duration_ms / span_ms)
+            drawn.append(
+                f'<rect x="{x:.1f}" y="{y + 2}" width="{width:.1f}" height="14" '
+                f'class="k-{esc(bar.kind)}"><title>{esc(bar.title)}</title></rect>'
+            )
     legend = "".join(
         f'<span class="key k-{k}">{k}</span>'
-        for k in ("executed", "replayed", "retrying", "waiting", "failed", "child")
+        for k in (
+            "executed",
+            "replayed",
+            "retrying",
+            "backoff",
+            "waiting",
+            "input",
+            "sleep",
+            "sent",
+            "failed",
+            "child",
+        )
     )
     return (
         f"<h2>Steps</h2><p class=legend>{legend}</p>"
-        f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(rows) + 4}" role=img>{"".join(bars)}</svg>'
+        f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(rows) + 4}" role=img>{"".join(drawn)}</svg>'
+    )
+
+
+def _inputs(inputs: list[InputView]) -> str:
+    if not inputs:
+        return ""
+    rows = [
+        [
+            esc(sent.key),
+            when(sent.sent_at),
+            f"<pre class=value>{value_text(sent.value)}</pre>"
+            if sent.unreadable is None
+            else f"<p class=error>{esc(sent.unreadable)}</p>",
+        ]
+        for sent in inputs
+    ]
+    return "<h2>Inputs sent</h2>" + table(
+        ["Key", "Sent (UTC)", "Value"], rows, "inputs"
     )
 
 
@@ -193,7 +335,9 @@ def _ms(moment: datetime, start: datetime) -> float:
     return (moment - start).total_seconds() * 1000
 
 
-def _steps(steps: list[StepExport], replayed: int, children: dict[int, RunView]) -> str:
+def _steps(
+    steps: list[StepExport], replayed: Replayed, children: dict[int, RunView]
+) -> str:
     rows = []
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)

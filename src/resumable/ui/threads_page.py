@@ -2,42 +2,80 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable.errors import ResumableError
-from resumable.integrations.langgraph_threads import is_writes_namespace, list_threads
+from resumable.integrations.langgraph_threads import (
+    is_langgraph_checkpoint,
+    is_writes_namespace,
+    known_threads,
+    langgraph_metadata,
+)
 from resumable.ui.html import esc, table, url, value_text, when
 
 _HISTORY_LIMIT = 200
+_THREADS_PAGE = 50
 _CHAT_KEYS = ("messages", "transcript", "history")
 
 
-async def render_threads(engine: Engine) -> str:
-    """A form to open any thread, and the LangGraph threads the store indexes."""
-    threads = await list_threads(engine, limit=100)
-    rows = [
-        [
-            f'<a href="{url("/thread", {"id": t.thread_id})}">{esc(t.thread_id)}</a>',
-            esc("" if t.step is None else t.step),
-            esc(t.source or ""),
-            when(t.updated_at),
-        ]
-        for t in threads
-    ]
-    listing = (
-        table(["LangGraph thread", "Step", "Source", "Updated (UTC)"], rows)
-        if rows
-        else "<p class=empty>No LangGraph threads in this store.</p>"
+async def render_threads(engine: Engine, params: Mapping[str, str]) -> str:
+    """Every thread holding snapshots, newest first, paged; LangGraph ones marked."""
+    prefix = params.get("prefix") or None
+    found = await engine.threads(
+        prefix=prefix, limit=_THREADS_PAGE, cursor=params.get("cursor") or None
     )
+    langgraph = set(await known_threads(engine))
+    rows = []
+    for thread in found.threads:
+        step, source = await _langgraph_step(engine, thread.thread_id, langgraph)
+        rows.append(
+            [
+                f'<a href="{url("/thread", {"id": thread.thread_id})}">'
+                f"{esc(thread.thread_id)}</a>",
+                "save_state" if step is None else "LangGraph",
+                esc(step or ""),
+                esc(source),
+                when(thread.updated_at),
+            ]
+        )
+    listing = (
+        table(["Thread", "Kind", "Step", "Source", "Updated (UTC)"], rows, "threads")
+        if rows
+        else "<p class=empty>No threads in this store"
+        + (f" start with {esc(prefix)}" if prefix else "")
+        + ".</p>"
+    )
+    pager = ""
+    if params.get("cursor"):
+        pager += f'<a href="{url("/threads", {"prefix": prefix})}">« newest</a> '
+    if found.next_cursor is not None:
+        older = {"prefix": prefix, "cursor": found.next_cursor}
+        pager += f'<a rel=next href="{url("/threads", older)}">older »</a>'
     return (
         "<h1>Threads and saved states</h1>"
-        '<form method=get action="/thread" class=filters>'
-        '<label>Thread id <input name=id required placeholder="thread-7"></label>'
-        "<button>Open</button></form>"
-        "<p><small>Threads saved with <code>Engine.save_state</code> are opened by id: "
-        "the store keeps no list of them.</small></p>" + listing
+        '<form method=get action="/threads" class=filters>'
+        "<label>Thread id starts with "
+        f'<input name=prefix value="{esc(prefix or "")}" placeholder="thread-"></label>'
+        "<button>Filter</button></form>"
+        + listing
+        + (f"<p class=pager>{pager}</p>" if pager else "")
     )
+
+
+async def _langgraph_step(
+    engine: Engine, thread_id: str, langgraph: set[str]
+) -> tuple[str | None, str]:
+    """(step, source) of a LangGraph thread's latest checkpoint; step None if not one."""
+    if thread_id not in langgraph:
+        return None, ""
+    latest = await engine.state_history(thread_id, namespace="", limit=1)
+    if not latest or not is_langgraph_checkpoint(latest[0]):
+        return None, ""
+    metadata = langgraph_metadata(latest[0])
+    step, source = metadata.get("step"), metadata.get("source")
+    return str(step) if isinstance(step, int) else "", str(source or "")
 
 
 async def render_thread(

@@ -24,6 +24,7 @@ for i = 2, #ARGV do
     redis.call('DEL', key, steps, inputs)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', B .. 'st:' .. run.status, id)
+    count_run(run.status, run.queue, -1)
     redis.call('ZREM', B .. 'wf:' .. run.workflow, id)
     redis.call('ZREM', B .. 'rdy:' .. run.workflow, id)
     redis.call('ZREM', B .. 'timers', id)

@@ -1,5 +1,5 @@
 -- delete_thread: delete every snapshot of a thread, releasing its chunk references.
--- KEYS[1] nss. ARGV: base, thread_id. Returns how many snapshots were deleted.
+-- KEYS[1] nss, KEYS[2] threads. ARGV: base, thread_id. Returns how many snapshots were deleted.
 local thread = ARGV[2]
 local count = 0
 for _, namespace in ipairs(redis.call('SMEMBERS', KEYS[1])) do
@@ -14,4 +14,5 @@ for _, namespace in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   redis.call('DEL', records, B .. 'cps:' .. suffix)
 end
 redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], thread)
 return count

@@ -56,8 +56,17 @@ local function can_acquire(run, owner, now, take_over)
     or (take_over ~= nil and run.lease_owner == take_over)
 end
 
+-- counts: runs per (status, queue), for count_runs without reading the runs; a
+-- field is status .. "\n" .. ("q" .. queue, or "-" for a run without a queue)
+local function count_run(status, queue, delta)
+  local field = status .. '\n' .. (queue and ('q' .. queue) or '-')
+  if redis.call('HINCRBY', B .. 'counts', field, delta) <= 0 then
+    redis.call('HDEL', B .. 'counts', field)
+  end
+end
+
 -- Keep every index that depends on a mutable field in step with the run:
---   st:<status>       list_runs by status
+--   st:<status>       list_runs by status (and counts, by status and queue)
 --   rdy:<workflow>    claimable now (queued, or a due timer promoted by a claim)
 --   timers            running by lease expiry; sleeping/waiting by wake_at_ms
 --   qactive:<queue>   the queue's leased runs by lease expiry (concurrency)
@@ -66,8 +75,10 @@ local function refile(id, run, old_status)
   if old_status ~= status then
     if old_status then
       redis.call('ZREM', B .. 'st:' .. old_status, id)
+      count_run(old_status, run.queue, -1)
     end
     redis.call('ZADD', B .. 'st:' .. status, run.created_at_ms, id)
+    count_run(status, run.queue, 1)
   end
   local ready = B .. 'rdy:' .. run.workflow
   if status == 'queued' then
@@ -211,4 +222,12 @@ local function bytes_lt(x, y)
     end
   end
   return #x < #y
+end
+
+-- threads: a zset of thread ids by their newest snapshot's created_at_ms
+local function touch_thread(threads, thread, created_at_ms)
+  local score = redis.call('ZSCORE', threads, thread)
+  if not score or tonumber(score) < tonumber(created_at_ms) then
+    redis.call('ZADD', threads, created_at_ms, thread)
+  end
 end
