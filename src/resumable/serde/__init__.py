@@ -13,7 +13,7 @@ from typing import Any
 
 from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
-from resumable.serde.integrity import Envelope, KeyRing
+from resumable.serde.integrity import STREAM_OVER, Envelope, KeyRing
 from resumable.serde.view import ViewLimits, view_body
 
 __all__ = ["Codec", "DecodeError", "Envelope", "KeyRing", "Serde", "TypeRegistry"]
@@ -66,21 +66,40 @@ class Serde:
             SerializationError: The value cannot be encoded; the caller adds the run
                 and step it belongs to.
         """
-        return self._seal(self.codec.encode(value, root=root), place=place, root=root)
+        if type(value) is str and len(value) <= STREAM_OVER:
+            # the hot path (most step results are short text): no pieces to join
+            return self._seal(self.codec.encode(value), place=place, root=root)
+        # the pieces are handed over, not kept here: seal_parts frees them once
+        # compressed, before it builds the frame
+        return self._seal_parts(
+            list(self.codec.encode_parts(value, root=root)), place=place, root=root
+        )
+
+    def _seal_parts(self, parts: list[bytes], *, place: str, root: str) -> bytes:
+        size = sum(len(part) for part in parts)
+        if size <= STREAM_OVER:
+            body = parts[0] if len(parts) == 1 else b"".join(parts)
+            parts.clear()
+            return self._seal(body, place=place, root=root)
+        self._check_size(size, root)
+        return self.envelope.seal_parts(parts, place=place)
 
     def dumps_json(self, value: dict[str, Any] | list[Any], *, place: str) -> bytes:
         """`dumps` for a dict or list built only of JSON's own types (`Codec.encode_json`)."""
         return self._seal(self.codec.encode_json(value), place=place, root="result")
 
     def _seal(self, body: bytes, *, place: str, root: str) -> bytes:
-        if self.max_bytes is not None and len(body) > self.max_bytes:
+        self._check_size(len(body), root)
+        return self.envelope.seal(body, place=place)
+
+    def _check_size(self, size: int, root: str) -> None:
+        if self.max_bytes is not None and size > self.max_bytes:
             raise SerializationError(
                 path=root,
-                detail=f"is {len(body):,} bytes encoded, over the {self.max_bytes:,}-byte "
+                detail=f"is {size:,} bytes encoded, over the {self.max_bytes:,}-byte "
                 f"limit (Engine(max_payload_bytes=...)); keep large data outside the store "
                 f"and return a reference to it (a path, a URL, an object key)",
             )
-        return self.envelope.seal(body, place=place)
 
     def loads(self, data: bytes, *, place: str) -> Any:
         """Open and decode bytes written by `dumps` for the same place.
@@ -89,9 +108,12 @@ class Serde:
             CorruptCheckpointError: The frame fails its checks or does not decode.
             SerializationError: The data names a type that is not registered.
         """
-        return self.decode(self.envelope.open(data, place=place), place=place)
+        if len(data) <= STREAM_OVER:
+            return self.decode(self.envelope.open(data, place=place), place=place)
+        # a large payload: its body is decoded from a view of the frame, not a copy
+        return self.decode(self.envelope.open_view(data, place=place), place=place)
 
-    def decode(self, body: bytes, *, place: str) -> Any:
+    def decode(self, body: bytes | memoryview, *, place: str) -> Any:
         """Decode a body `Envelope.open` returned for `place`, with typed errors only.
 
         Raises:

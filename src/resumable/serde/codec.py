@@ -31,6 +31,7 @@ NamedTuple is rebuilt through its constructor, so `__post_init__` runs again.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import types
@@ -64,6 +65,9 @@ _INT_PLAIN_LIMIT = 1 << 64
 
 _DECODE_PATH = "stored value"
 _TEXT: Final = b"\x01"  # a body of raw UTF-8 text follows (see the module docstring)
+# how json writes one top-level bytes value, around its base64 (which needs no escapes)
+_BYTES_OPEN: Final = b'{"~":"bytes","v":"'
+_BYTES_CLOSE: Final = b'"}'
 
 
 class DecodeError(ValueError):
@@ -596,6 +600,21 @@ def _json_loads(decoder: json.JSONDecoder) -> Callable[[str], Any]:
     return loads
 
 
+def _top_level_bytes(data: bytes | memoryview) -> bytes | None:
+    """The value of a body that is one `bytes` value, decoded from its base64 in place.
+
+    None when the text between `_BYTES_OPEN` and `_BYTES_CLOSE` is not strict
+    base64 (a quote, an escape, damage): the JSON parser then decides, so this
+    returns a value only where the parser would return the same one.
+    """
+    try:
+        return binascii.a2b_base64(
+            memoryview(data)[len(_BYTES_OPEN) : -len(_BYTES_CLOSE)], strict_mode=True
+        )
+    except binascii.Error:
+        return None
+
+
 class Codec:
     """Tagged-JSON encoder and decoder over a `TypeRegistry` allowlist.
 
@@ -651,6 +670,23 @@ class Codec:
             text = self._dumps(self._walk_safe_ints(value))
         return text.encode("utf-8", "surrogatepass")
 
+    def encode_parts(self, value: object, *, root: str = "result") -> tuple[bytes, ...]:
+        """`encode(value)` in pieces whose concatenation it is, each built once.
+
+        For a large value this spares the copy that joining makes: a `str` is the
+        text marker and the text's UTF-8, a `bytes` value is its base64 between
+        the JSON that `encode` writes around it; anything else is one piece.
+
+        Raises:
+            SerializationError: As `encode`.
+        """
+        kind = type(value)
+        if kind is str:
+            return _TEXT, cast("str", value).encode("utf-8", "surrogatepass")
+        if kind is bytes:
+            return _BYTES_OPEN, base64.b64encode(cast("bytes", value)), _BYTES_CLOSE
+        return (self.encode(value, root=root),)
+
     def encode_json(self, value: dict[str, Any] | list[Any]) -> bytes:
         """`encode(value)` for a dict or list built only of JSON's own types.
 
@@ -666,8 +702,11 @@ class Codec:
             return self.encode(value)
         return text.encode("utf-8", "surrogatepass")
 
-    def decode(self, data: bytes) -> Any:
+    def decode(self, data: bytes | memoryview) -> Any:
         """Decode bytes written by `encode` back to the same types.
+
+        `data` may be a memoryview (of a frame's body): nothing is copied from it
+        but the value itself.
 
         Raises:
             DecodeError: The bytes are not a well-formed payload.
@@ -676,8 +715,12 @@ class Codec:
         """
         try:
             if data[:1] == _TEXT:
-                return data[1:].decode("utf-8", "surrogatepass")
-            return self._loads(data.decode("utf-8", "surrogatepass"))
+                return str(memoryview(data)[1:], "utf-8", "surrogatepass")
+            if data[: len(_BYTES_OPEN)] == _BYTES_OPEN and data[-2:] == _BYTES_CLOSE:
+                blob = _top_level_bytes(data)
+                if blob is not None:
+                    return blob
+            return self._loads(str(data, "utf-8", "surrogatepass"))
         except DecodeError:
             raise
         except (ValueError, RecursionError) as exc:

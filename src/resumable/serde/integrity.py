@@ -28,11 +28,15 @@ import threading
 import zlib
 from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, TypeAlias, TypeVar, cast
 
 from resumable.errors import CorruptCheckpointError
 
 __all__ = ["Envelope", "KeyRing"]
+
+Buffer: TypeAlias = bytes | memoryview
+"""A frame or a body: `open` slices bytes, `open_view` slices a view (no copies)."""
+_B = TypeVar("_B", bytes, memoryview)
 
 FORMAT_VERSION = 1
 _COMPRESSED = 0x01
@@ -60,13 +64,13 @@ class Aead(Protocol):
     """The part of cryptography's `AESGCM` this module uses."""
 
     def encrypt(
-        self, nonce: bytes, data: bytes, associated_data: bytes | None
+        self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None
     ) -> bytes:
         """Encrypt and authenticate `data`; return ciphertext + tag."""
         ...
 
     def decrypt(
-        self, nonce: bytes, data: bytes, associated_data: bytes | None
+        self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None
     ) -> bytes:
         """Check the tag and decrypt; raise `InvalidTag` on failure."""
         ...
@@ -309,6 +313,62 @@ class Envelope:
         )
         return b"".join((header, nonce, sealed))
 
+    def seal_parts(self, parts: list[bytes], *, place: str) -> bytes:
+        """`seal(b"".join(parts))`, the same bytes, holding fewer copies of them.
+
+        For large bodies (`Serde.dumps` sends those over `STREAM_OVER`): the parts
+        are never joined; zstd takes them a slice at a time and writes only the
+        compressed size (a one-shot call sizes its output for the worst case),
+        the CRC-32 is taken part by part, and the frame is built in one join.
+        `parts` is emptied once compressed, so the encoded body is freed before
+        the frame is built (when the caller keeps no other reference to it).
+        """
+        size = sum(len(part) for part in parts)
+        stored = parts
+        flags = 0
+        if self._compress_over is not None and size > self._compress_over:
+            zstd = _import_optional("zstandard")
+            if zstd is not None:
+                packed = _compress_parts(zstd, parts, size)
+                if sum(len(chunk) for chunk in packed) < size:
+                    parts.clear()
+                    stored, flags = packed, _COMPRESSED
+        keys = self._keys
+        if keys is None:
+            header = bytes((FORMAT_VERSION, flags))
+            checksum = zlib.crc32(header)
+            for part in stored:
+                checksum = zlib.crc32(part, checksum)
+            return b"".join((header, _CRC.pack(checksum), *stored))
+        body = b"".join(stored)
+        stored.clear()
+        parts.clear()
+        key_id = keys.current.encode("utf-8")
+        header = bytes((FORMAT_VERSION, flags | _ENCRYPTED, len(key_id))) + key_id
+        nonce = os.urandom(_NONCE_SIZE)
+        sealed = keys.current_cipher().encrypt(
+            nonce, body, _associated_data(header, place)
+        )
+        del body
+        return b"".join((header, nonce, sealed))
+
+    def open_view(
+        self, data: bytes | bytearray | memoryview, *, place: str
+    ) -> bytes | memoryview:
+        """`open`, returning a plain frame's body as a view into `data`, not a copy.
+
+        For a large payload read to be decoded at once (`Serde.loads`): nothing of
+        the frame is sliced off, so a plain body is a view (it keeps `data` alive:
+        hold it no longer than the decoding), and a compressed or encrypted one is
+        the one output its decompression or decryption writes.
+
+        Raises:
+            CorruptCheckpointError: As `open`.
+        """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            data = _as_bytes(data, place)
+        return self._open(memoryview(data), place)
+
     def open(self, data: bytes, *, place: str) -> bytes:
         """Check a stored frame and return the body it holds.
 
@@ -329,6 +389,11 @@ class Envelope:
             body = data[_PLAIN_HEADER_SIZE:]
             if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0]:
                 return self._within_limit(body, place)
+        body = self._open(data, place)
+        return body if type(body) is bytes else bytes(body)
+
+    def _open(self, data: Buffer, place: str) -> Buffer:
+        """`open` past its fast path: slices of `data` are bytes or views, as it is."""
         if len(data) < 2:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
         version, flags = data[0], data[1]
@@ -357,7 +422,7 @@ class Envelope:
             return _decompress(body, place, self._max_body_bytes)
         return self._within_limit(body, place)
 
-    def _within_limit(self, body: bytes, place: str) -> bytes:
+    def _within_limit(self, body: _B, place: str) -> _B:
         limit = self._max_body_bytes
         if limit is not None and len(body) > limit:
             raise CorruptCheckpointError(
@@ -395,7 +460,7 @@ class Envelope:
             body = self.open(data, place=place)
         return self.seal(body, place=place)
 
-    def _check(self, data: bytes, place: str) -> bytes:
+    def _check(self, data: _B, place: str) -> _B:
         if self._keys is not None:
             raise CorruptCheckpointError(
                 place=place, detail="the frame is not encrypted but encryption is on"
@@ -408,7 +473,7 @@ class Envelope:
             raise CorruptCheckpointError(place=place, detail="checksum mismatch")
         return body
 
-    def _decrypt(self, data: bytes, place: str) -> bytes:
+    def _decrypt(self, data: Buffer, place: str) -> bytes:
         keys = self._keys
         if keys is None:
             raise CorruptCheckpointError(
@@ -421,7 +486,7 @@ class Envelope:
         header_size = 3 + data[2]
         if len(data) < header_size + _NONCE_SIZE + _GCM_TAG_SIZE:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
-        header = data[:header_size]
+        header = bytes(data[:header_size])
         try:
             key_id = header[3:].decode("utf-8")
         except UnicodeDecodeError:
@@ -436,7 +501,7 @@ class Envelope:
                 f"ring {list(keys.ids)}; add that key to RESUMABLE_ENCRYPTION_KEY",
             )
         invalid_tag = _invalid_tag()
-        nonce = data[header_size : header_size + _NONCE_SIZE]
+        nonce = bytes(data[header_size : header_size + _NONCE_SIZE])
         try:
             return cipher.decrypt(
                 nonce,
@@ -449,6 +514,30 @@ class Envelope:
                 detail="decryption failed: the data was altered, was written for "
                 "another place, or the key differs from the one that wrote it",
             ) from None
+
+
+STREAM_OVER: Final = 1 << 20
+"""Bodies longer than this are sealed by `Envelope.seal_parts` (see `Serde.dumps`)."""
+_STREAM_SLICE: Final = 1 << 22
+
+
+def _compress_parts(zstd: ModuleType, parts: list[bytes], size: int) -> list[bytes]:
+    """What `ZstdCompressor.compress(b"".join(parts))` returns, as a list of chunks.
+
+    The same bytes (the content size is pledged, so the frame declares it as the
+    one-shot call does), fed a slice at a time: no joined input, and no output
+    buffer sized for the worst case.
+    """
+    stream = _zstd_context(zstd, "compressor").compressobj(size=size)
+    chunks: list[bytes] = []
+    for part in parts:
+        view = memoryview(part)
+        for start in range(0, len(view), _STREAM_SLICE):
+            chunk = stream.compress(view[start : start + _STREAM_SLICE])
+            if chunk:
+                chunks.append(chunk)
+    chunks.append(stream.flush())
+    return chunks
 
 
 def _associated_data(header: bytes, place: str) -> bytes:
@@ -487,7 +576,7 @@ def _as_bytes(data: object, place: str) -> bytes:
     )
 
 
-def _decompress(body: bytes, place: str, limit: int | None) -> bytes:
+def _decompress(body: Buffer, place: str, limit: int | None) -> bytes:
     """zstd-decompress `body`, never allocating more than `limit` bytes for it.
 
     The size a frame declares is checked before anything is allocated; a frame
