@@ -1,0 +1,127 @@
+"""A 200 MB step result, offloaded, round-trips holding at most COPIES copies of it.
+
+Peak memory is what `tracemalloc` traces (Python objects) beyond the value itself,
+during the write (`engine.run`: encode, seal, upload, commit) and during the read
+(`history()[0].output()`: download, check, open, decode). 1.5 copies are reached
+for text (its UTF-8 encoding, then its compressed frame); before the large-value
+path a write held 2.5 and a read 2.5, which the bound refuses. The S3 server runs
+in a subprocess so that its own buffers are not traced here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import tracemalloc
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from resumable import Engine, step, workflow
+from resumable.stores.blobs import BlobStore, S3Blobs
+
+SIZE = 200_000_000
+COPIES = 2.0
+VALUE: list[str] = []
+
+
+@step(name="large.produce")
+async def produce() -> str:
+    return VALUE[0]
+
+
+@workflow(name="large.one")
+async def one_large() -> int:
+    return len(await produce())
+
+
+@pytest.fixture(scope="module")
+def moto_process() -> Iterator[str]:
+    """moto's S3 server in a subprocess on 127.0.0.1: its endpoint."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(endpoint + "/", timeout=1).close()  # noqa: S310 - our own loopback URL
+                break
+            time.sleep(0.05)
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _s3(endpoint: str) -> BlobStore:
+    bucket = f"large-{uuid.uuid4().hex[:10]}"
+    request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+    urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - our own loopback URL
+    return S3Blobs(
+        f"s3://{bucket}/p",
+        config={
+            "endpoint": endpoint,
+            "region": "us-east-1",
+            "access_key_id": "testing",
+            "secret_access_key": "testing",
+        },
+    )
+
+
+async def _round_trip(url: str, blobs: Any) -> tuple[float, float]:
+    """(copies held by the write, copies held by the read), beyond the value."""
+    VALUE[:] = [os.urandom(SIZE // 2).hex()]
+    async with Engine(url, blobs=blobs, max_payload_bytes=None) as engine:
+        tracemalloc.start()
+        try:
+            assert await engine.run(one_large, run_id="large") == SIZE
+            write = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        objects = await engine.store.blobs.listing()  # type: ignore[attr-defined]  # OffloadStore.blobs
+        assert len(objects) == 1
+        assert objects[0].size > SIZE // 3  # the value went there, not to the row
+    async with Engine(url, blobs=blobs, max_payload_bytes=None) as engine:
+        tracemalloc.start()
+        try:
+            value = (await engine.history("large"))[0].output()
+            read = tracemalloc.get_traced_memory()[1] - SIZE
+        finally:
+            tracemalloc.stop()
+        assert value == VALUE[0]
+    VALUE.clear()
+    return write / SIZE, read / SIZE
+
+
+@pytest.mark.timeout(40)
+async def test_a_large_result_offloaded_to_a_folder_round_trips_within_the_bound(
+    tmp_path: Path,
+) -> None:
+    write, read = await _round_trip(
+        f"sqlite:///{tmp_path}/state.db", (tmp_path / "objects").as_uri()
+    )
+    assert write < COPIES, f"the write held {write:.2f} copies"
+    assert read < COPIES, f"the read held {read:.2f} copies"
+
+
+@pytest.mark.timeout(40)
+async def test_a_large_result_offloaded_to_s3_round_trips_within_the_bound(
+    tmp_path: Path, moto_process: str
+) -> None:
+    write, read = await _round_trip(f"sqlite:///{tmp_path}/state.db", _s3(moto_process))
+    assert write < COPIES, f"the write held {write:.2f} copies"
+    assert read < COPIES, f"the read held {read:.2f} copies"
