@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 import pytest
+import zstandard
 
 from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde import Envelope, KeyRing, Serde
@@ -17,8 +18,11 @@ PLACE = "run 'r' step #1 'big'"
 TEXT = os.urandom(STREAM_OVER).hex()  # 2 MB of text zstd shrinks to about half
 BLOB = os.urandom(STREAM_OVER * 2)  # incompressible
 
+SLICE = 1 << 22  # what encode_stream encodes at a time
 VALUES: list[Any] = [
     TEXT,
+    "a" * (SLICE - 1) + "\ud83d\ude00 é😀" * 3 + "b" * SLICE,  # pairs cut by a slice
+    os.urandom(SLICE * 2 + 1),
     TEXT + "\udc80 lone surrogate",
     BLOB,
     b"",
@@ -36,9 +40,12 @@ def fixed_nonce(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("value", VALUES, ids=lambda v: type(v).__name__)
-def test_encode_parts_join_to_what_encode_writes(value: object) -> None:
+def test_encode_stream_pieces_join_to_what_encode_writes(value: object) -> None:
     codec = Codec(TypeRegistry())
-    assert b"".join(codec.encode_parts(value)) == codec.encode(value)
+    encoded = codec.encode_stream(value)
+    assert b"".join(encoded.pieces()) == codec.encode(value)
+    assert encoded.size == len(codec.encode(value))
+    assert b"".join(encoded.pieces()) == codec.encode(value)  # again: a new iterator
 
 
 @pytest.mark.parametrize("value", VALUES, ids=lambda v: type(v).__name__)
@@ -69,12 +76,16 @@ def test_the_top_level_bytes_shortcut_agrees_with_the_json_parser(body: bytes) -
     ids=["text", "incompressible", "three"],
 )
 @pytest.mark.usefixtures("fixed_nonce")
-def test_seal_parts_writes_the_bytes_seal_writes(
+def test_seal_stream_writes_the_bytes_seal_writes(
     keys: KeyRing | None, parts: list[bytes]
 ) -> None:
     envelope = Envelope(keys=keys)
-    expected = envelope.seal(b"".join(parts), place=PLACE)
-    assert envelope.seal_parts(list(parts), place=PLACE) == expected
+    body = b"".join(parts)
+    expected = envelope.seal(body, place=PLACE)
+    assert envelope.seal_stream(len(body), lambda: iter(parts), place=PLACE) == expected
+    assert envelope.open(expected, place=PLACE) == body
+    if keys is None and expected[1] & 0x01:  # compressed: the frame declares its size
+        assert zstandard.frame_content_size(expected[6:]) == len(body)
 
 
 @pytest.mark.parametrize("keys", [None, KEYS], ids=["plain", "encrypted"])

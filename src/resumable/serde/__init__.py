@@ -66,23 +66,13 @@ class Serde:
             SerializationError: The value cannot be encoded; the caller adds the run
                 and step it belongs to.
         """
-        if type(value) is str and len(value) <= STREAM_OVER:
-            # the hot path (most step results are short text): no pieces to join
-            return self._seal(self.codec.encode(value), place=place, root=root)
-        # the pieces are handed over, not kept here: seal_parts frees them once
-        # compressed, before it builds the frame
-        return self._seal_parts(
-            list(self.codec.encode_parts(value, root=root)), place=place, root=root
-        )
-
-    def _seal_parts(self, parts: list[bytes], *, place: str, root: str) -> bytes:
-        size = sum(len(part) for part in parts)
-        if size <= STREAM_OVER:
-            body = parts[0] if len(parts) == 1 else b"".join(parts)
-            parts.clear()
-            return self._seal(body, place=place, root=root)
-        self._check_size(size, root)
-        return self.envelope.seal_parts(parts, place=place)
+        kind = type(value)
+        if (kind is str or kind is bytes) and len(value) > STREAM_OVER:  # type: ignore[arg-type]  # str or bytes
+            # encoded a slice at a time as it is sealed: never held whole
+            encoded = self.codec.encode_stream(value, root=root)
+            self._check_size(encoded.size, root)
+            return self.envelope.seal_stream(encoded.size, encoded.pieces, place=place)
+        return self._seal(self.codec.encode(value, root=root), place=place, root=root)
 
     def dumps_json(self, value: dict[str, Any] | list[Any], *, place: str) -> bytes:
         """`dumps` for a dict or list built only of JSON's own types (`Codec.encode_json`)."""

@@ -35,7 +35,8 @@ import binascii
 import hashlib
 import json
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Final, cast
@@ -44,7 +45,7 @@ from uuid import UUID
 from resumable.errors import SerializationError
 from resumable.serde.registry import TypeInfo, TypeRegistry
 
-__all__ = ["Codec", "DecodeError", "TypeRegistry"]
+__all__ = ["Codec", "DecodeError", "Encoded", "TypeRegistry"]
 
 # A JSON-ready tree: what the walk hands to json, and what json hands back.
 Json = Any
@@ -600,6 +601,49 @@ def _json_loads(decoder: json.JSONDecoder) -> Callable[[str], Any]:
     return loads
 
 
+_SLICE: Final = 1 << 22
+"""Characters (of a str) or bytes (multiple of 3) encoded at a time by a stream."""
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A value's encoding, made a piece at a time (`Codec.encode_stream`)."""
+
+    size: int
+    """The length of the whole encoding, in bytes."""
+    pieces: Callable[[], Iterator[bytes]]
+    """A new iterator over the pieces each call; joined, they are `encode(value)`."""
+
+
+def _text_stream(text: str) -> Encoded:
+    def pieces() -> Iterator[bytes]:
+        yield _TEXT
+        for at in range(0, len(text), _SLICE):
+            # surrogatepass encodes each code point on its own: a slice never
+            # splits one, so the pieces join to the whole text's encoding
+            yield text[at : at + _SLICE].encode("utf-8", "surrogatepass")
+
+    if text.isascii():
+        size = len(text)
+    else:  # counted a slice at a time, never encoded whole
+        size = sum(len(piece) for piece in pieces()) - len(_TEXT)
+    return Encoded(len(_TEXT) + size, pieces)
+
+
+def _bytes_stream(data: bytes) -> Encoded:
+    step = _SLICE - _SLICE % 3
+
+    def pieces() -> Iterator[bytes]:
+        yield _BYTES_OPEN
+        view = memoryview(data)
+        for at in range(0, len(view), step):
+            yield base64.b64encode(view[at : at + step])
+        yield _BYTES_CLOSE
+
+    size = len(_BYTES_OPEN) + 4 * ((len(data) + 2) // 3) + len(_BYTES_CLOSE)
+    return Encoded(size, pieces)
+
+
 def _top_level_bytes(data: bytes | memoryview) -> bytes | None:
     """The value of a body that is one `bytes` value, decoded from its base64 in place.
 
@@ -670,22 +714,24 @@ class Codec:
             text = self._dumps(self._walk_safe_ints(value))
         return text.encode("utf-8", "surrogatepass")
 
-    def encode_parts(self, value: object, *, root: str = "result") -> tuple[bytes, ...]:
-        """`encode(value)` in pieces whose concatenation it is, each built once.
+    def encode_stream(self, value: object, *, root: str = "result") -> Encoded:
+        """`encode(value)` as pieces made on demand, for a large value.
 
-        For a large value this spares the copy that joining makes: a `str` is the
-        text marker and the text's UTF-8, a `bytes` value is its base64 between
-        the JSON that `encode` writes around it; anything else is one piece.
+        A `str` is encoded a slice at a time and a `bytes` value base64-encoded a
+        slice at a time (slices of a multiple of 3 bytes, so their base64 joins to
+        the whole's), so neither encoding is ever held whole; anything else is
+        encoded once, as one piece.
 
         Raises:
             SerializationError: As `encode`.
         """
         kind = type(value)
         if kind is str:
-            return _TEXT, cast("str", value).encode("utf-8", "surrogatepass")
+            return _text_stream(cast("str", value))
         if kind is bytes:
-            return _BYTES_OPEN, base64.b64encode(cast("bytes", value)), _BYTES_CLOSE
-        return (self.encode(value, root=root),)
+            return _bytes_stream(cast("bytes", value))
+        body = self.encode(value, root=root)
+        return Encoded(len(body), lambda: iter((body,)))
 
     def encode_json(self, value: dict[str, Any] | list[Any]) -> bytes:
         """`encode(value)` for a dict or list built only of JSON's own types.

@@ -21,12 +21,13 @@ from __future__ import annotations
 import base64
 import binascii
 import importlib
+import io
 import os
 import struct
 import sys
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, Final, Protocol, TypeAlias, TypeVar, cast
 
@@ -293,6 +294,8 @@ class Envelope:
             place: Where the frame will be stored, e.g. "run 'x' step #3"; with
                 encryption it is authenticated, so the frame opens only there.
         """
+        if len(body) > STREAM_OVER:
+            return self.seal_stream(len(body), lambda: iter((body,)), place=place)
         flags = 0
         if self._compress_over is not None and len(body) > self._compress_over:
             zstd = _import_optional("zstandard")
@@ -313,36 +316,50 @@ class Envelope:
         )
         return b"".join((header, nonce, sealed))
 
-    def seal_parts(self, parts: list[bytes], *, place: str) -> bytes:
-        """`seal(b"".join(parts))`, the same bytes, holding fewer copies of them.
+    def seal_stream(
+        self, size: int, pieces: Callable[[], Iterator[bytes]], *, place: str
+    ) -> bytes:
+        """`seal(b"".join(pieces()))`, never holding the joined body.
 
-        For large bodies (`Serde.dumps` sends those over `STREAM_OVER`): the parts
-        are never joined; zstd takes them a slice at a time and writes only the
-        compressed size (a one-shot call sizes its output for the worst case),
-        the CRC-32 is taken part by part, and the frame is built in one join.
-        `parts` is emptied once compressed, so the encoded body is freed before
-        the frame is built (when the caller keeps no other reference to it).
+        For large bodies (`seal` sends those over `STREAM_OVER` here too, so both
+        write the same bytes): zstd takes the pieces as they come and the frame
+        grows in one buffer, its header and CRC-32 written in last. Without
+        encryption, a compressed write holds the pieces in flight and the frame;
+        when compression does not shrink the body, `pieces` is called again and
+        the frame holds the body as is. With encryption, the compressed (or
+        plain) body, then its ciphertext, are held as well.
+
+        Args:
+            size: The length of the joined pieces.
+            pieces: A new iterator over the body's pieces each call.
+            place: As `seal`.
         """
-        size = sum(len(part) for part in parts)
-        stored = parts
+        keys = self._keys
+        reserve = _PLAIN_HEADER_SIZE if keys is None else 0
+        built: tuple[io.BytesIO, int, int] | None = None
         flags = 0
         if self._compress_over is not None and size > self._compress_over:
             zstd = _import_optional("zstandard")
             if zstd is not None:
-                packed = _compress_parts(zstd, parts, size)
-                if sum(len(chunk) for chunk in packed) < size:
-                    parts.clear()
-                    stored, flags = packed, _COMPRESSED
-        keys = self._keys
+                built = _build(
+                    _compressed(zstd, size, pieces()),
+                    reserve,
+                    zlib.crc32(bytes((FORMAT_VERSION, _COMPRESSED))),
+                )
+                if built[2] < size:
+                    flags = _COMPRESSED
+                else:
+                    built = None  # freed before the plain frame is built
+        if built is None:
+            built = _build(pieces(), reserve, _PLAIN_FRAME_CRC)
+        out, checksum, _ = built
+        del built
         if keys is None:
-            header = bytes((FORMAT_VERSION, flags))
-            checksum = zlib.crc32(header)
-            for part in stored:
-                checksum = zlib.crc32(part, checksum)
-            return b"".join((header, _CRC.pack(checksum), *stored))
-        body = b"".join(stored)
-        stored.clear()
-        parts.clear()
+            with out.getbuffer() as frame:
+                frame[:reserve] = bytes((FORMAT_VERSION, flags)) + _CRC.pack(checksum)
+            return out.getvalue()  # the buffer itself, not a copy
+        body = out.getvalue()
+        del out
         key_id = keys.current.encode("utf-8")
         header = bytes((FORMAT_VERSION, flags | _ENCRYPTED, len(key_id))) + key_id
         nonce = os.urandom(_NONCE_SIZE)
@@ -517,27 +534,41 @@ class Envelope:
 
 
 STREAM_OVER: Final = 1 << 20
-"""Bodies longer than this are sealed by `Envelope.seal_parts` (see `Serde.dumps`)."""
+"""Bodies longer than this are sealed by `Envelope.seal_stream` and opened by
+`Envelope.open_view` (see `Serde.dumps` and `Serde.loads`)."""
 _STREAM_SLICE: Final = 1 << 22
 
 
-def _compress_parts(zstd: ModuleType, parts: list[bytes], size: int) -> list[bytes]:
-    """What `ZstdCompressor.compress(b"".join(parts))` returns, as a list of chunks.
+def _compressed(zstd: ModuleType, size: int, pieces: Iterable[bytes]) -> Iterator[bytes]:
+    """zstd's frame of the joined pieces, in chunks, as a pledged-size stream writes it.
 
-    The same bytes (the content size is pledged, so the frame declares it as the
-    one-shot call does), fed a slice at a time: no joined input, and no output
-    buffer sized for the worst case.
+    Neither the joined input nor an output sized for the worst case (what a
+    one-shot call allocates) is held. The content size is pledged, so the frame
+    declares it, which `_decompress` checks before allocating. The chunks do
+    not depend on how the input is cut into pieces.
     """
     stream = _zstd_context(zstd, "compressor").compressobj(size=size)
-    chunks: list[bytes] = []
-    for part in parts:
-        view = memoryview(part)
-        for start in range(0, len(view), _STREAM_SLICE):
-            chunk = stream.compress(view[start : start + _STREAM_SLICE])
+    for piece in pieces:
+        view = memoryview(piece)
+        for at in range(0, len(view), _STREAM_SLICE):
+            chunk: bytes = stream.compress(view[at : at + _STREAM_SLICE])
             if chunk:
-                chunks.append(chunk)
-    chunks.append(stream.flush())
-    return chunks
+                yield chunk
+    yield stream.flush()
+
+
+def _build(
+    chunks: Iterable[bytes], reserve: int, crc: int
+) -> tuple[io.BytesIO, int, int]:
+    """(`reserve` zero bytes then the chunks in one buffer, their CRC-32, their size)."""
+    out = io.BytesIO()
+    out.write(bytes(reserve))
+    size = 0
+    for chunk in chunks:
+        out.write(chunk)
+        crc = zlib.crc32(chunk, crc)
+        size += len(chunk)
+    return out, crc, size
 
 
 def _associated_data(header: bytes, place: str) -> bytes:
