@@ -135,7 +135,13 @@ async def phase(args: argparse.Namespace) -> dict[str, float]:
 
 
 def run_phase(
-    phase_name: str, kind: str, size: int, offload: str, folder: str, s3: tuple[str, str]
+    phase_name: str,
+    *,
+    kind: str,
+    size: int,
+    offload: str,
+    folder: str,
+    s3: tuple[str, str],
 ) -> dict[str, float]:
     command = [
         sys.executable,
@@ -170,7 +176,10 @@ def measure(sizes: list[int], offloads: list[str]) -> dict[str, dict[str, float]
         for size in sizes:
             for kind in ("str", "bytes"):
                 for offload in offloads:
-                    samples: dict[str, list[dict[str, float]]] = {"write": [], "read": []}
+                    samples: dict[str, list[dict[str, float]]] = {
+                        "write": [],
+                        "read": [],
+                    }
                     for _ in range(RUNS):
                         bucket = create_bucket(endpoint) if offload == "s3" else ""
                         with tempfile.TemporaryDirectory() as folder:
@@ -178,11 +187,11 @@ def measure(sizes: list[int], offloads: list[str]) -> dict[str, dict[str, float]
                                 samples[phase_name].append(
                                     run_phase(
                                         phase_name,
-                                        kind,
-                                        size,
-                                        offload,
-                                        folder,
-                                        (endpoint, bucket),
+                                        kind=kind,
+                                        size=size,
+                                        offload=offload,
+                                        folder=folder,
+                                        s3=(endpoint, bucket),
                                     )
                                 )
                     for phase_name, runs in samples.items():
@@ -258,9 +267,7 @@ def main() -> None:
     if args.phase:
         print(json.dumps(asyncio.run(phase(args))))
         return
-    results = measure(
-        [int(s) for s in args.sizes.split(",")], args.offloads.split(",")
-    )
+    results = measure([int(s) for s in args.sizes.split(",")], args.offloads.split(","))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else {}

@@ -70,7 +70,7 @@ def moto_process() -> Iterator[str]:
 
 def _s3(endpoint: str) -> BlobStore:
     bucket = f"large-{uuid.uuid4().hex[:10]}"
-    request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+    request = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")  # noqa: S310 - our own loopback URL
     urllib.request.urlopen(request, timeout=10).close()  # noqa: S310 - our own loopback URL
     return S3Blobs(
         f"s3://{bucket}/p",

@@ -91,7 +91,7 @@ class Serde:
                 f"and return a reference to it (a path, a URL, an object key)",
             )
 
-    def loads(self, data: bytes, *, place: str) -> Any:
+    def loads(self, data: bytes | bytearray, *, place: str) -> Any:
         """Open and decode bytes written by `dumps` for the same place.
 
         Raises:

@@ -29,7 +29,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import ModuleType
-from typing import Any, Final, Protocol, TypeAlias, TypeVar, cast
+from typing import Any, Final, Protocol, TypeAlias, cast
 
 from resumable.errors import CorruptCheckpointError
 
@@ -37,7 +37,6 @@ __all__ = ["Envelope", "KeyRing"]
 
 Buffer: TypeAlias = bytes | memoryview
 """A frame or a body: `open` slices bytes, `open_view` slices a view (no copies)."""
-_B = TypeVar("_B", bytes, memoryview)
 
 FORMAT_VERSION = 1
 _COMPRESSED = 0x01
@@ -382,11 +381,9 @@ class Envelope:
         Raises:
             CorruptCheckpointError: As `open`.
         """
-        if not isinstance(data, bytes | bytearray | memoryview):
-            data = _as_bytes(data, place)
-        return self._open(memoryview(data), place)
+        return self._open(_as_view(data, place), place)
 
-    def open(self, data: bytes, *, place: str) -> bytes:
+    def open(self, data: bytes | bytearray | memoryview, *, place: str) -> bytes:
         """Check a stored frame and return the body it holds.
 
         Raises:
@@ -405,9 +402,10 @@ class Envelope:
         ):  # the common frame (plaintext, uncompressed), checked in one go
             body = data[_PLAIN_HEADER_SIZE:]
             if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0]:
-                return self._within_limit(body, place)
-        body = self._open(data, place)
-        return body if type(body) is bytes else bytes(body)
+                self._within_limit(body, place)
+                return body
+        opened = self._open(data, place)
+        return opened if type(opened) is bytes else bytes(opened)
 
     def _open(self, data: Buffer, place: str) -> Buffer:
         """`open` past its fast path: slices of `data` are bytes or views, as it is."""
@@ -431,15 +429,17 @@ class Envelope:
             raise CorruptCheckpointError(
                 place=place, detail=f"unknown flags {flags:#04x}"
             )
-        if flags & _ENCRYPTED:
-            body = self._decrypt(data, place)
-        else:
-            body = self._check(data, place)
+        body = (
+            self._decrypt(data, place)
+            if flags & _ENCRYPTED
+            else self._check(data, place)
+        )
         if flags & _COMPRESSED:
             return _decompress(body, place, self._max_body_bytes)
-        return self._within_limit(body, place)
+        self._within_limit(body, place)
+        return body
 
-    def _within_limit(self, body: _B, place: str) -> _B:
+    def _within_limit(self, body: Buffer, place: str) -> None:
         limit = self._max_body_bytes
         if limit is not None and len(body) > limit:
             raise CorruptCheckpointError(
@@ -447,7 +447,6 @@ class Envelope:
                 detail=f"its body is {len(body):,} bytes, over the {limit:,}-byte "
                 f"payload limit no write can pass (Engine(max_payload_bytes=...))",
             )
-        return body
 
     def key_id_of(self, data: bytes) -> str | None:
         """The id of the key a frame was sealed with; None for a plaintext frame."""
@@ -477,7 +476,7 @@ class Envelope:
             body = self.open(data, place=place)
         return self.seal(body, place=place)
 
-    def _check(self, data: _B, place: str) -> _B:
+    def _check(self, data: Buffer, place: str) -> Buffer:
         if self._keys is not None:
             raise CorruptCheckpointError(
                 place=place, detail="the frame is not encrypted but encryption is on"
@@ -539,8 +538,10 @@ STREAM_OVER: Final = 1 << 20
 _STREAM_SLICE: Final = 1 << 22
 
 
-def _compressed(zstd: ModuleType, size: int, pieces: Iterable[bytes]) -> Iterator[bytes]:
-    """zstd's frame of the joined pieces, in chunks, as a pledged-size stream writes it.
+def _compressed(
+    zstd: ModuleType, size: int, pieces: Iterable[bytes]
+) -> Iterator[bytes]:
+    """The zstd frame of the joined pieces, in chunks, as a pledged-size stream writes it.
 
     Neither the joined input nor an output sized for the worst case (what a
     one-shot call allocates) is held. The content size is pledged, so the frame
@@ -594,6 +595,13 @@ def _zstd_context(zstd: ModuleType, kind: str) -> Any:
             context = zstd.ZstdDecompressor()
         setattr(_ZSTD_CONTEXTS, kind, context)
     return context
+
+
+def _as_view(data: object, place: str) -> memoryview:
+    """A view of a stored payload, copying nothing; text or another type is damage."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return memoryview(data)
+    return memoryview(_as_bytes(data, place))  # raises
 
 
 def _as_bytes(data: object, place: str) -> bytes:
