@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from resumable import Engine, step, workflow
-from resumable.stores.blobs import BlobStore, S3Blobs
+from resumable.stores.blobs import PART_BYTES, BlobStore, S3Blobs
 
 SIZE = 200_000_000
 WRITE_COPIES = 1.0
@@ -126,3 +126,27 @@ async def test_a_large_result_offloaded_to_s3_round_trips_within_the_bound(
     write, read = await _round_trip(f"sqlite:///{tmp_path}/state.db", _s3(moto_process))
     assert write < WRITE_COPIES, f"the write held {write:.2f} copies"
     assert read < READ_COPIES, f"the read held {read:.2f} copies"
+
+
+async def test_s3_objects_past_one_part_go_up_in_parts_and_come_back_whole(
+    moto_process: str,
+) -> None:
+    blobs = _s3(moto_process)
+    data = os.urandom(PART_BYTES * 2 + 12345)  # three parts, the last one short
+    small = os.urandom(1000)
+    await blobs.put("sha256/aa/big", data)
+    await blobs.put("sha256/aa/small", small)
+    got = await blobs.get("sha256/aa/big")
+    assert isinstance(got, bytearray)  # read into one buffer of its size
+    assert got == data
+    assert await blobs.get("sha256/aa/small") == small
+    assert (await blobs.info("sha256/aa/big")).size == len(data)
+    bucket_and_prefix = blobs.url.removeprefix("s3://")
+    head = urllib.request.Request(  # noqa: S310 - our own loopback URL
+        f"{moto_process}/{bucket_and_prefix}/sha256/aa/big", method="HEAD"
+    )
+    with urllib.request.urlopen(head, timeout=10) as response:  # noqa: S310 - our own loopback URL
+        etag = response.headers["ETag"]
+    assert etag.strip('"').endswith(
+        "-3"
+    )  # S3 tags a multipart object with its part count

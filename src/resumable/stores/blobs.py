@@ -258,7 +258,8 @@ class S3Blobs:
 
     async def put(self, key: str, data: bytes) -> None:
         # past one part, a multipart upload of views into `data`: no request body
-        # is a second copy of the object (obstore aborts the upload if a part fails)
+        # is a second copy of the object (an upload cut short leaves hidden parts:
+        # docs/capabilities/offload.md asks for a lifecycle rule)
         view = memoryview(data)
         parts = [view[at : at + PART_BYTES] for at in range(0, len(view), PART_BYTES)]
         try:
