@@ -67,29 +67,32 @@ class Serde:
                 and step it belongs to.
         """
         kind = type(value)
-        if (kind is str or kind is bytes) and len(value) > STREAM_OVER:  # type: ignore[arg-type]  # str or bytes
-            # encoded a slice at a time as it is sealed: never held whole
-            encoded = self.codec.encode_stream(value, root=root)
-            self._check_size(encoded.size, root)
-            return self.envelope.seal_stream(encoded.size, encoded.pieces, place=place)
-        return self._seal(self.codec.encode(value, root=root), place=place, root=root)
+        if (kind is not str and kind is not bytes) or len(value) <= STREAM_OVER:  # type: ignore[arg-type]  # str or bytes
+            return self._seal(
+                self.codec.encode(value, root=root), place=place, root=root
+            )
+        # a large str or bytes: encoded a slice at a time as it is sealed
+        encoded = self.codec.encode_stream(value, root=root)
+        if self.max_bytes is not None and encoded.size > self.max_bytes:
+            raise self._too_large(encoded.size, root)
+        return self.envelope.seal_stream(encoded.size, encoded.pieces, place=place)
 
     def dumps_json(self, value: dict[str, Any] | list[Any], *, place: str) -> bytes:
         """`dumps` for a dict or list built only of JSON's own types (`Codec.encode_json`)."""
         return self._seal(self.codec.encode_json(value), place=place, root="result")
 
     def _seal(self, body: bytes, *, place: str, root: str) -> bytes:
-        self._check_size(len(body), root)
+        if self.max_bytes is not None and len(body) > self.max_bytes:
+            raise self._too_large(len(body), root)
         return self.envelope.seal(body, place=place)
 
-    def _check_size(self, size: int, root: str) -> None:
-        if self.max_bytes is not None and size > self.max_bytes:
-            raise SerializationError(
-                path=root,
-                detail=f"is {size:,} bytes encoded, over the {self.max_bytes:,}-byte "
-                f"limit (Engine(max_payload_bytes=...)); keep large data outside the store "
-                f"and return a reference to it (a path, a URL, an object key)",
-            )
+    def _too_large(self, size: int, root: str) -> SerializationError:
+        return SerializationError(
+            path=root,
+            detail=f"is {size:,} bytes encoded, over the {self.max_bytes or 0:,}-byte "
+            f"limit (Engine(max_payload_bytes=...)); keep large data outside the store "
+            f"and return a reference to it (a path, a URL, an object key)",
+        )
 
     def loads(self, data: bytes | bytearray, *, place: str) -> Any:
         """Open and decode bytes written by `dumps` for the same place.

@@ -761,7 +761,9 @@ class Codec:
         """
         try:
             if data[:1] == _TEXT:
-                return str(memoryview(data)[1:], "utf-8", "surrogatepass")
+                if len(data) > _SLICE:  # a slice of a view copies nothing
+                    data = memoryview(data)
+                return str(data[1:], "utf-8", "surrogatepass")
             if data[: len(_BYTES_OPEN)] == _BYTES_OPEN and data[-2:] == _BYTES_CLOSE:
                 blob = _top_level_bytes(data)
                 if blob is not None:
