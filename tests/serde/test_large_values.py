@@ -9,16 +9,16 @@ import pytest
 import zstandard
 
 from resumable.errors import CorruptCheckpointError, SerializationError
-from resumable.serde import Envelope, KeyRing, Serde
+from resumable.serde import Envelope, KeyRing, Serde, streams
 from resumable.serde.codec import Codec, TypeRegistry
-from resumable.serde.integrity import STREAM_OVER
+from resumable.serde.streams import STREAM_OVER
 
 KEYS = KeyRing({"k1": b"\x01" * 32}, current="k1")
 PLACE = "run 'r' step #1 'big'"
 TEXT = os.urandom(STREAM_OVER).hex()  # 2 MB of text zstd shrinks to about half
 BLOB = os.urandom(STREAM_OVER * 2)  # incompressible
 
-SLICE = 1 << 22  # what encode_stream encodes at a time
+SLICE = streams.SLICE  # what encode_stream encodes at a time
 VALUES: list[Any] = [
     TEXT,
     "a" * (SLICE - 1) + "\ud83d\ude00 é😀" * 3 + "b" * SLICE,  # pairs cut by a slice

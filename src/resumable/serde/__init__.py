@@ -13,7 +13,8 @@ from typing import Any
 
 from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
-from resumable.serde.integrity import STREAM_OVER, Envelope, KeyRing
+from resumable.serde.integrity import Envelope, KeyRing
+from resumable.serde.streams import STREAM_OVER
 from resumable.serde.view import ViewLimits, view_body
 
 __all__ = ["Codec", "DecodeError", "Envelope", "KeyRing", "Serde", "TypeRegistry"]

@@ -35,8 +35,7 @@ import binascii
 import hashlib
 import json
 import types
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Final, cast
@@ -44,6 +43,7 @@ from uuid import UUID
 
 from resumable.errors import SerializationError
 from resumable.serde.registry import TypeInfo, TypeRegistry
+from resumable.serde.streams import STREAM_OVER, Encoded, bytes_stream, text_stream
 
 __all__ = ["Codec", "DecodeError", "Encoded", "TypeRegistry"]
 
@@ -601,49 +601,6 @@ def _json_loads(decoder: json.JSONDecoder) -> Callable[[str], Any]:
     return loads
 
 
-_SLICE: Final = 1 << 22
-"""Characters (of a str) or bytes (multiple of 3) encoded at a time by a stream."""
-
-
-@dataclass(frozen=True, slots=True)
-class Encoded:
-    """A value's encoding, made a piece at a time (`Codec.encode_stream`)."""
-
-    size: int
-    """The length of the whole encoding, in bytes."""
-    pieces: Callable[[], Iterator[bytes]]
-    """A new iterator over the pieces each call; joined, they are `encode(value)`."""
-
-
-def _text_stream(text: str) -> Encoded:
-    def pieces() -> Iterator[bytes]:
-        yield _TEXT
-        for at in range(0, len(text), _SLICE):
-            # surrogatepass encodes each code point on its own: a slice never
-            # splits one, so the pieces join to the whole text's encoding
-            yield text[at : at + _SLICE].encode("utf-8", "surrogatepass")
-
-    if text.isascii():
-        size = len(text)
-    else:  # counted a slice at a time, never encoded whole
-        size = sum(len(piece) for piece in pieces()) - len(_TEXT)
-    return Encoded(len(_TEXT) + size, pieces)
-
-
-def _bytes_stream(data: bytes) -> Encoded:
-    step = _SLICE - _SLICE % 3
-
-    def pieces() -> Iterator[bytes]:
-        yield _BYTES_OPEN
-        view = memoryview(data)
-        for at in range(0, len(view), step):
-            yield base64.b64encode(view[at : at + step])
-        yield _BYTES_CLOSE
-
-    size = len(_BYTES_OPEN) + 4 * ((len(data) + 2) // 3) + len(_BYTES_CLOSE)
-    return Encoded(size, pieces)
-
-
 def _top_level_bytes(data: bytes | memoryview) -> bytes | None:
     """The value of a body that is one `bytes` value, decoded from its base64 in place.
 
@@ -727,9 +684,11 @@ class Codec:
         """
         kind = type(value)
         if kind is str:
-            return _text_stream(cast("str", value))
+            return text_stream(cast("str", value), prefix=_TEXT)
         if kind is bytes:
-            return _bytes_stream(cast("bytes", value))
+            return bytes_stream(
+                cast("bytes", value), prefix=_BYTES_OPEN, suffix=_BYTES_CLOSE
+            )
         body = self.encode(value, root=root)
         return Encoded(len(body), lambda: iter((body,)))
 
@@ -761,7 +720,7 @@ class Codec:
         """
         try:
             if data[:1] == _TEXT:
-                if len(data) > _SLICE:  # a slice of a view copies nothing
+                if len(data) > STREAM_OVER:  # a slice of a view copies nothing
                     data = memoryview(data)
                 return str(data[1:], "utf-8", "surrogatepass")
             if data[: len(_BYTES_OPEN)] == _BYTES_OPEN and data[-2:] == _BYTES_CLOSE:

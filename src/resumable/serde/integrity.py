@@ -27,11 +27,12 @@ import struct
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any, Final, Protocol, TypeAlias, cast
 
 from resumable.errors import CorruptCheckpointError
+from resumable.serde.streams import STREAM_OVER, build, compressed
 
 __all__ = ["Envelope", "KeyRing"]
 
@@ -340,8 +341,8 @@ class Envelope:
         if self._compress_over is not None and size > self._compress_over:
             zstd = _import_optional("zstandard")
             if zstd is not None:
-                built = _build(
-                    _compressed(zstd, size, pieces()),
+                built = build(
+                    compressed(_zstd_context(zstd, "compressor"), size, pieces()),
                     reserve,
                     zlib.crc32(bytes((FORMAT_VERSION, _COMPRESSED))),
                 )
@@ -350,7 +351,7 @@ class Envelope:
                 else:
                     built = None  # freed before the plain frame is built
         if built is None:
-            built = _build(pieces(), reserve, _PLAIN_FRAME_CRC)
+            built = build(pieces(), reserve, _PLAIN_FRAME_CRC)
         out, checksum, _ = built
         del built
         if keys is None:
@@ -530,46 +531,6 @@ class Envelope:
                 detail="decryption failed: the data was altered, was written for "
                 "another place, or the key differs from the one that wrote it",
             ) from None
-
-
-STREAM_OVER: Final = 1 << 20
-"""Bodies longer than this are sealed by `Envelope.seal_stream` and opened by
-`Envelope.open_view` (see `Serde.dumps` and `Serde.loads`)."""
-_STREAM_SLICE: Final = 1 << 22
-
-
-def _compressed(
-    zstd: ModuleType, size: int, pieces: Iterable[bytes]
-) -> Iterator[bytes]:
-    """The zstd frame of the joined pieces, in chunks, as a pledged-size stream writes it.
-
-    Neither the joined input nor an output sized for the worst case (what a
-    one-shot call allocates) is held. The content size is pledged, so the frame
-    declares it, which `_decompress` checks before allocating. The chunks do
-    not depend on how the input is cut into pieces.
-    """
-    stream = _zstd_context(zstd, "compressor").compressobj(size=size)
-    for piece in pieces:
-        view = memoryview(piece)
-        for at in range(0, len(view), _STREAM_SLICE):
-            chunk: bytes = stream.compress(view[at : at + _STREAM_SLICE])
-            if chunk:
-                yield chunk
-    yield stream.flush()
-
-
-def _build(
-    chunks: Iterable[bytes], reserve: int, crc: int
-) -> tuple[io.BytesIO, int, int]:
-    """(`reserve` zero bytes then the chunks in one buffer, their CRC-32, their size)."""
-    out = io.BytesIO()
-    out.write(bytes(reserve))
-    size = 0
-    for chunk in chunks:
-        out.write(chunk)
-        crc = zlib.crc32(chunk, crc)
-        size += len(chunk)
-    return out, crc, size
 
 
 def _associated_data(header: bytes, place: str) -> bytes:
