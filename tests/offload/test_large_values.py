@@ -108,7 +108,7 @@ async def _round_trip(url: str, blobs: Any) -> tuple[float, float]:
     return write / SIZE, read / SIZE
 
 
-@pytest.mark.timeout(40)
+@pytest.mark.timeout(30)
 async def test_a_large_result_offloaded_to_a_folder_round_trips_within_the_bound(
     tmp_path: Path,
 ) -> None:
@@ -119,7 +119,7 @@ async def test_a_large_result_offloaded_to_a_folder_round_trips_within_the_bound
     assert read < READ_COPIES, f"the read held {read:.2f} copies"
 
 
-@pytest.mark.timeout(40)
+@pytest.mark.timeout(20)
 async def test_a_large_result_offloaded_to_s3_round_trips_within_the_bound(
     tmp_path: Path, moto_process: str
 ) -> None:
