@@ -14,7 +14,7 @@ from typing import Any
 from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
-from resumable.serde.streams import STREAM_OVER
+from resumable.serde.streams import STREAM_OVER, Encoded
 from resumable.serde.view import ViewLimits, view_body
 
 __all__ = ["Codec", "DecodeError", "Envelope", "KeyRing", "Serde", "TypeRegistry"]
@@ -67,13 +67,14 @@ class Serde:
             SerializationError: The value cannot be encoded; the caller adds the run
                 and step it belongs to.
         """
-        kind = type(value)
-        if (kind is not str and kind is not bytes) or len(value) <= STREAM_OVER:  # type: ignore[arg-type]  # str or bytes
-            return self._seal(
-                self.codec.encode(value, root=root), place=place, root=root
-            )
-        # a large str or bytes: encoded a slice at a time as it is sealed
+        if type(value) is str and len(value) <= STREAM_OVER:
+            # the hot path (most step results are short text)
+            return self._seal(self.codec.encode(value), place=place, root=root)
         encoded = self.codec.encode_stream(value, root=root)
+        if type(encoded) is bytes:
+            return self._seal(encoded, place=place, root=root)
+        # a large value, encoded a slice at a time as it is sealed
+        assert isinstance(encoded, Encoded)  # noqa: S101 - for the type checker
         if self.max_bytes is not None and encoded.size > self.max_bytes:
             raise self._too_large(encoded.size, root)
         return self.envelope.seal_stream(encoded.size, encoded.pieces, place=place)

@@ -656,8 +656,12 @@ class Codec:
         """
         if type(value) is str:  # the hot path: most LLM step results are text
             return _TEXT + value.encode("utf-8", "surrogatepass")
+        return self._json_text(value, root).encode("utf-8", "surrogatepass")
+
+    def _json_text(self, value: object, root: str) -> str:
+        """The JSON text of any value but a plain `str` (which `encode` writes raw)."""
         try:
-            text = self._dumps(self._walk(value))
+            return self._dumps(self._walk(value))
         except _Unencodable as exc:
             # from None: the internal exception adds nothing to path and detail.
             raise SerializationError(path=exc.path(root), detail=exc.detail) from None
@@ -668,29 +672,34 @@ class Codec:
             ) from None
         except ValueError:
             # An int past sys.get_int_max_str_digits(): encode again, as hex.
-            text = self._dumps(self._walk_safe_ints(value))
-        return text.encode("utf-8", "surrogatepass")
+            return self._dumps(self._walk_safe_ints(value))
 
-    def encode_stream(self, value: object, *, root: str = "result") -> Encoded:
-        """`encode(value)` as pieces made on demand, for a large value.
+    def encode_stream(self, value: object, *, root: str = "result") -> bytes | Encoded:
+        """`encode(value)`, or for a large value the same as pieces made on demand.
 
-        A `str` is encoded a slice at a time and a `bytes` value base64-encoded a
-        slice at a time (slices of a multiple of 3 bytes, so their base64 joins to
-        the whole's), so neither encoding is ever held whole; anything else is
-        encoded once, as one piece.
+        Bytes when the encoding is short (up to `STREAM_OVER`). Otherwise a `str`
+        is encoded a slice at a time and a `bytes` value base64-encoded a slice
+        at a time (slices of a multiple of 3 bytes, so their base64 joins to the
+        whole's), so neither encoding is ever held whole; any other value's JSON
+        text is made whole (json writes it in one go) and its UTF-8 a slice at a
+        time.
 
         Raises:
             SerializationError: As `encode`.
         """
         kind = type(value)
-        if kind is str:
+        if kind is str or kind is bytes:
+            if len(value) <= STREAM_OVER:  # type: ignore[arg-type]  # str or bytes
+                return self.encode(value)
+            if kind is bytes:
+                return bytes_stream(
+                    cast("bytes", value), prefix=_BYTES_OPEN, suffix=_BYTES_CLOSE
+                )
             return text_stream(cast("str", value), prefix=_TEXT)
-        if kind is bytes:
-            return bytes_stream(
-                cast("bytes", value), prefix=_BYTES_OPEN, suffix=_BYTES_CLOSE
-            )
-        body = self.encode(value, root=root)
-        return Encoded(len(body), lambda: iter((body,)))
+        text = self._json_text(value, root)
+        if len(text) <= STREAM_OVER:
+            return text.encode("utf-8", "surrogatepass")
+        return text_stream(text, prefix=b"")
 
     def encode_json(self, value: dict[str, Any] | list[Any]) -> bytes:
         """`encode(value)` for a dict or list built only of JSON's own types.
