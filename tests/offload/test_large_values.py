@@ -2,9 +2,10 @@
 
 Peak memory is what `tracemalloc` traces (Python objects) beyond the value itself,
 during the write (`engine.run`: encode, seal, upload, commit) and during the read
-(`history()[0].output()`: download, check, open, decode). 1.5 copies are reached
-for text (its UTF-8 encoding, then its compressed frame); before the large-value
-path a write held 2.5 and a read 2.5, which the bound refuses. The S3 server runs
+(`history()[0].output()`: download, check, open, decode). Text that zstd halves
+is written holding about 0.7 copies (its frame, and the slice in flight) and read
+holding 1.5 (the frame, and the decompressed body the str is made from); before
+the large-value path both held 2.5, which the bounds refuse. The S3 server runs
 in a subprocess so that its own buffers are not traced here.
 """
 
