@@ -1,4 +1,4 @@
-"""A 200 MB step result, offloaded, round-trips holding at most COPIES copies of it.
+"""A 200 MB step result, offloaded, round-trips within WRITE_COPIES and READ_COPIES copies.
 
 Peak memory is what `tracemalloc` traces (Python objects) beyond the value itself,
 during the write (`engine.run`: encode, seal, upload, commit) and during the read
