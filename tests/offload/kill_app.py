@@ -39,7 +39,7 @@ class HangsAfterSecondUpload:
         if self.uploads == 2:
             await asyncio.sleep(3600)
 
-    async def get(self, key: str) -> bytes:
+    async def get(self, key: str) -> bytes | bytearray:
         return await self.inner.get(key)
 
     async def delete(self, key: str) -> None:

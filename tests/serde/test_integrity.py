@@ -73,8 +73,8 @@ def test_a_truncated_frame_is_caught(kind: str) -> None:
 
 def test_a_frame_may_be_given_as_a_memoryview_or_bytearray() -> None:
     envelope, frame = frames()["plain"]
-    assert envelope.open(memoryview(frame), place=PLACE) == BODY  # type: ignore[arg-type]  # drivers do this
-    assert envelope.open(bytearray(frame), place=PLACE) == BODY  # type: ignore[arg-type]  # drivers do this
+    assert envelope.open(memoryview(frame), place=PLACE) == BODY  # drivers do this
+    assert envelope.open(bytearray(frame), place=PLACE) == BODY  # drivers do this
 
 
 def test_a_short_frame_says_it_is_truncated() -> None:

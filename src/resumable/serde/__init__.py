@@ -14,6 +14,7 @@ from typing import Any
 from resumable.errors import CorruptCheckpointError, SerializationError
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
+from resumable.serde.streams import STREAM_OVER, Encoded
 from resumable.serde.view import ViewLimits, view_body
 
 __all__ = ["Codec", "DecodeError", "Envelope", "KeyRing", "Serde", "TypeRegistry"]
@@ -66,7 +67,17 @@ class Serde:
             SerializationError: The value cannot be encoded; the caller adds the run
                 and step it belongs to.
         """
-        return self._seal(self.codec.encode(value, root=root), place=place, root=root)
+        if type(value) is str and len(value) <= STREAM_OVER:
+            # the hot path (most step results are short text)
+            return self._seal(self.codec.encode(value), place=place, root=root)
+        encoded = self.codec.encode_stream(value, root=root)
+        if type(encoded) is bytes:
+            return self._seal(encoded, place=place, root=root)
+        # a large value, encoded a slice at a time as it is sealed
+        assert isinstance(encoded, Encoded)  # noqa: S101 - for the type checker
+        if self.max_bytes is not None and encoded.size > self.max_bytes:
+            raise self._too_large(encoded.size, root)
+        return self.envelope.seal_stream(encoded.size, encoded.pieces, place=place)
 
     def dumps_json(self, value: dict[str, Any] | list[Any], *, place: str) -> bytes:
         """`dumps` for a dict or list built only of JSON's own types (`Codec.encode_json`)."""
@@ -74,24 +85,30 @@ class Serde:
 
     def _seal(self, body: bytes, *, place: str, root: str) -> bytes:
         if self.max_bytes is not None and len(body) > self.max_bytes:
-            raise SerializationError(
-                path=root,
-                detail=f"is {len(body):,} bytes encoded, over the {self.max_bytes:,}-byte "
-                f"limit (Engine(max_payload_bytes=...)); keep large data outside the store "
-                f"and return a reference to it (a path, a URL, an object key)",
-            )
+            raise self._too_large(len(body), root)
         return self.envelope.seal(body, place=place)
 
-    def loads(self, data: bytes, *, place: str) -> Any:
+    def _too_large(self, size: int, root: str) -> SerializationError:
+        return SerializationError(
+            path=root,
+            detail=f"is {size:,} bytes encoded, over the {self.max_bytes or 0:,}-byte "
+            f"limit (Engine(max_payload_bytes=...)); keep large data outside the store "
+            f"and return a reference to it (a path, a URL, an object key)",
+        )
+
+    def loads(self, data: bytes | bytearray, *, place: str) -> Any:
         """Open and decode bytes written by `dumps` for the same place.
 
         Raises:
             CorruptCheckpointError: The frame fails its checks or does not decode.
             SerializationError: The data names a type that is not registered.
         """
-        return self.decode(self.envelope.open(data, place=place), place=place)
+        if len(data) <= STREAM_OVER:
+            return self.decode(self.envelope.open(data, place=place), place=place)
+        # a large payload: its body is decoded from a view of the frame, not a copy
+        return self.decode(self.envelope.open_view(data, place=place), place=place)
 
-    def decode(self, body: bytes, *, place: str) -> Any:
+    def decode(self, body: bytes | memoryview, *, place: str) -> Any:
         """Decode a body `Envelope.open` returned for `place`, with typed errors only.
 
         Raises:

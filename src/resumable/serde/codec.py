@@ -31,6 +31,7 @@ NamedTuple is rebuilt through its constructor, so `__post_init__` runs again.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import types
@@ -42,8 +43,9 @@ from uuid import UUID
 
 from resumable.errors import SerializationError
 from resumable.serde.registry import TypeInfo, TypeRegistry
+from resumable.serde.streams import STREAM_OVER, Encoded, bytes_stream, text_stream
 
-__all__ = ["Codec", "DecodeError", "TypeRegistry"]
+__all__ = ["Codec", "DecodeError", "Encoded", "TypeRegistry"]
 
 # A JSON-ready tree: what the walk hands to json, and what json hands back.
 Json = Any
@@ -64,6 +66,9 @@ _INT_PLAIN_LIMIT = 1 << 64
 
 _DECODE_PATH = "stored value"
 _TEXT: Final = b"\x01"  # a body of raw UTF-8 text follows (see the module docstring)
+# how json writes one top-level bytes value, around its base64 (which needs no escapes)
+_BYTES_OPEN: Final = b'{"~":"bytes","v":"'
+_BYTES_CLOSE: Final = b'"}'
 
 
 class DecodeError(ValueError):
@@ -596,6 +601,21 @@ def _json_loads(decoder: json.JSONDecoder) -> Callable[[str], Any]:
     return loads
 
 
+def _top_level_bytes(data: bytes | memoryview) -> bytes | None:
+    """The value of a body that is one `bytes` value, decoded from its base64 in place.
+
+    None when the text between `_BYTES_OPEN` and `_BYTES_CLOSE` is not strict
+    base64 (a quote, an escape, damage): the JSON parser then decides, so this
+    returns a value only where the parser would return the same one.
+    """
+    try:
+        return binascii.a2b_base64(
+            memoryview(data)[len(_BYTES_OPEN) : -len(_BYTES_CLOSE)], strict_mode=True
+        )
+    except binascii.Error:
+        return None
+
+
 class Codec:
     """Tagged-JSON encoder and decoder over a `TypeRegistry` allowlist.
 
@@ -636,8 +656,12 @@ class Codec:
         """
         if type(value) is str:  # the hot path: most LLM step results are text
             return _TEXT + value.encode("utf-8", "surrogatepass")
+        return self._json_text(value, root).encode("utf-8", "surrogatepass")
+
+    def _json_text(self, value: object, root: str) -> str:
+        """The JSON text of any value but a plain `str` (which `encode` writes raw)."""
         try:
-            text = self._dumps(self._walk(value))
+            return self._dumps(self._walk(value))
         except _Unencodable as exc:
             # from None: the internal exception adds nothing to path and detail.
             raise SerializationError(path=exc.path(root), detail=exc.detail) from None
@@ -648,8 +672,34 @@ class Codec:
             ) from None
         except ValueError:
             # An int past sys.get_int_max_str_digits(): encode again, as hex.
-            text = self._dumps(self._walk_safe_ints(value))
-        return text.encode("utf-8", "surrogatepass")
+            return self._dumps(self._walk_safe_ints(value))
+
+    def encode_stream(self, value: object, *, root: str = "result") -> bytes | Encoded:
+        """`encode(value)`, or for a large value the same as pieces made on demand.
+
+        Bytes when the encoding is short (up to `STREAM_OVER`). Otherwise a `str`
+        is encoded a slice at a time and a `bytes` value base64-encoded a slice
+        at a time (slices of a multiple of 3 bytes, so their base64 joins to the
+        whole's), so neither encoding is ever held whole; any other value's JSON
+        text is made whole (json writes it in one go) and its UTF-8 a slice at a
+        time.
+
+        Raises:
+            SerializationError: As `encode`.
+        """
+        kind = type(value)
+        if kind is str or kind is bytes:
+            if len(value) <= STREAM_OVER:  # type: ignore[arg-type]  # str or bytes
+                return self.encode(value)
+            if kind is bytes:
+                return bytes_stream(
+                    cast("bytes", value), prefix=_BYTES_OPEN, suffix=_BYTES_CLOSE
+                )
+            return text_stream(cast("str", value), prefix=_TEXT)
+        text = self._json_text(value, root)
+        if len(text) <= STREAM_OVER:
+            return text.encode("utf-8", "surrogatepass")
+        return text_stream(text, prefix=b"")
 
     def encode_json(self, value: dict[str, Any] | list[Any]) -> bytes:
         """`encode(value)` for a dict or list built only of JSON's own types.
@@ -666,8 +716,11 @@ class Codec:
             return self.encode(value)
         return text.encode("utf-8", "surrogatepass")
 
-    def decode(self, data: bytes) -> Any:
+    def decode(self, data: bytes | memoryview) -> Any:
         """Decode bytes written by `encode` back to the same types.
+
+        `data` may be a memoryview (of a frame's body): nothing is copied from it
+        but the value itself.
 
         Raises:
             DecodeError: The bytes are not a well-formed payload.
@@ -676,8 +729,14 @@ class Codec:
         """
         try:
             if data[:1] == _TEXT:
-                return data[1:].decode("utf-8", "surrogatepass")
-            return self._loads(data.decode("utf-8", "surrogatepass"))
+                if len(data) > STREAM_OVER:  # a slice of a view copies nothing
+                    data = memoryview(data)
+                return str(data[1:], "utf-8", "surrogatepass")
+            if data[: len(_BYTES_OPEN)] == _BYTES_OPEN and data[-2:] == _BYTES_CLOSE:
+                blob = _top_level_bytes(data)
+                if blob is not None:
+                    return blob
+            return self._loads(str(data, "utf-8", "surrogatepass"))
         except DecodeError:
             raise
         except (ValueError, RecursionError) as exc:

@@ -21,18 +21,23 @@ from __future__ import annotations
 import base64
 import binascii
 import importlib
+import io
 import os
 import struct
 import sys
 import threading
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol, TypeAlias, cast
 
 from resumable.errors import CorruptCheckpointError
+from resumable.serde.streams import STREAM_OVER, build, compressed
 
 __all__ = ["Envelope", "KeyRing"]
+
+Buffer: TypeAlias = bytes | memoryview
+"""A frame or a body: `open` slices bytes, `open_view` slices a view (no copies)."""
 
 FORMAT_VERSION = 1
 _COMPRESSED = 0x01
@@ -60,13 +65,13 @@ class Aead(Protocol):
     """The part of cryptography's `AESGCM` this module uses."""
 
     def encrypt(
-        self, nonce: bytes, data: bytes, associated_data: bytes | None
+        self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None
     ) -> bytes:
         """Encrypt and authenticate `data`; return ciphertext + tag."""
         ...
 
     def decrypt(
-        self, nonce: bytes, data: bytes, associated_data: bytes | None
+        self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None
     ) -> bytes:
         """Check the tag and decrypt; raise `InvalidTag` on failure."""
         ...
@@ -289,6 +294,8 @@ class Envelope:
             place: Where the frame will be stored, e.g. "run 'x' step #3"; with
                 encryption it is authenticated, so the frame opens only there.
         """
+        if len(body) > STREAM_OVER:
+            return self.seal_stream(len(body), lambda: iter((body,)), place=place)
         flags = 0
         if self._compress_over is not None and len(body) > self._compress_over:
             zstd = _import_optional("zstandard")
@@ -309,7 +316,75 @@ class Envelope:
         )
         return b"".join((header, nonce, sealed))
 
-    def open(self, data: bytes, *, place: str) -> bytes:
+    def seal_stream(
+        self, size: int, pieces: Callable[[], Iterator[bytes]], *, place: str
+    ) -> bytes:
+        """`seal(b"".join(pieces()))`, never holding the joined body.
+
+        For large bodies (`seal` sends those over `STREAM_OVER` here too, so both
+        write the same bytes): zstd takes the pieces as they come and the frame
+        grows in one buffer, its header and CRC-32 written in last. Without
+        encryption, a compressed write holds the pieces in flight and the frame;
+        when compression does not shrink the body, `pieces` is called again and
+        the frame holds the body as is. With encryption, the compressed (or
+        plain) body, then its ciphertext, are held as well.
+
+        Args:
+            size: The length of the joined pieces.
+            pieces: A new iterator over the body's pieces each call.
+            place: As `seal`.
+        """
+        keys = self._keys
+        reserve = _PLAIN_HEADER_SIZE if keys is None else 0
+        built: tuple[io.BytesIO, int, int] | None = None
+        flags = 0
+        if self._compress_over is not None and size > self._compress_over:
+            zstd = _import_optional("zstandard")
+            if zstd is not None:
+                built = build(
+                    compressed(_zstd_context(zstd, "compressor"), size, pieces()),
+                    reserve,
+                    zlib.crc32(bytes((FORMAT_VERSION, _COMPRESSED))),
+                )
+                if built[2] < size:
+                    flags = _COMPRESSED
+                else:
+                    built = None  # freed before the plain frame is built
+        if built is None:
+            built = build(pieces(), reserve, _PLAIN_FRAME_CRC)
+        out, checksum, _ = built
+        del built
+        if keys is None:
+            with out.getbuffer() as frame:
+                frame[:reserve] = bytes((FORMAT_VERSION, flags)) + _CRC.pack(checksum)
+            return out.getvalue()  # the buffer itself, not a copy
+        body = out.getvalue()
+        del out
+        key_id = keys.current.encode("utf-8")
+        header = bytes((FORMAT_VERSION, flags | _ENCRYPTED, len(key_id))) + key_id
+        nonce = os.urandom(_NONCE_SIZE)
+        sealed = keys.current_cipher().encrypt(
+            nonce, body, _associated_data(header, place)
+        )
+        del body
+        return b"".join((header, nonce, sealed))
+
+    def open_view(
+        self, data: bytes | bytearray | memoryview, *, place: str
+    ) -> bytes | memoryview:
+        """`open`, returning a plain frame's body as a view into `data`, not a copy.
+
+        For a large payload read to be decoded at once (`Serde.loads`): nothing of
+        the frame is sliced off, so a plain body is a view (it keeps `data` alive:
+        hold it no longer than the decoding), and a compressed or encrypted one is
+        the one output its decompression or decryption writes.
+
+        Raises:
+            CorruptCheckpointError: As `open`.
+        """
+        return self._open(_as_view(data, place), place)
+
+    def open(self, data: bytes | bytearray | memoryview, *, place: str) -> bytes:
         """Check a stored frame and return the body it holds.
 
         Raises:
@@ -328,7 +403,13 @@ class Envelope:
         ):  # the common frame (plaintext, uncompressed), checked in one go
             body = data[_PLAIN_HEADER_SIZE:]
             if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0]:
-                return self._within_limit(body, place)
+                self._within_limit(body, place)
+                return body
+        opened = self._open(data, place)
+        return opened if type(opened) is bytes else bytes(opened)
+
+    def _open(self, data: Buffer, place: str) -> Buffer:
+        """`open` past its fast path: slices of `data` are bytes or views, as it is."""
         if len(data) < 2:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
         version, flags = data[0], data[1]
@@ -349,15 +430,17 @@ class Envelope:
             raise CorruptCheckpointError(
                 place=place, detail=f"unknown flags {flags:#04x}"
             )
-        if flags & _ENCRYPTED:
-            body = self._decrypt(data, place)
-        else:
-            body = self._check(data, place)
+        body = (
+            self._decrypt(data, place)
+            if flags & _ENCRYPTED
+            else self._check(data, place)
+        )
         if flags & _COMPRESSED:
             return _decompress(body, place, self._max_body_bytes)
-        return self._within_limit(body, place)
+        self._within_limit(body, place)
+        return body
 
-    def _within_limit(self, body: bytes, place: str) -> bytes:
+    def _within_limit(self, body: Buffer, place: str) -> None:
         limit = self._max_body_bytes
         if limit is not None and len(body) > limit:
             raise CorruptCheckpointError(
@@ -365,7 +448,6 @@ class Envelope:
                 detail=f"its body is {len(body):,} bytes, over the {limit:,}-byte "
                 f"payload limit no write can pass (Engine(max_payload_bytes=...))",
             )
-        return body
 
     def key_id_of(self, data: bytes) -> str | None:
         """The id of the key a frame was sealed with; None for a plaintext frame."""
@@ -395,7 +477,7 @@ class Envelope:
             body = self.open(data, place=place)
         return self.seal(body, place=place)
 
-    def _check(self, data: bytes, place: str) -> bytes:
+    def _check(self, data: Buffer, place: str) -> Buffer:
         if self._keys is not None:
             raise CorruptCheckpointError(
                 place=place, detail="the frame is not encrypted but encryption is on"
@@ -408,7 +490,7 @@ class Envelope:
             raise CorruptCheckpointError(place=place, detail="checksum mismatch")
         return body
 
-    def _decrypt(self, data: bytes, place: str) -> bytes:
+    def _decrypt(self, data: Buffer, place: str) -> bytes:
         keys = self._keys
         if keys is None:
             raise CorruptCheckpointError(
@@ -421,7 +503,7 @@ class Envelope:
         header_size = 3 + data[2]
         if len(data) < header_size + _NONCE_SIZE + _GCM_TAG_SIZE:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
-        header = data[:header_size]
+        header = bytes(data[:header_size])
         try:
             key_id = header[3:].decode("utf-8")
         except UnicodeDecodeError:
@@ -436,7 +518,7 @@ class Envelope:
                 f"ring {list(keys.ids)}; add that key to RESUMABLE_ENCRYPTION_KEY",
             )
         invalid_tag = _invalid_tag()
-        nonce = data[header_size : header_size + _NONCE_SIZE]
+        nonce = bytes(data[header_size : header_size + _NONCE_SIZE])
         try:
             return cipher.decrypt(
                 nonce,
@@ -476,6 +558,13 @@ def _zstd_context(zstd: ModuleType, kind: str) -> Any:
     return context
 
 
+def _as_view(data: object, place: str) -> memoryview:
+    """A view of a stored payload, copying nothing; text or another type is damage."""
+    if isinstance(data, bytes | bytearray | memoryview):
+        return memoryview(data)
+    return memoryview(_as_bytes(data, place))  # raises
+
+
 def _as_bytes(data: object, place: str) -> bytes:
     # drivers hand back memoryview or bytearray; text in a binary column is damage
     if isinstance(data, bytearray | memoryview):
@@ -487,7 +576,7 @@ def _as_bytes(data: object, place: str) -> bytes:
     )
 
 
-def _decompress(body: bytes, place: str, limit: int | None) -> bytes:
+def _decompress(body: Buffer, place: str, limit: int | None) -> bytes:
     """zstd-decompress `body`, never allocating more than `limit` bytes for it.
 
     The size a frame declares is checked before anything is allocated; a frame

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import unquote, urlsplit
 
 from resumable.errors import StoreError
@@ -40,6 +40,11 @@ __all__ = [
     "S3Blobs",
     "open_blobs",
 ]
+
+PART_BYTES: Final = 8 * 1024 * 1024
+"""S3 objects larger than this are uploaded in parts of this size, and read in
+chunks of it into one buffer."""
+_PART_CONCURRENCY: Final = 4
 
 _KEY = re.compile(r"[a-z0-9]+(/[a-z0-9]+)*")
 """Keys are lowercase hex segments: no '..', no absolute path, nothing to escape."""
@@ -73,8 +78,8 @@ class BlobStore(Protocol):
         """Store `data` under `key`, durably, replacing what was there."""
         ...
 
-    async def get(self, key: str) -> bytes:
-        """The object under `key`."""
+    async def get(self, key: str) -> bytes | bytearray:
+        """The object under `key` (a store that reads it in chunks fills a bytearray)."""
         ...
 
     async def delete(self, key: str) -> None:
@@ -135,7 +140,7 @@ class FileBlobs:
         except OSError as exc:
             raise BlobUnavailable(f"cannot write {path}: {exc}") from exc
 
-    async def get(self, key: str) -> bytes:
+    async def get(self, key: str) -> bytes | bytearray:
         path = self._path(key)
         try:
             return await asyncio.to_thread(path.read_bytes)
@@ -252,17 +257,48 @@ class S3Blobs:
         return BlobUnavailable(f"{self.url}: {type(exc).__name__}: {exc}")
 
     async def put(self, key: str, data: bytes) -> None:
+        # past one part, a multipart upload of views into `data`: no request body
+        # is a second copy of the object (an upload cut short leaves hidden parts:
+        # docs/capabilities/offload.md asks for a lifecycle rule)
+        view = memoryview(data)
+        parts = [view[at : at + PART_BYTES] for at in range(0, len(view), PART_BYTES)]
         try:
-            await self._obstore.put_async(self._store, check_key(key), data)
+            await self._obstore.put_async(
+                self._store,
+                check_key(key),
+                parts if len(parts) > 1 else data,
+                use_multipart=len(parts) > 1,
+                chunk_size=PART_BYTES,
+                max_concurrency=_PART_CONCURRENCY,
+            )
         except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
 
-    async def get(self, key: str) -> bytes:
+    async def get(self, key: str) -> bytes | bytearray:
         try:
             result = await self._obstore.get_async(self._store, check_key(key))
-            return bytes(await result.bytes_async())
+            size = result.meta["size"]
+            if size <= PART_BYTES:
+                return bytes(await result.bytes_async())
+            # one buffer of the object's size, filled as chunks arrive: the whole
+            # object is never held twice (once by obstore, once here)
+            buffer = bytearray(size)
+            view = memoryview(buffer)
+            filled = 0
+            async for chunk in result.stream(min_chunk_size=PART_BYTES):
+                end = filled + len(chunk)
+                if end > size:
+                    break
+                view[filled:end] = chunk
+                filled = end
         except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
+        if filled != size:
+            raise BlobUnavailable(
+                f"{self.url}: object {key} sent {filled:,}+ bytes, not the {size:,} "
+                f"its listing says (it changed while being read); try again"
+            )
+        return buffer
 
     async def delete(self, key: str) -> None:
         try:

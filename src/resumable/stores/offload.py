@@ -26,8 +26,10 @@ and running the same run_id again resumes once the object store is back).
 
 Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
 checkpoints live) are offloaded the same way; their upload failures are
-`StoreError`, as they belong to no run. Values are held in memory whole, as
-without offload.
+`StoreError`, as they belong to no run. A frame is held in memory whole while
+it is uploaded and after it is downloaded (its key is the hash of all of it);
+`S3Blobs` sends large ones in parts that are views into it, and reads them into
+one buffer of their size.
 """
 
 from __future__ import annotations
@@ -141,9 +143,13 @@ class OffloadStore:
 
     # --- the two crossings ------------------------------------------------------
     async def _offload(
-        self, data: bytes | None, *, run_id: str, seq: int | None
+        self, data: bytes | bytearray | None, *, run_id: str, seq: int | None
     ) -> bytes | None:
         """The bytes the row keeps: `data` itself, or a reference once it is uploaded."""
+        if isinstance(data, bytearray):
+            # a frame S3Blobs read into a bytearray, written again (a fork, a
+            # rekey): stores and object stores are given bytes, as ever
+            data = bytes(data)
         if data is None or len(data) <= self.offload_over:
             return data
         ref = BlobRef.of(data)
