@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from playwright.sync_api import Page, expect
 
 from dashboard import flows
@@ -51,6 +53,8 @@ def test_the_threads_page_lists_save_state_and_langgraph_threads_by_page(
     async def save() -> None:
         for i in range(52):
             await engine.save_state(f"notes-{i:02}", {"i": i})
+        # saved times are in ms: the newest must not share notes-51's millisecond
+        await asyncio.sleep(0.01)
         await engine.save_state(
             "graph-1", {"values": {}}, metadata={"lg": {"step": 3, "source": "loop"}}
         )
