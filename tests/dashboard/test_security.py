@@ -151,3 +151,22 @@ def test_the_cli_serves_the_dashboard_on_loopback(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.communicate(timeout=30)
+
+
+def test_a_form_over_the_size_limit_is_refused_and_changes_nothing(
+    dashboard: Dashboard,
+) -> None:
+    engine = _queued_run(dashboard)
+    body = b"run_id=target&key=k&value=" + b"1" * (2 << 20)
+    request = urllib.request.Request(  # noqa: S310 - http to our own test server
+        f"{dashboard.url}/actions/send",
+        data=body,
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)  # noqa: S310 - as above
+    assert refused.value.code == 403
+    assert "bytes this dashboard takes" in refused.value.read().decode()
+    refused.value.close()
+    assert call(engine.get("target")).status == "queued"
+    call(engine.close())

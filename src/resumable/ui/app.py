@@ -113,12 +113,14 @@ async def _form(request: Request) -> dict[str, str]:
     Raises:
         PermissionError: the body is over 1 MiB (never cut: a cut value would be sent).
     """
-    body = await request.body()
-    if len(body) > _MAX_FORM_BYTES:
-        raise PermissionError(
-            f"the form is {len(body):,} bytes, over the {_MAX_FORM_BYTES:,} this "
-            "dashboard takes; send large inputs with `resumable send` or Engine.send"
-        )
+    body = bytearray()
+    async for chunk in request.stream():  # stop reading at the limit, not after it
+        body += chunk
+        if len(body) > _MAX_FORM_BYTES:
+            raise PermissionError(
+                f"the form is over the {_MAX_FORM_BYTES:,} bytes this dashboard "
+                "takes; send large inputs with `resumable send` or Engine.send"
+            )
     return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
 
 
