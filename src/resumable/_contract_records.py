@@ -14,7 +14,7 @@ T0 = 1_800_000_000_000
 
 
 @contextmanager
-def _raises(kind: type[BaseException]) -> Iterator[None]:
+def must_raise(kind: type[BaseException]) -> Iterator[None]:
     try:
         yield
     except kind:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from resumable._contract_records import (
     T0,
     WEIRD_IDS,
-    _raises,
+    must_raise,
     run_record,
     snapshot_record,
     step_record,
@@ -165,7 +165,7 @@ class RunStoreContract:
         assert lease.taken_from == "dead"
 
     async def test_lease_on_missing_or_finished_run(self, store: Store) -> None:
-        with _raises(RunNotFound):
+        with must_raise(RunNotFound):
             await store.acquire_lease("missing", owner="a", now_ms=T0, ttl_ms=1000)
         await store.create_run(run_record("done", status="succeeded"))
         assert (
@@ -178,11 +178,11 @@ class RunStoreContract:
         new = await store.acquire_lease("r", owner="b", now_ms=T0 + 5000, ttl_ms=1000)
         assert old is not None
         assert new is not None
-        with _raises(LeaseLost):
+        with must_raise(LeaseLost):
             await store.commit_step(step_record("r", 1), fence=old.fence)
-        with _raises(LeaseLost):
+        with must_raise(LeaseLost):
             await store.renew_lease("r", fence=old.fence, now_ms=T0, ttl_ms=1000)
-        with _raises(LeaseLost):
+        with must_raise(LeaseLost):
             await store.update_run(
                 "r", fence=old.fence, update=RunUpdate(status="succeeded", now_ms=T0)
             )
@@ -235,11 +235,11 @@ class RunStoreContract:
         assert lease is not None
         cancelled = await store.cancel_run("r", now_ms=T0 + 1)
         assert cancelled.status == "cancelled"
-        with _raises(LeaseLost):
+        with must_raise(LeaseLost):
             await store.commit_step(step_record("r", 1), fence=lease.fence)
         await store.create_run(run_record("done", status="succeeded"))
         assert (await store.cancel_run("done", now_ms=T0)).status == "succeeded"
-        with _raises(RunNotFound):
+        with must_raise(RunNotFound):
             await store.cancel_run("missing", now_ms=T0)
 
     async def test_reopen_makes_only_failed_runs_queued(self, store: Store) -> None:
@@ -248,7 +248,7 @@ class RunStoreContract:
         assert await store.reopen_run("f", now_ms=T0 + 1) is True
         assert (await store.get_run("f")).status == "queued"  # type: ignore[union-attr]
         assert await store.reopen_run("s", now_ms=T0 + 1) is False
-        with _raises(RunNotFound):
+        with must_raise(RunNotFound):
             await store.reopen_run("missing", now_ms=T0)
 
     # --- claims -------------------------------------------------------------------
@@ -496,7 +496,7 @@ class RunStoreContract:
         )
         assert await store.get_inputs("r") == {"k": b"1"}
         assert (await store.get_run("r")).status == "queued"  # type: ignore[union-attr]
-        with _raises(RunNotFound):
+        with must_raise(RunNotFound):
             await store.send_input(
                 InputRecord(run_id="nope", key="k", value=b"", sent_at_ms=T0)
             )

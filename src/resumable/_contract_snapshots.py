@@ -8,7 +8,7 @@ from typing import Any
 
 from resumable._contract_records import (
     T0,
-    _raises,
+    must_raise,
     snapshot_record,
 )
 from resumable.errors import ChunksMissing
@@ -135,7 +135,7 @@ class SnapshotStoreContract:
         for n in (1, 2):
             await store.save_snapshot(snapshot_record("t", f"000{n}", ()))
         pack = snapshot_record("other", "0001", (), namespace=":pack:", label="0002")
-        with _raises(ValueError):
+        with must_raise(ValueError):
             await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
         assert [s.checkpoint_id for s in await store.list_snapshots("t")] == [
             "0002",
