@@ -6,8 +6,6 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import secrets
-import time
 from collections.abc import (
     AsyncIterator,
     Awaitable,
@@ -17,15 +15,14 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 
 from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
 from resumable._engine.check import DEFAULT_STATUSES, CheckReport, check_runs
-from resumable._engine.clock import Clock, SystemClock
+from resumable._engine.clock import Clock, SystemClock, datetime_of
 from resumable._engine.context import Runtime
 from resumable._engine.conversation import Conversation
 from resumable._engine.damage import reading
@@ -37,22 +34,32 @@ from resumable._engine.export import (
     export_steps,
     input_views,
 )
-from resumable._engine.ids import check_id
+from resumable._engine.history import StepView, run_history
+from resumable._engine.ids import check_id, new_run_id
 from resumable._engine.ledger import Ledger
 from resumable._engine.ledger import build as build_ledger
 from resumable._engine.listing import (
     RunCounts,
     RunFilter,
+    RunPage,
+    RunView,
     ThreadPage,
-    decode_cursor,
-    encode_cursor,
+    count_runs,
+    list_runs,
+    runs_page,
     threads_page,
 )
 from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
-from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
+from resumable._engine.runs import (
+    execute_run,
+    get_run,
+    is_retryable,
+    load_journal,
+    run_place,
+)
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable._engine.steps import step_place
 from resumable._engine.waits import Suspend, input_place
@@ -70,18 +77,16 @@ from resumable.errors import (
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
-from resumable.stores._records import checked_run, checked_steps
+from resumable.stores._records import checked_steps
 from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
 from resumable.stores.protocol import (
     InputRecord,
     Lease,
-    RunQuery,
     RunRecord,
     RunStatus,
     SnapshotRecord,
-    StepRecord,
     Store,
 )
 
@@ -89,88 +94,6 @@ R = TypeVar("R")
 _MISSING: Any = object()
 _POLL_S = 0.25
 _WAIT_POLL_S = 1.0  # how often a suspended run is re-read when no local send wakes it
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunView:
-    """A run as `Engine.runs()` lists it."""
-
-    run_id: str
-    workflow: str
-    status: RunStatus
-    created_at: datetime
-    updated_at: datetime
-    parent_id: str | None
-    forked_from: str | None
-    fork_seq: int | None
-    queue: str | None
-    version: str | None = None
-    """The workflow version the run started on (`@workflow(version=)`)."""
-    lease_owner: str | None = None
-    """The worker that holds (or last held) the run's lease."""
-    lease_expires_at: datetime | None = None
-    """When that lease ends unless renewed (None: never leased)."""
-
-    @classmethod
-    def of(cls, run: RunRecord) -> RunView:
-        """The view of a stored run."""
-        return cls(
-            run_id=run.run_id,
-            workflow=run.workflow,
-            status=run.status,
-            created_at=_datetime(run.created_at_ms),
-            updated_at=_datetime(run.updated_at_ms),
-            parent_id=run.parent_id,
-            forked_from=run.forked_from,
-            fork_seq=run.fork_seq,
-            queue=run.queue,
-            version=run.version,
-            lease_owner=run.lease_owner,
-            lease_expires_at=_lease_time(run.lease_expires_at_ms),
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunPage:
-    """One page of `Engine.runs_page`."""
-
-    runs: list[RunView]
-    next_cursor: str | None
-    """Pass it back as `cursor` for the next page; None on the last page."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StepView:
-    """One journal entry as `Engine.history()` shows it."""
-
-    seq: int
-    name: str
-    status: str
-    attempts: int
-    started_at: datetime
-    duration_ms: int
-    fingerprint: str
-    output_bytes: int
-    inherited_from: str | None
-    """The run this step belongs to when it is shared through a fork."""
-    _payload: bytes | None
-    _place: str
-    _serde: Serde
-
-    def output(self) -> Any:
-        """The recorded result, or for a failed step the recorded error as a dict."""
-        return self._serde.loads(self._payload or b"", place=self._place)
-
-    def view(self) -> Any:
-        """`output()` as plain JSON-like data, readable without the step's types.
-
-        Tagged values keep their type name (`{"$type": "mod:Class", ...fields}`);
-        nothing is imported or constructed (see `resumable.serde.view`).
-
-        Raises:
-            CorruptCheckpointError: The stored value is damaged or over the limit.
-        """
-        return self._serde.view(self._payload or b"", place=self._place)
 
 
 class RunHandle:
@@ -772,7 +695,7 @@ class Engine:
                 metadata=self._snapshots.metadata(record)
                 if metadata is _MISSING
                 else metadata,
-                created_at=_datetime(record.created_at_ms),
+                created_at=datetime_of(record.created_at_ms),
                 namespace=record.namespace,
             )
 
@@ -789,19 +712,16 @@ class Engine:
         version: str | None = None,
     ) -> list[RunView]:
         """Runs matching every filter given, newest first."""
-        statuses = [status] if isinstance(status, str) else list(status or [])
-        records = await self.store.list_runs(
-            RunQuery(
-                status=statuses,
-                workflow=workflow,
-                parent_id=parent,
-                forked_from=forked_from,
-                queue=queue,
-                limit=limit,
-                version=version,
-            )
+        return await list_runs(
+            self.store,
+            status=status,
+            workflow=workflow,
+            parent=parent,
+            forked_from=forked_from,
+            queue=queue,
+            limit=limit,
+            version=version,
         )
-        return [RunView.of(checked_run(run)) for run in records]
 
     async def runs_page(
         self,
@@ -820,18 +740,7 @@ class Engine:
             limit: Runs per page.
             cursor: The `next_cursor` of the previous page (None: the first page).
         """
-        query = (selection or RunFilter()).query(
-            limit=limit + 1, after=None if cursor is None else decode_cursor(cursor)
-        )
-        records = await self.store.list_runs(query)
-        runs = [RunView.of(checked_run(run)) for run in records[:limit]]
-        last = records[limit - 1] if len(records) > limit else None
-        return RunPage(
-            runs=runs,
-            next_cursor=None
-            if last is None
-            else encode_cursor(last.created_at_ms, last.run_id),
-        )
+        return await runs_page(self.store, selection, limit=limit, cursor=cursor)
 
     async def inputs(self, run_id: str) -> list[InputView]:
         """The inputs sent to a run (`send`), oldest first, values as generic views.
@@ -844,11 +753,7 @@ class Engine:
 
     async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
         """How many runs `selection` matches, by status and queue."""
-        return RunCounts(
-            by_status_and_queue=await self.store.count_runs(
-                (selection or RunFilter()).query()
-            )
-        )
+        return await count_runs(self.store, selection)
 
     async def get(self, run_id: str) -> RunView:
         """One run's summary. Raises RunNotFound."""
@@ -856,13 +761,7 @@ class Engine:
 
     async def history(self, run_id: str) -> list[StepView]:
         """The run's journal in seq order, including steps shared through a fork."""
-        run = await self._get(run_id)
-        journal = await load_journal(self.store, run)
-        return [
-            _step_view(record, run_id, self.serde)
-            for seq, record in sorted(journal.items())
-            if seq > 0
-        ]
+        return await run_history(self.store, self.serde, await self._get(run_id))
 
     async def gc(
         self,
@@ -995,7 +894,7 @@ class Engine:
             run_input: Add the view of each run's input `(args, kwargs)`.
         """
         if isinstance(since, timedelta):
-            since = _datetime(self.clock.now_ms()) - since
+            since = datetime_of(self.clock.now_ms()) - since
         query = ExportQuery(
             run_ids=[run_ids] if isinstance(run_ids, str) else list(run_ids),
             workflow=workflow,
@@ -1066,10 +965,7 @@ class Engine:
 
     # --- internals ----------------------------------------------------------------
     async def _get(self, run_id: str) -> RunRecord:
-        run = await self.store.get_run(run_id)
-        if run is None:
-            raise RunNotFound(run_id=run_id)
-        return checked_run(run)
+        return await get_run(self.store, run_id)
 
     async def _run_child(
         self,
@@ -1279,41 +1175,3 @@ class Engine:
                 continue
             wait_ms = current.lease_expires_at_ms - self.clock.now_ms()
             await asyncio.sleep(min(_POLL_S, max(wait_ms, 1) / 1000))
-
-
-def new_run_id() -> str:
-    """A unique, time-sortable run id."""
-    return f"{time.time_ns() // 1_000_000:012x}-{secrets.token_hex(6)}"
-
-
-def _datetime(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def _lease_time(ms: int) -> datetime | None:
-    """A lease's expiry to show; None if never leased, or past what a datetime holds.
-
-    Only shown, never acted on: the store compares the stored number itself, so a
-    damaged expiry must not make every listing of the run fail.
-    """
-    try:
-        return _datetime(ms) if ms else None
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
-def _step_view(record: StepRecord, run_id: str, serde: Serde) -> StepView:
-    return StepView(
-        seq=record.seq,
-        name=record.name,
-        status=record.status,
-        attempts=record.attempts,
-        started_at=_datetime(record.started_at_ms),
-        duration_ms=record.finished_at_ms - record.started_at_ms,
-        fingerprint=record.fingerprint,
-        output_bytes=len(record.output or b""),
-        inherited_from=None if record.run_id == run_id else record.run_id,
-        _payload=record.output,
-        _place=step_place(record.run_id, record.seq, record.name),
-        _serde=serde,
-    )

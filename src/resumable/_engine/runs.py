@@ -22,6 +22,7 @@ from resumable.errors import (
     LeaseLost,
     NonDeterminismError,
     ResumableError,
+    RunNotFound,
     SerializationError,
     StepFailed,
 )
@@ -45,6 +46,18 @@ log = logging.getLogger("resumable.runs")
 def run_place(run_id: str, what: str) -> str:
     """How messages (and encryption's associated data) name a run's payload."""
     return f"run {run_id!r} {what}"
+
+
+async def get_run(store: Store, run_id: str) -> RunRecord:
+    """The stored run, checked.
+
+    Raises:
+        RunNotFound: there is no such run.
+    """
+    run = await store.get_run(run_id)
+    if run is None:
+        raise RunNotFound(run_id=run_id)
+    return checked_run(run)
 
 
 async def load_journal(
