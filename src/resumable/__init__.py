@@ -11,10 +11,18 @@ from resumable._engine.check import CheckReport, Divergence, RunCheck
 from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import register, step, workflow
-from resumable._engine.engine import Engine, RunHandle, RunPage, RunView, StepView
+from resumable._engine.engine import Engine, RunHandle
 from resumable._engine.export import InputView, StepExport
+from resumable._engine.history import StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
-from resumable._engine.listing import RunCounts, RunFilter, ThreadPage, ThreadView
+from resumable._engine.listing import (
+    RunCounts,
+    RunFilter,
+    RunPage,
+    RunView,
+    ThreadPage,
+    ThreadView,
+)
 from resumable._engine.patches import deprecate_patch, patched
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry

@@ -29,13 +29,14 @@ import contextlib
 import reprlib
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from resumable._engine import replay
 from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.context import RunContext, Runtime, _run
 from resumable._engine.decorators import WORKFLOWS
-from resumable._engine.runs import load_journal, run_place
+from resumable._engine.journal import load_journal, run_place
 from resumable.errors import NonDeterminismError, ResumableError, RunNotFound
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
@@ -333,17 +334,29 @@ def _hint(
 async def check_runs(
     runtime: Runtime,
     *,
-    status: Collection[RunStatus] = DEFAULT_STATUSES,
+    status: RunStatus | Collection[RunStatus] | None = None,
     workflow: str | None = None,
     version: str | None = None,
     run_ids: Collection[str] | None = None,
     limit: int | None = None,
-    updated_since_ms: int | None = None,
+    since: timedelta | None = None,
     timeout_s: float = 10.0,
     concurrency: int = 16,
 ) -> CheckReport:
-    """Check the selected runs against the workflows registered in this process."""
+    """Check the selected runs against the workflows registered in this process.
+
+    `status` None: the statuses that may execute again (`DEFAULT_STATUSES`);
+    `since`: only runs updated within this long.
+    """
     store = runtime.store
+    statuses: tuple[RunStatus, ...] = (
+        (status,) if isinstance(status, str) else tuple(status or DEFAULT_STATUSES)
+    )
+    updated_since_ms = (
+        None
+        if since is None
+        else runtime.clock.now_ms() - int(since.total_seconds() * 1000)
+    )
     if run_ids is not None:
         runs = []
         for run_id in run_ids:
@@ -354,7 +367,7 @@ async def check_runs(
     else:
         runs = await store.list_runs(
             RunQuery(
-                status=tuple(status),
+                status=statuses,
                 workflow=workflow,
                 version=version,
                 limit=limit or 2**31,

@@ -14,12 +14,12 @@ from resumable._engine import outcome
 from resumable._engine.context import RunContext
 from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.ids import derived_id
+from resumable._engine.journal import step_place
 from resumable._engine.steps import (
     commit,
     decide_call,
     observe_start,
     replayed,
-    step_place,
 )
 from resumable.errors import WorkflowFailed
 from resumable.stores.protocol import StepRecord

@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from resumable._engine.clock import datetime_of
-from resumable._engine.runs import load_journal
-from resumable._engine.steps import step_place
+from resumable._engine.journal import load_journal, step_place
 from resumable.serde import Serde
 from resumable.stores.protocol import RunRecord, StepRecord, Store
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.context import RunContext, _step
 from resumable._engine.decorators import StepSpec
+from resumable._engine.journal import step_place
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
     BudgetExceeded,
@@ -549,8 +550,3 @@ async def durably(
 
 LEDGER_STEP = "resumable.ledger"
 """The name of the per-execution ledger entries (at negative seqs)."""
-
-
-def step_place(run_id: str, seq: int, name: str) -> str:
-    """How messages (and encryption's associated data) name a step's payload."""
-    return f"run {run_id!r}, step #{seq} {name!r}"

@@ -18,7 +18,8 @@ from typing import Any
 from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ids import check_id
-from resumable._engine.steps import commit, step_place
+from resumable._engine.journal import input_place, step_place
+from resumable._engine.steps import commit
 from resumable.errors import NonDeterminismError, NotInRun, WaitTimeout
 from resumable.stores.protocol import RunStatus, StepRecord, StepStatus
 
@@ -131,11 +132,6 @@ async def _sleep(seconds: float) -> None:
     if remaining_s > 0:
         await ctx.runtime.clock.sleep(remaining_s)
     await point.finish("ok", None, ctx.runtime.clock.now_ms())
-
-
-def input_place(run_id: str, key: str) -> str:
-    """How messages (and encryption's associated data) name an input's payload."""
-    return f"run {run_id!r} input {key!r}"
 
 
 class _Point:
