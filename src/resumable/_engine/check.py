@@ -35,13 +35,13 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 from resumable._engine import replay
 from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.context import RunContext, Runtime, _run
-from resumable._engine.decorators import WORKFLOWS
 from resumable._engine.journal import load_journal, run_place
+from resumable._engine.specs import WORKFLOWS
 from resumable.errors import NonDeterminismError, ResumableError, RunNotFound
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
 if TYPE_CHECKING:
-    from resumable._engine.decorators import WorkflowSpec
+    from resumable._engine.specs import WorkflowSpec
 
 Verdict = Literal["compatible", "diverges", "raises", "no-workflow", "timeout"]
 BREAKING: Final[frozenset[str]] = frozenset(

@@ -12,9 +12,9 @@ from typing import Any
 
 from resumable._engine import outcome
 from resumable._engine.context import RunContext
-from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.ids import derived_id
 from resumable._engine.journal import step_place
+from resumable._engine.specs import WorkflowSpec
 from resumable._engine.steps import (
     commit,
     decide_call,

@@ -22,7 +22,6 @@ from resumable._engine.bridge import Bridge
 from resumable._engine.check import CheckReport, check_runs
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.conversation import Conversation
-from resumable._engine.decorators import TYPES, workflow_spec
 from resumable._engine.drive import Driver
 from resumable._engine.export import (
     InputView,
@@ -50,6 +49,7 @@ from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, archive, collect_garbage
 from resumable._engine.snapshots import Checkpoint
+from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.states import MISSING as _MISSING
 from resumable._engine.states import States
 from resumable._engine.worker import Queue, Worker

@@ -10,10 +10,10 @@ from typing import Any
 
 from resumable._engine import outcome
 from resumable._engine.context import Budget, RunContext, Runtime, _run
-from resumable._engine.decorators import WorkflowSpec
 from resumable._engine.journal import load_journal, run_place, step_place
 from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
+from resumable._engine.specs import WorkflowSpec
 from resumable._engine.steps import durably, start_noting_replays
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.context import RunContext, _step
-from resumable._engine.decorators import StepSpec
 from resumable._engine.journal import step_place
+from resumable._engine.specs import StepSpec
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
     BudgetExceeded,

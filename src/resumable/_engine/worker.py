@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from resumable._engine.decorators import WORKFLOWS
+from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError
 from resumable.stores.protocol import Lease, QueuePolicy
 
