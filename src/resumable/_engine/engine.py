@@ -45,9 +45,10 @@ from resumable._engine.listing import (
     runs_page,
     threads_page,
 )
+from resumable._engine.maintenance import archive, collect_garbage
 from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.rekey import RekeyReport, rekey
-from resumable._engine.retention import GcReport, archive, collect_garbage
+from resumable._engine.retention import GcReport
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.states import MISSING as _MISSING
