@@ -7,7 +7,7 @@ that dies at step 8 resumes there and replays steps 1-7 from the store for free.
 from __future__ import annotations
 
 from resumable._engine.batch import RateLimit, map_steps
-from resumable._engine.check import CheckReport, Divergence, RunCheck
+from resumable._engine.check import CheckReport, RunCheck
 from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import step, workflow
@@ -24,6 +24,7 @@ from resumable._engine.listing import (
     ThreadView,
 )
 from resumable._engine.patches import deprecate_patch, patched
+from resumable._engine.probe import Divergence
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint

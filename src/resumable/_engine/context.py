@@ -13,10 +13,10 @@ from resumable._engine.usage import Usage
 from resumable.errors import NotInRun, ResumableError
 
 if TYPE_CHECKING:
-    from resumable._engine.check import CheckProbe
     from resumable._engine.clock import Clock
     from resumable._engine.ledger import Spend
     from resumable._engine.observe import Observer
+    from resumable._engine.probe import CheckProbe
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
     from resumable.stores.protocol import StepRecord, Store

@@ -93,7 +93,6 @@ def decide_call(
         return fingerprint, recorded  # a resume replays thousands: no more calls
     if ctx.check is not None:  # Engine.check: replays a recorded failure, or stops
         return fingerprint, ctx.check.decide(
-            ctx,
             recorded,
             seq=seq,
             name=name,

@@ -160,7 +160,7 @@ class _Point:
             )
         seq = ctx.take_seq()
         if ctx.check is not None:  # Engine.check: replays a finished wait, or stops
-            ctx.check.wait_point(ctx, seq, name)
+            ctx.check.wait_point(seq, name)
         return cls(ctx, seq, name)
 
     def load(self) -> Any:
