@@ -37,7 +37,7 @@ from resumable._engine.journal import load_journal, run_place
 from resumable._engine.probe import CheckProbe, CheckStopped, Divergence
 from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError, RunNotFound
-from resumable.stores.protocol import RunQuery, RunRecord, RunStatus
+from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
 if TYPE_CHECKING:
     from resumable._engine.specs import WorkflowSpec
@@ -224,20 +224,7 @@ async def check_run(
         journal = await load_journal(runtime.store, run)
     except ResumableError as exc:  # e.g. forked from a run since deleted
         return replace(base, verdict="raises", error=_described(exc))
-    # a failed run is checked as `resume` would run it: failed steps again
-    retry_failed = run.status == "failed"
-    probe = CheckProbe(journal, run_id=run.run_id, retry_failed=retry_failed)
-    ctx = RunContext(
-        # a check executes nothing: observers (metrics, traces) do not see it
-        runtime=replace(runtime, observer=None),
-        run_id=run.run_id,
-        workflow=spec.name,
-        fence=0,
-        journal=journal,
-        retry_failed=retry_failed,
-        loop=asyncio.get_running_loop(),
-        check=probe,
-    )
+    ctx, probe = _checking(runtime, run, spec, journal)
     error: str | None = None
     finished = timed_out = False
     try:
@@ -265,6 +252,30 @@ async def check_run(
         timed_out=timed_out,
         next_seq=ctx.next_seq,
     )
+
+
+def _checking(
+    runtime: Runtime,
+    run: RunRecord,
+    spec: WorkflowSpec,
+    journal: dict[int, StepRecord],
+) -> tuple[RunContext, CheckProbe]:
+    """The context a check runs the body in, and its probe."""
+    # a failed run is checked as `resume` would run it: failed steps again
+    retry_failed = run.status == "failed"
+    probe = CheckProbe(journal, run_id=run.run_id, retry_failed=retry_failed)
+    ctx = RunContext(
+        # a check executes nothing: observers (metrics, traces) do not see it
+        runtime=replace(runtime, observer=None),
+        run_id=run.run_id,
+        workflow=spec.name,
+        fence=0,
+        journal=journal,
+        retry_failed=retry_failed,
+        loop=asyncio.get_running_loop(),
+        check=probe,
+    )
+    return ctx, probe
 
 
 def _described(error: BaseException) -> str:
