@@ -208,7 +208,7 @@ class Tracing(Observer):
         checks the attributes on each call.
         """
         span, token, seq = scope
-        attributes: Attributes = ctx.observed[_ATTEMPTS].pop(seq)
+        attributes: Attributes = ctx.observed[_ATTEMPTS].pop(seq, None) or {}
         if calls:
             attributes["resumable.replayed"] = False
             _gen_ai(attributes, calls, ctx.runtime)
