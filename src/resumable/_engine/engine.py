@@ -917,18 +917,43 @@ class Engine:
     async def archive(
         self, *, older_than: timedelta, limit: int = 1000
     ) -> list[Archived]:
-        """Move finished runs' payloads to the object store, one object per run.
+        """Move finished runs' journals to the object store, one object per run.
 
-        Runs that finished more than `older_than` ago keep their rows (listed,
-        shown, forked and checked as before) but their payloads move into one
-        compressed object each; so do the saved states of threads whose newest
-        save is that old, one object per thread (see `resumable.stores.archive`).
+        Runs that finished more than `older_than` ago keep their run row (listed
+        and returning their result as before) but their journal records and
+        inputs move into one compressed object each and one stub row stays; they
+        are shown, forked, checked and priced as before (`resumable.stores.coldruns`,
+        `unarchive` puts them back). The saved states of threads whose newest save
+        is that old move their payloads into one object per thread
+        (`resumable.stores.archive`).
 
         Raises:
             UsageError: the engine has no object store (`blobs=`).
             StoreError: the object store did not take an archive (runs archived
                 before it stay archived).
         """
+        store = self._archiving_store()
+        now_ms = self.clock.now_ms()
+        cutoff_ms = now_ms - int(older_than.total_seconds() * 1000)
+        return await store.archive_finished(
+            updated_before_ms=cutoff_ms, limit=limit, now_ms=now_ms
+        )
+
+    async def unarchive(self, run_id: str) -> bool:
+        """Put an archived run's journal and inputs back in the primary store.
+
+        Returns False when the run was not archived.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            RunNotFound: there is no such run.
+            CorruptCheckpointError: the run's archive object is missing or damaged.
+        """
+        store = self._archiving_store()
+        await self._get(run_id)
+        return await store.restore_archived(run_id) is not None
+
+    def _archiving_store(self) -> OffloadStore:
         store = self.store
         if not isinstance(store, OffloadStore):
             raise UsageError(
@@ -936,8 +961,7 @@ class Engine:
                 f"?blobs=s3://bucket/prefix (or file:///folder) to the store URL, or "
                 f"pass Engine(blobs=...)"
             )
-        cutoff_ms = self.clock.now_ms() - int(older_than.total_seconds() * 1000)
-        return await store.archive_finished(updated_before_ms=cutoff_ms, limit=limit)
+        return store
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).
