@@ -60,6 +60,7 @@ __all__ = [
 
 COLD_MAGIC: Final = b"\x00RCOLD1"
 _LENGTH: Final = struct.Struct(">I")
+_HEAD: Final = len(COLD_MAGIC) + _LENGTH.size
 _MAX_UNPACKED: Final = 1 << 34
 """An inflated object larger than this is refused as damage (16 GiB)."""
 _CACHED_RUNS: Final = 4
@@ -140,12 +141,20 @@ def decode_cold_run(packed: bytes) -> ColdRun:
         body = inflater.decompress(packed, _MAX_UNPACKED)
     except zlib.error as exc:
         raise ValueError(f"it does not inflate ({exc})") from exc
-    if inflater.unconsumed_tail or not body.startswith(COLD_MAGIC):
+    if not inflater.eof or inflater.unconsumed_tail:
+        raise ValueError("it is truncated, or larger than an archive may be")
+    if not body.startswith(COLD_MAGIC) or len(body) < _HEAD:
         raise ValueError("it is not an archive of a run")
-    start = len(COLD_MAGIC) + _LENGTH.size
+    try:
+        return _records(body)
+    except (KeyError, TypeError, struct.error) as exc:
+        raise ValueError(f"its header is damaged ({exc!r})") from exc
+
+
+def _records(body: bytes) -> ColdRun:
     (size,) = _LENGTH.unpack_from(body, len(COLD_MAGIC))
-    header: dict[str, Any] = json.loads(body[start : start + size])
-    cursor = _Cursor(body, start + size)
+    header: dict[str, Any] = json.loads(body[_HEAD : _HEAD + size])
+    cursor = _Cursor(body, _HEAD + size)
     run_id = str(header["run_id"])
     steps = [_step(run_id, fields, cursor) for fields in header["steps"]]
     inputs = [
