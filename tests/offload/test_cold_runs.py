@@ -18,7 +18,12 @@ from offload.s3server import MotoS3
 from offload.test_kill import _wait_for_lines
 from resumable import Engine, map_steps, step, wait_for, workflow
 from resumable._engine.batch import KEYED_SEQ_BASE
-from resumable.errors import CorruptCheckpointError, RunNotFound
+from resumable.errors import (
+    CorruptCheckpointError,
+    RunNotFound,
+    UsageError,
+    WorkflowFailed,
+)
 from resumable.stores import create_store
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.coldruns import ColdRun, decode_cold_run, encode_cold_run
@@ -307,3 +312,47 @@ async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neith
         assert await engine.store.load_journal("k-0") == journals["k-0"]
         assert await engine.unarchive("k-0")
         assert await inner.load_journal("k-0") == journals["k-0"]
+
+
+FLAKY = {"fail": True}
+
+
+@step(name="cold.flaky")
+async def flaky(i: int) -> str:
+    RAN[f"flaky {i}"] += 1
+    if i == 2 and FLAKY["fail"]:
+        raise ValueError("not yet")
+    return f"flaky {i}"
+
+
+@workflow(name="cold.retried")
+async def retried() -> list[str]:
+    return [await flaky(i) for i in range(3)]
+
+
+async def test_retrying_an_archived_failed_run_restores_its_journal_first(
+    primary_url: str, tmp_path: Path
+) -> None:
+    blobs = FileBlobs(tmp_path / "objects")
+    FLAKY["fail"] = True
+    async with Engine(primary_url, blobs=blobs) as engine:
+        with pytest.raises(WorkflowFailed):
+            await engine.run(retried, run_id="retry-1")
+        await asyncio.sleep(0.005)
+        assert len(await engine.archive(older_than=timedelta(0))) == 1
+    async with Engine(primary_url) as plain:  # no object store: cannot replay it
+        with pytest.raises(UsageError, match=r"archived.*\?blobs="):
+            await plain.resume("retry-1")
+    FLAKY["fail"] = False
+    RAN.clear()
+    async with Engine(primary_url, blobs=blobs) as engine:
+        assert await engine.resume("retry-1") == ["flaky 0", "flaky 1", "flaky 2"]
+        assert dict(RAN) == {"flaky 2": 1}  # steps 1 and 2 replayed from the archive
+        inner = _inner(engine)
+        assert isinstance(inner, SupportsArchive)
+        assert await inner.load_archive_stub("retry-1") is None
+        assert [s.seq for s in await inner.load_journal("retry-1") if s.seq > 0] == [
+            1,
+            2,
+            3,
+        ]

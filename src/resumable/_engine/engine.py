@@ -83,6 +83,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
+    SupportsArchive,
 )
 
 R = TypeVar("R")
@@ -953,6 +954,18 @@ class Engine:
         await self._get(run_id)
         return await store.restore_archived(run_id) is not None
 
+    async def _refuse_archived(self, run_id: str) -> None:
+        """UsageError if the run's journal is archived where this engine cannot read."""
+        store = self.store  # an OffloadStore hides the capability: it reads through
+        if isinstance(store, SupportsArchive) and (
+            await store.load_archive_stub(run_id) is not None
+        ):
+            raise UsageError(
+                f"run {run_id!r}: its journal is archived in an object store, which "
+                f"store {redact(store.url)} was opened without: add ?blobs=... (the "
+                f"bucket it was archived to) to the store URL to retry it"
+            )
+
     def _archiving_store(self) -> OffloadStore:
         store = self.store
         if not isinstance(store, OffloadStore):
@@ -1185,6 +1198,7 @@ class Engine:
                     retry_failed or is_retryable(self._failure(run))
                 ):
                     return self._ended(run)
+                await self._refuse_archived(run.run_id)
                 await self.store.reopen_run(run.run_id, now_ms=self.clock.now_ms())
                 retry_failed = True
             elif run.status in ("waiting", "sleeping"):

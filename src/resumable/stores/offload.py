@@ -295,6 +295,10 @@ class OffloadStore:
         )
 
     async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        if isinstance(self.inner, SupportsArchive):
+            # a retried run writes its journal again: its rows come back first, or
+            # the new ones would hide the archived ones from every later replay
+            await restore_run(self.inner, self.blobs, run_id)
         return await self.inner.reopen_run(run_id, now_ms=now_ms)
 
     async def claim_runs(
