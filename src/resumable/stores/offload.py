@@ -606,20 +606,24 @@ class OffloadStore:
         # runs archived before are listed too: page past them to find `limit` due
         while len(done) < limit:
             page = await self.inner.list_runs(query)
-            for run in page[: limit - len(done)]:
-                stub = await archive_cold_run(
-                    self.inner, self.inner, self.blobs, run.run_id, now_ms=now_ms
-                )
-                if stub is not None:
-                    done.append(
-                        Archived(
-                            "run",
-                            run.run_id,
-                            stub.steps + stub.inputs,
-                            stub.size,
-                            stub.key,
+            waiting = page
+            while waiting and len(done) < limit:
+                # a few at once, never more than are still wanted
+                batch = waiting[: min(_FETCH_BATCH, limit - len(done))]
+                waiting = waiting[len(batch) :]
+                stubs = await asyncio.gather(
+                    *(
+                        archive_cold_run(
+                            self.inner, self.inner, self.blobs, r.run_id, now_ms=now_ms
                         )
+                        for r in batch
                     )
+                )
+                done.extend(
+                    Archived("run", s.run_id, s.steps + s.inputs, s.size, s.key)
+                    for s in stubs
+                    if s is not None
+                )
             if len(page) < _SCAN_PAGE:
                 break
             query = dataclasses.replace(

@@ -383,6 +383,13 @@ class ArchiveStub:
     collection of garbage must keep while the stub exists."""
 
 
+def keys_of(value: object) -> tuple[str, ...]:
+    """`ArchiveStub.refers_to` from its stored JSON list; ValueError if it is not one."""
+    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
+        raise ValueError(f"not a list of object keys: {value!r:.60}")
+    return tuple(value)
+
+
 @runtime_checkable
 class SupportsArchive(Protocol):
     """An optional capability: a store that swaps a finished run's journal for a stub.

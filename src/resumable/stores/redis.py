@@ -1286,6 +1286,7 @@ def _stub_packed(stub: ArchiveStub) -> bytes:
     )
 
 
+@converter("archive stub", lambda run_id, packed: f"run {run_id!r} archive stub")
 def _stub_from_packed(run_id: str, packed: bytes) -> ArchiveStub:
     key, size, steps, inputs, fence, archived, refers_to = _unpack(packed)
     return ArchiveStub(
