@@ -174,12 +174,18 @@ async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
         assert isinstance(store, OffloadStore)
         rows = await store.inner.list_snapshots("cold-thread", namespace=None)
         assert rows
-        # every manifest longer than a reference moved (shorter ones stay)
-        assert any(is_member(r.manifest) for r in rows)
-        assert all(is_member(r.manifest) or len(r.manifest) <= 112 for r in rows)
+        # every older manifest longer than a reference moved (shorter ones stay);
+        # the newest of each namespace stays live, with the chunks it names
+        newest = {r.namespace: r for r in sorted(rows, key=lambda r: r.checkpoint_id)}
+        older = [r for r in rows if r is not newest[r.namespace]]
+        assert any(is_member(r.manifest) for r in older)
+        assert all(is_member(r.manifest) or len(r.manifest) <= 112 for r in older)
+        assert not any(is_member(r.manifest) for r in newest.values())
         chunks = await store.inner.get_chunks({h for r in rows for h in r.chunk_refs})
         moved = [data for data in chunks.values() if is_member(data)]
         assert moved  # the large chunks went with them
+        live = {h for r in newest.values() for h in r.chunk_refs}
+        assert not any(is_member(chunks[h]) for h in live if h in chunks)
         keys = {
             ArchiveRef.decode(r.manifest, place="").key
             for r in rows
