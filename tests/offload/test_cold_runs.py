@@ -343,9 +343,14 @@ async def test_retrying_an_archived_failed_run_restores_its_journal_first(
             await engine.run(retried, run_id="retry-1")
         await asyncio.sleep(0.005)
         assert len(await engine.archive(older_than=timedelta(0))) == 1
-    async with Engine(primary_url) as plain:  # no object store: cannot replay it
+    async with Engine(primary_url) as plain:  # no object store: cannot read it
         with pytest.raises(UsageError, match=r"archived.*\?blobs="):
             await plain.resume("retry-1")
+        with pytest.raises(UsageError, match=r"archived.*\?blobs="):
+            await plain.history("retry-1")
+        with pytest.raises(UsageError, match=r"archived.*\?blobs="):
+            await plain.ledger("retry-1")
+        assert [r.run_id for r in await plain.runs()] == ["retry-1"]
     FLAKY["fail"] = False
     RAN.clear()
     async with Engine(primary_url, blobs=blobs) as engine:

@@ -52,7 +52,13 @@ from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport, collect
-from resumable._engine.runs import execute_run, is_retryable, load_journal, run_place
+from resumable._engine.runs import (
+    execute_run,
+    is_retryable,
+    load_journal,
+    refuse_archived,
+    run_place,
+)
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable._engine.steps import step_place
 from resumable._engine.waits import Suspend, input_place
@@ -83,7 +89,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
-    SupportsArchive,
 )
 
 R = TypeVar("R")
@@ -954,18 +959,6 @@ class Engine:
         await self._get(run_id)
         return await store.restore_archived(run_id) is not None
 
-    async def _refuse_archived(self, run_id: str) -> None:
-        """UsageError if the run's journal is archived where this engine cannot read."""
-        store = self.store  # an OffloadStore hides the capability: it reads through
-        if isinstance(store, SupportsArchive) and (
-            await store.load_archive_stub(run_id) is not None
-        ):
-            raise UsageError(
-                f"run {run_id!r}: its journal is archived in an object store, which "
-                f"store {redact(store.url)} was opened without: add ?blobs=... (the "
-                f"bucket it was archived to) to the store URL to retry it"
-            )
-
     def _archiving_store(self) -> OffloadStore:
         store = self.store
         if not isinstance(store, OffloadStore):
@@ -995,7 +988,10 @@ class Engine:
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""
         await self._get(run_id)
         records = []
-        for record in checked_steps(run_id, await self.store.load_journal(run_id)):
+        steps = await self.store.load_journal(run_id)
+        if not steps:
+            await refuse_archived(self.store, run_id)
+        for record in checked_steps(run_id, steps):
             place = step_place(run_id, record.seq, record.name)
             if record.seq < 0:
                 records.append(
@@ -1198,7 +1194,7 @@ class Engine:
                     retry_failed or is_retryable(self._failure(run))
                 ):
                     return self._ended(run)
-                await self._refuse_archived(run.run_id)
+                await refuse_archived(self.store, run.run_id)
                 await self.store.reopen_run(run.run_id, now_ms=self.clock.now_ms())
                 retry_failed = True
             elif run.status in ("waiting", "sleeping"):

@@ -24,7 +24,9 @@ from resumable.errors import (
     ResumableError,
     SerializationError,
     StepFailed,
+    UsageError,
 )
+from resumable.stores import redact
 from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.protocol import (
     Lease,
@@ -33,6 +35,7 @@ from resumable.stores.protocol import (
     RunUpdate,
     StepRecord,
     Store,
+    SupportsArchive,
 )
 
 # failures that running the same run again can cure: a step's cause fixed, the old
@@ -64,9 +67,27 @@ async def load_journal(
         inherited = await load_journal(store, parent, limit)
         journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
     steps = await store.load_journal(run.run_id, up_to_seq=up_to)
+    if not steps and run.is_terminal:
+        await refuse_archived(store, run.run_id)
     for record in checked_steps(run.run_id, steps):
         journal[record.seq] = record
     return journal
+
+
+async def refuse_archived(store: Store, run_id: str) -> None:
+    """UsageError if the run's journal is archived where `store` cannot read it.
+
+    A store opened with `?blobs=` (`OffloadStore`) reads archived journals
+    through and does not declare `SupportsArchive`; its wrapped store does.
+    """
+    if isinstance(store, SupportsArchive) and (
+        await store.load_archive_stub(run_id) is not None
+    ):
+        raise UsageError(
+            f"run {run_id!r}: its journal is archived in an object store, which "
+            f"store {redact(store.url)} was opened without: add ?blobs=... (the "
+            f"bucket it was archived to) to the store URL"
+        )
 
 
 def _spent_so_far(ctx: RunContext) -> Spend:
