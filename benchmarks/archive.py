@@ -37,8 +37,8 @@ from tempfile import TemporaryDirectory
 sys.path.insert(0, str(Path(__file__).parent))
 
 from _common import prose, table
-from offload import PG_URL, postgres_up
 
+from offload import PG_URL, postgres_up
 from resumable import Engine, current_run, step, workflow
 from resumable.stores.blobs import FileBlobs
 
@@ -151,7 +151,9 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     backends = ["sqlite"] + (["postgres"] if await postgres_up() else [])
-    rows = [["store", "before MB", "after MB", "after/before", "archive s", "objects MB"]]
+    rows = [
+        ["store", "before MB", "after MB", "after/before", "archive s", "objects MB"]
+    ]
     notes = []
     with TemporaryDirectory() as tmp:
         for backend in backends:

@@ -25,6 +25,8 @@ each payload (-1 for None); the payloads follow in that order.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import hashlib
 import json
 import struct
@@ -39,8 +41,10 @@ from resumable.stores.archive import ArchiveRef, is_member
 from resumable.stores.blobref import BlobRef, is_reference
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
 from resumable.stores.protocol import (
+    TERMINAL_STATUSES,
     ArchiveStub,
     InputRecord,
+    RunQuery,
     StepRecord,
     Store,
     SupportsArchive,
@@ -49,6 +53,7 @@ from resumable.stores.protocol import (
 __all__ = [
     "ColdReader",
     "ColdRun",
+    "archive_due_runs",
     "archive_run",
     "decode_cold_run",
     "encode_cold_run",
@@ -65,6 +70,7 @@ _MAX_UNPACKED: Final = 1 << 34
 """An inflated object larger than this is refused as damage (16 GiB)."""
 _CACHED_RUNS: Final = 4
 _PAGE: Final = 500
+_AT_ONCE: Final = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +269,52 @@ async def archive_run(
         refers_to=tuple(sorted(set(_referenced(cold)))),
     )
     return stub if await archive.archive_journal(stub) else None
+
+
+async def archive_due_runs(
+    inner: Store,
+    archive: SupportsArchive,
+    blobs: BlobStore,
+    *,
+    updated_before_ms: int,
+    limit: int,
+    now_ms: int,
+) -> list[ArchiveStub]:
+    """Archive up to `limit` runs that finished and last changed before the cutoff.
+
+    Runs are read newest first, a page at a time, and archived a few at once.
+
+    Raises:
+        StoreError: the object store did not take an object (runs archived
+            before it stay archived).
+    """
+    done: list[ArchiveStub] = []
+    query = RunQuery(
+        status=tuple(TERMINAL_STATUSES),
+        updated_before_ms=updated_before_ms,
+        limit=_PAGE,
+    )
+    # runs archived before are listed too: page past them to find `limit` due
+    while len(done) < limit:
+        page = await inner.list_runs(query)
+        waiting = page
+        while waiting and len(done) < limit:
+            # a few at once, never more than are still wanted
+            batch = waiting[: min(_AT_ONCE, limit - len(done))]
+            waiting = waiting[len(batch) :]
+            stubs = await asyncio.gather(
+                *(
+                    archive_run(inner, archive, blobs, r.run_id, now_ms=now_ms)
+                    for r in batch
+                )
+            )
+            done.extend(stub for stub in stubs if stub is not None)
+        if len(page) < _PAGE:
+            return done
+        query = dataclasses.replace(
+            query, after=(page[-1].created_at_ms, page[-1].run_id)
+        )
+    return done
 
 
 async def read_cold_run(blobs: BlobStore, stub: ArchiveStub) -> ColdRun:

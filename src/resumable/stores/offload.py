@@ -55,8 +55,7 @@ from resumable.stores.blobref import (
     is_reference,
 )
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
-from resumable.stores.coldruns import ColdReader, restore_run
-from resumable.stores.coldruns import archive_run as archive_cold_run
+from resumable.stores.coldruns import ColdReader, archive_due_runs, restore_run
 from resumable.stores.coldruns import key_of as _key_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -597,39 +596,17 @@ class OffloadStore:
                 )
             )
             return [await archive_run(self.inner, self.blobs, r.run_id) for r in runs]
-        done: list[Archived] = []
-        query = RunQuery(
-            status=tuple(TERMINAL_STATUSES),
+        stubs = await archive_due_runs(
+            self.inner,
+            self.inner,
+            self.blobs,
             updated_before_ms=updated_before_ms,
-            limit=_SCAN_PAGE,
+            limit=limit,
+            now_ms=now_ms,
         )
-        # runs archived before are listed too: page past them to find `limit` due
-        while len(done) < limit:
-            page = await self.inner.list_runs(query)
-            waiting = page
-            while waiting and len(done) < limit:
-                # a few at once, never more than are still wanted
-                batch = waiting[: min(_FETCH_BATCH, limit - len(done))]
-                waiting = waiting[len(batch) :]
-                stubs = await asyncio.gather(
-                    *(
-                        archive_cold_run(
-                            self.inner, self.inner, self.blobs, r.run_id, now_ms=now_ms
-                        )
-                        for r in batch
-                    )
-                )
-                done.extend(
-                    Archived("run", s.run_id, s.steps + s.inputs, s.size, s.key)
-                    for s in stubs
-                    if s is not None
-                )
-            if len(page) < _SCAN_PAGE:
-                break
-            query = dataclasses.replace(
-                query, after=(page[-1].created_at_ms, page[-1].run_id)
-            )
-        return done
+        return [
+            Archived("run", s.run_id, s.steps + s.inputs, s.size, s.key) for s in stubs
+        ]
 
     async def restore_archived(self, run_id: str) -> ArchiveStub | None:
         """Put an archived run's journal and inputs back in the store.
