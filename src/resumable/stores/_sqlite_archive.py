@@ -50,11 +50,11 @@ _LIST_STUBS_AFTER: Final = (
     "WHERE run_id > ? ORDER BY run_id LIMIT ?"
 )
 _INSERT_STEP: Final = (
-    f"INSERT OR REPLACE INTO resumable_steps ({', '.join(_sql.STEP_COLUMNS)}) "  # noqa: S608 - constant columns
+    f"INSERT OR IGNORE INTO resumable_steps ({', '.join(_sql.STEP_COLUMNS)}) "  # noqa: S608 - constant columns
     f"VALUES ({', '.join('?' * len(_sql.STEP_COLUMNS))})"
 )
 _INSERT_INPUT: Final = (
-    "INSERT OR REPLACE INTO resumable_inputs (run_id, key, value, sent_at_ms) "
+    "INSERT OR IGNORE INTO resumable_inputs (run_id, key, value, sent_at_ms) "
     "VALUES (?, ?, ?, ?)"
 )
 DELETE_STUBS: Final = "DELETE FROM resumable_archived_runs WHERE run_id IN ({marks})"

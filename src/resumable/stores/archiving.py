@@ -76,7 +76,8 @@ class SupportsArchive(Protocol):
         """Put archived records back and delete the stub, in one transaction.
 
         Only if the run's stub still names `stub.key`; otherwise change nothing
-        and return False.
+        and return False. A record whose seq (or input whose key) has a row
+        already keeps that row.
         """
         ...
 

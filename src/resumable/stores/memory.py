@@ -211,10 +211,13 @@ class MemoryStore:
         if held is None or held.key != stub.key:
             return False
         del self._stubs[stub.run_id]
+        # a row written meanwhile (none should be) is kept, as the SQL stores do
         journal = self._steps.setdefault(stub.run_id, {})
-        journal.update((step.seq, step) for step in steps)
+        for step in steps:
+            journal.setdefault(step.seq, step)
         sent = self._inputs.setdefault(stub.run_id, {})
-        sent.update((record.key, record) for record in inputs)
+        for record in inputs:
+            sent.setdefault(record.key, record)
         return True
 
     async def list_archive_stubs(
