@@ -13,7 +13,9 @@ fresh store each):
   PostgreSQL keep the freed pages for the rows written next: the store stops
   growing rather than shrinking;
 - SQLite also without vacuum: pages in use (page_count - freelist_count);
-- seconds to archive all runs, and the objects' bytes.
+- seconds to archive all runs, and the objects' bytes;
+- ms to read one run's history (`engine.history`, READS runs once each, by a
+  fresh engine) before archiving and after (fetch, hash check, inflate).
 
 PostgreSQL is skipped when RESUMABLE_TEST_POSTGRES_URL's server does not answer.
 
@@ -45,6 +47,7 @@ from resumable.stores.blobs import FileBlobs
 STEPS = 10
 STEP_CHARS = 1500
 BATCH = 50
+READS = 50
 
 
 @step(name="bench.answer")
@@ -115,6 +118,16 @@ async def drop_schema(schema: str) -> None:
         )
 
 
+async def history_ms(engine: Engine, ids: list[str]) -> float:
+    """Median ms to read one run's history, over READS runs read once each."""
+    samples = []
+    for run_id in ids[:: max(1, len(ids) // READS)][:READS]:
+        began = time.perf_counter()
+        await engine.history(run_id)
+        samples.append((time.perf_counter() - began) * 1000)
+    return statistics.median(samples)
+
+
 async def measure(url: str, folder: Path, runs: int) -> dict[str, float]:
     """Fill, measure, archive, measure: one round on one fresh store."""
     blobs = FileBlobs(folder)
@@ -127,6 +140,8 @@ async def measure(url: str, folder: Path, runs: int) -> dict[str, float]:
             await asyncio.gather(*(engine.run(ten_steps, r, run_id=r) for r in batch))
         await asyncio.sleep(0.01)
     figures: dict[str, float] = {}
+    async with Engine(url, blobs=blobs) as engine:
+        figures["read_live_ms"] = await history_ms(engine, ids)
     if is_sqlite:
         figures["used_before"], figures["before"] = sqlite_sizes(url)
     else:
@@ -137,6 +152,8 @@ async def measure(url: str, folder: Path, runs: int) -> dict[str, float]:
         figures["archive_s"] = time.perf_counter() - began
         assert len(done) == runs, len(done)
         figures["objects"] = sum(item.bytes_moved for item in done)
+    async with Engine(url, blobs=blobs) as engine:
+        figures["read_cold_ms"] = await history_ms(engine, ids)
     if is_sqlite:
         figures["used_after"], figures["after"] = sqlite_sizes(url)
     else:
@@ -153,6 +170,7 @@ async def main() -> None:
     backends = ["sqlite"] + (["postgres"] if await postgres_up() else [])
     rows = [
         ["store", "before MB", "after MB", "after/before", "archive s", "objects MB"]
+        + ["history ms live", "archived"]
     ]
     notes = []
     with TemporaryDirectory() as tmp:
@@ -174,6 +192,8 @@ async def main() -> None:
                     f"{med['after'] / med['before']:.3f}",
                     f"{med['archive_s']:.1f}",
                     f"{med['objects'] / 1e6:.2f}",
+                    f"{med['read_live_ms']:.2f}",
+                    f"{med['read_cold_ms']:.2f}",
                 ]
             )
             if backend == "sqlite":
