@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 from resumable.stores.protocol import RUN_STATUSES, RunQuery, RunStatus, Store
 
 INTERNAL_THREAD_PREFIX: Final = ":resumable:"
@@ -162,7 +162,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     """The key `encode_cursor` made.
 
     Raises:
-        ResumableError: the cursor was not made by `encode_cursor`.
+        UsageError: the cursor was not made by `encode_cursor`.
     """
     try:
         created_at_ms, run_id = json.loads(
@@ -171,13 +171,13 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
             )
         )
     except (ValueError, TypeError, UnicodeError) as exc:
-        raise ResumableError(
+        raise UsageError(
             f"cursor {cursor[:40]!r} is not one Engine.runs_page (or Engine.threads) "
             "returned; "
             "start from the first page (cursor=None)"
         ) from exc
     if not isinstance(created_at_ms, int) or not isinstance(run_id, str):
-        raise ResumableError(
+        raise UsageError(
             f"cursor {cursor[:40]!r} is not one Engine.runs_page (or Engine.threads) "
             "returned; "
             "start from the first page (cursor=None)"

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from resumable.cli.runs import _import_app
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 from resumable.ui import check_bind
 
 
@@ -48,7 +48,7 @@ def serve_ui(args: argparse.Namespace) -> int:
 
         from resumable.ui.app import create_app
     except ImportError as exc:
-        raise ResumableError(
+        raise UsageError(
             f"resumable ui needs its extra: pip install 'resumable[ui]' ({exc})"
         ) from None
     from resumable._engine.engine import Engine
