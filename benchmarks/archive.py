@@ -168,10 +168,8 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     backends = ["sqlite"] + (["postgres"] if await postgres_up() else [])
-    rows = [
-        ["store", "before MB", "after MB", "after/before", "archive s", "objects MB"]
-        + ["history ms live", "archived"]
-    ]
+    header = ["store", "before MB", "after MB", "after/before", "archive s"]
+    rows = [[*header, "objects MB", "history ms live", "archived"]]
     notes = []
     with TemporaryDirectory() as tmp:
         for backend in backends:
