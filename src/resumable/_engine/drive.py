@@ -18,7 +18,7 @@ from resumable._engine import lease as leases
 from resumable._engine.clock import Clock
 from resumable._engine.context import Runtime
 from resumable._engine.ids import check_id, new_run_id
-from resumable._engine.journal import get_run, input_place, run_place
+from resumable._engine.journal import get_run, input_place, refuse_archived, run_place
 from resumable._engine.observe import Observer
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.runs import execute_run, is_retryable
@@ -243,6 +243,7 @@ class Driver:
                     retry_failed or is_retryable(self._failure(run))
                 ):
                     return self._ended(run)
+                await refuse_archived(runtime.store, run.run_id)
                 await runtime.store.reopen_run(
                     run.run_id, now_ms=runtime.clock.now_ms()
                 )

@@ -45,7 +45,7 @@ from resumable._engine.listing import (
     runs_page,
     threads_page,
 )
-from resumable._engine.maintenance import archive, collect_garbage
+from resumable._engine.maintenance import archive, collect_garbage, unarchive
 from resumable._engine.observe import Observer, combine, report_commit_batches
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport
@@ -634,12 +634,15 @@ class Engine:
     async def archive(
         self, *, older_than: timedelta, limit: int = 1000
     ) -> list[Archived]:
-        """Move finished runs' payloads to the object store, one object per run.
+        """Move finished runs' journals to the object store, one object per run.
 
-        Runs that finished more than `older_than` ago keep their rows (listed,
-        shown, forked and checked as before) but their payloads move into one
-        compressed object each; so do the saved states of threads whose newest
-        save is that old, one object per thread (see `resumable.stores.archive`).
+        Runs that finished more than `older_than` ago keep their run row (listed
+        and returning their result as before) but their journal records and
+        inputs move into one compressed object each and one stub row stays; they
+        are shown, forked, checked and priced as before (`resumable.stores.coldruns`,
+        `unarchive` puts them back). The saved states of threads whose newest save
+        is that old move their payloads into one object per thread
+        (`resumable.stores.archive`).
 
         Raises:
             UsageError: the engine has no object store (`blobs=`).
@@ -647,6 +650,18 @@ class Engine:
                 before it stay archived).
         """
         return await archive(self.store, self.clock, older_than=older_than, limit=limit)
+
+    async def unarchive(self, run_id: str) -> bool:
+        """Put an archived run's journal and inputs back in the primary store.
+
+        Returns False when the run was not archived.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            RunNotFound: there is no such run.
+            CorruptCheckpointError: the run's archive object is missing or damaged.
+        """
+        return await unarchive(self.store, run_id)
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).

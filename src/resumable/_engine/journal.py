@@ -7,9 +7,10 @@ listing, exporting and the ledger.
 
 from __future__ import annotations
 
-from resumable.errors import CorruptCheckpointError, RunNotFound
+from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
+from resumable.stores import redact
 from resumable.stores._records import checked_run, checked_steps
-from resumable.stores.protocol import RunRecord, StepRecord, Store
+from resumable.stores.protocol import RunRecord, StepRecord, Store, SupportsArchive
 
 
 def run_place(run_id: str, what: str) -> str:
@@ -56,6 +57,24 @@ async def load_journal(
         inherited = await load_journal(store, parent, limit)
         journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
     steps = await store.load_journal(run.run_id, up_to_seq=up_to)
+    if not steps and run.is_terminal:
+        await refuse_archived(store, run.run_id)
     for record in checked_steps(run.run_id, steps):
         journal[record.seq] = record
     return journal
+
+
+async def refuse_archived(store: Store, run_id: str) -> None:
+    """UsageError if the run's journal is archived where `store` cannot read it.
+
+    A store opened with `?blobs=` (`OffloadStore`) reads archived journals
+    through and does not declare `SupportsArchive`; its wrapped store does.
+    """
+    if isinstance(store, SupportsArchive) and (
+        await store.load_archive_stub(run_id) is not None
+    ):
+        raise UsageError(
+            f"run {run_id!r}: its journal is archived in an object store, which "
+            f"store {redact(store.url)} was opened without: add ?blobs=... (the "
+            f"bucket it was archived to) to the store URL"
+        )

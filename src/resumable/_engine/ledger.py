@@ -18,7 +18,7 @@ from datetime import date
 from typing import Any
 
 from resumable._engine.damage import reading
-from resumable._engine.journal import get_run, step_place
+from resumable._engine.journal import get_run, refuse_archived, step_place
 from resumable._engine.usage import Usage
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.serde import Serde
@@ -197,7 +197,10 @@ async def read_ledger(
     """
     await get_run(store, run_id)
     records = []
-    for record in checked_steps(run_id, await store.load_journal(run_id)):
+    steps = await store.load_journal(run_id)
+    if not steps:
+        await refuse_archived(store, run_id)
+    for record in checked_steps(run_id, steps):
         place = step_place(run_id, record.seq, record.name)
         if record.seq < 0:
             records.append((record, serde.loads(record.output or b"", place=place)))

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from resumable._engine.clock import Clock
 from resumable._engine.context import Runtime
+from resumable._engine.journal import get_run
 from resumable._engine.retention import GcReport, collect
 from resumable.errors import UsageError
 from resumable.stores import redact
@@ -57,16 +58,36 @@ async def collect_garbage(
 async def archive(
     store: Store, clock: Clock, *, older_than: timedelta, limit: int
 ) -> list[Archived]:
-    """`Engine.archive`: move payloads of runs finished before the cutoff to objects.
+    """`Engine.archive`: move runs finished before the cutoff to objects.
 
     Raises:
         UsageError: the store has no object store (`blobs=`).
     """
+    offload = _archiving(store)
+    now_ms = clock.now_ms()
+    cutoff_ms = now_ms - int(older_than.total_seconds() * 1000)
+    return await offload.archive_finished(
+        updated_before_ms=cutoff_ms, limit=limit, now_ms=now_ms
+    )
+
+
+async def unarchive(store: Store, run_id: str) -> bool:
+    """`Engine.unarchive`: put an archived run's rows back; False if it was not.
+
+    Raises:
+        UsageError: the store has no object store (`blobs=`).
+        RunNotFound: there is no such run.
+    """
+    offload = _archiving(store)
+    await get_run(store, run_id)
+    return await offload.restore_archived(run_id) is not None
+
+
+def _archiving(store: Store) -> OffloadStore:
     if not isinstance(store, OffloadStore):
         raise UsageError(
             f"store {redact(store.url)}: archive needs an object store: add "
             f"?blobs=s3://bucket/prefix (or file:///folder) to the store URL, or "
             f"pass Engine(blobs=...)"
         )
-    cutoff_ms = clock.now_ms() - int(older_than.total_seconds() * 1000)
-    return await store.archive_finished(updated_before_ms=cutoff_ms, limit=limit)
+    return store
