@@ -73,13 +73,16 @@ from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
+from resumable.stores.capabilities import Capabilities
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
+from resumable.stores.partial import complete
 from resumable.stores.protocol import (
     InputRecord,
     Lease,
     RunQuery,
     RunRecord,
     RunStatus,
+    RunStore,
     SnapshotRecord,
     StepRecord,
     Store,
@@ -232,7 +235,7 @@ class Engine:
 
     def __init__(
         self,
-        store: str | Store = DEFAULT_URL,
+        store: str | RunStore = DEFAULT_URL,
         *,
         encryption_key: KeyRing | str | None = None,
         lease_ttl_s: float = 5.0,
@@ -245,7 +248,10 @@ class Engine:
         blobs: str | BlobStore | None = None,
         offload_over: int = DEFAULT_OFFLOAD_OVER,
     ) -> None:
-        self.store: Store = create_store(store) if isinstance(store, str) else store
+        taken = create_store(store) if isinstance(store, str) else store
+        self.capabilities = Capabilities.of(taken)
+        """What the store offers beyond RunStore, checked once, here."""
+        self.store: Store = complete(taken, self.capabilities)
         if blobs is not None:
             self.store = OffloadStore(
                 self.store,
@@ -276,7 +282,7 @@ class Engine:
             prices=prices or PriceTable(),
             observer=combine(list(observers)),
         )
-        report_commit_batches(self._runtime)
+        report_commit_batches(self._runtime, self.capabilities.commit_batches)
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
         self._snapshots = Snapshots(self.store, self.serde)

@@ -145,9 +145,11 @@ class Worker:
         (the fallback where the store cannot notify).
         """
         self._finished.clear()
-        notify = getattr(self.engine.store, "wait_for_work", None)
+        notify = self.engine.capabilities.wake_up
         nap: Awaitable[Any] = (
-            notify(self.poll_s) if notify else asyncio.sleep(self.poll_s)
+            notify.wait_for_work(self.poll_s)
+            if notify is not None
+            else asyncio.sleep(self.poll_s)
         )
         waiters: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(stop.wait()),

@@ -134,13 +134,6 @@ class OffloadStore:
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
 
-    def __getattr__(self, name: str) -> Any:
-        # what the wrapped store offers beyond the protocol (open, wait_for_work,
-        # any_loop) is offered here too: the object store binds to no loop
-        if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
     # --- the two crossings ------------------------------------------------------
     async def _offload(
         self, data: bytes | bytearray | None, *, run_id: str, seq: int | None
