@@ -11,6 +11,7 @@ from resumable._contract_records import (
     step_record,
 )
 from resumable.errors import LeaseLost, RunNotFound
+from resumable.stores.journal import JournalKind, seq_of
 from resumable.stores.protocol import (
     InputRecord,
     QueuePolicy,
@@ -423,15 +424,31 @@ class RunStoreContract:
         assert await store.load_journal("nobody") == []
 
     async def test_journal_holds_negative_and_64_bit_seqs(self, store: Store) -> None:
-        """Ledger entries live at negative seqs, map_steps items at seqs >= 2**62."""
+        """Every kind of journal record, as `stores.journal` encodes it, round-trips.
+
+        Ledger entries are stored at seqs at most 0, map_steps items at seqs from
+        2**62 to 2**63 - 1: a seq column must hold a signed 64-bit integer.
+        """
         await store.create_run(run_record("r"))
         lease = await store.acquire_lease("r", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
-        seqs = [-3, 1, 2, (1 << 62) + 12345, (1 << 63) - 1]
+        seqs = [
+            seq_of(JournalKind.LEDGER, 3),
+            seq_of(JournalKind.STEP, 1),
+            seq_of(JournalKind.STEP, 2),
+            seq_of(JournalKind.BATCH_ITEM, 12345),
+            seq_of(JournalKind.BATCH_ITEM, (1 << 62) - 1),
+        ]
         for seq in reversed(seqs):
             await store.commit_step(step_record("r", seq), fence=lease.fence)
         assert [s.seq for s in await store.load_journal("r")] == seqs
-        assert [s.seq for s in await store.load_journal("r", up_to_seq=2)] == [-3, 1, 2]
+        journal = await store.load_journal("r")
+        assert [s.kind for s in journal] == [
+            JournalKind.LEDGER,
+            *[JournalKind.STEP] * 2,
+            *[JournalKind.BATCH_ITEM] * 2,
+        ]
+        assert [s.seq for s in await store.load_journal("r", up_to_seq=2)] == seqs[:3]
 
     async def test_step_payloads_are_stored_byte_exact(self, store: Store) -> None:
         await store.create_run(run_record("r"))

@@ -32,11 +32,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
 
 from resumable._engine import replay
-from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.context import RunContext, Runtime, _run
 from resumable._engine.decorators import WORKFLOWS
 from resumable._engine.runs import load_journal, run_place
 from resumable.errors import NonDeterminismError, ResumableError, RunNotFound
+from resumable.stores.journal import is_step
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
 if TYPE_CHECKING:
@@ -477,6 +477,6 @@ def _verdict(
         return replace(base, new_after_seq=seq - 1, frontier=what)
     if finished:
         # recorded calls after the last one the new code made: it returned first
-        unused = sorted(s for s in probe.journal if next_seq <= s < KEYED_SEQ_BASE)
+        unused = sorted(s for s in probe.journal if is_step(s) and s >= next_seq)
         return replace(base, unused=tuple(unused))
     return base

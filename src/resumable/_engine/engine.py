@@ -74,6 +74,7 @@ from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
 from resumable.stores.capabilities import Capabilities
+from resumable.stores.journal import JournalKind
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
 from resumable.stores.partial import complete
 from resumable.stores.protocol import (
@@ -866,8 +867,8 @@ class Engine:
         journal = await load_journal(self.store, run)
         return [
             _step_view(record, run_id, self.serde)
-            for seq, record in sorted(journal.items())
-            if seq > 0
+            for _, record in sorted(journal.items())
+            if record.kind is not JournalKind.LEDGER
         ]
 
     async def gc(
@@ -966,7 +967,7 @@ class Engine:
         records = []
         for record in checked_steps(run_id, await self.store.load_journal(run_id)):
             place = step_place(run_id, record.seq, record.name)
-            if record.seq < 0:
+            if record.kind is JournalKind.LEDGER:
                 records.append(
                     (record, self.serde.loads(record.output or b"", place=place))
                 )

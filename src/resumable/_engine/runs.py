@@ -26,6 +26,7 @@ from resumable.errors import (
     StepFailed,
 )
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import (
     Lease,
     RunRecord,
@@ -62,7 +63,11 @@ async def load_journal(
         checked_run(parent)
         limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
         inherited = await load_journal(store, parent, limit)
-        journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
+        journal.update(
+            (seq, record)
+            for seq, record in inherited.items()
+            if record.kind is not JournalKind.LEDGER  # the parent's executions'
+        )
     steps = await store.load_journal(run.run_id, up_to_seq=up_to)
     for record in checked_steps(run.run_id, steps):
         journal[record.seq] = record
@@ -76,7 +81,11 @@ def _spent_so_far(ctx: RunContext) -> Spend:
     """
     calls: list[Usage] = []
     for record in ctx.journal.values():
-        if record.run_id == ctx.run_id and record.seq > 0 and record.usage is not None:
+        if (
+            record.run_id == ctx.run_id
+            and record.kind is not JournalKind.LEDGER
+            and record.usage is not None
+        ):
             place = step_place(record.run_id, record.seq, record.name) + " usage"
             raw = ctx.runtime.serde.loads(record.usage, place=place)
             calls.extend(usage for _, usage in usage_entries(raw, place=place))

@@ -25,6 +25,7 @@ from resumable._engine.observe import Observer, store_kind
 from resumable._engine.usage import Usage
 from resumable._engine.waits import input_place
 from resumable.errors import ResumableError, StepFailed
+from resumable.stores.journal import JournalKind, kind_of
 from resumable.stores.protocol import InputRecord, RunRecord, StepRecord
 
 __all__ = ["CREATED_KEY", "EXECUTION_KEY", "Tracing"]
@@ -92,7 +93,9 @@ class Tracing(Observer):
                 "resumable.workflow": ctx.workflow,
                 "resumable.execution": ctx.fence,
                 "resumable.store": store_kind(runtime),
-                "resumable.recorded_steps": sum(1 for s in ctx.journal if s > 0),
+                "resumable.recorded_steps": sum(
+                    1 for s in ctx.journal if kind_of(s) is not JournalKind.LEDGER
+                ),
             },
         )
         token = otel_context.attach(trace.set_span_in_context(span, parent))
@@ -195,7 +198,7 @@ class Tracing(Observer):
         error: BaseException | None,
     ) -> None:
         """The commit's size and duration, on the step's span (current here)."""
-        if record.seq <= 0:  # a ledger entry, written beside the step
+        if record.kind is JournalKind.LEDGER:  # written beside the step
             return
         attributes: dict[str, int | float | str] = {
             "resumable.checkpoint.bytes": len(record.output or b"")

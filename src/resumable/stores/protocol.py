@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
+from resumable.stores.journal import JournalKind, kind_of
+
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
     "running",  # an executor holds (or held, if its lease expired) the lease
@@ -107,7 +109,11 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True, init=False)
 class StepRecord:
-    """One journal entry: the outcome of the step call at `seq` in a run."""
+    """One journal entry: the outcome of the step call at `seq` in a run.
+
+    A ledger entry and a `map_steps` item are journal entries too; `kind` says
+    which a record is, and `resumable.stores.journal` maps kinds to seqs.
+    """
 
     run_id: str
     seq: int
@@ -150,6 +156,11 @@ class StepRecord:
         set_started_at_ms(self, started_at_ms)
         set_finished_at_ms(self, finished_at_ms)
         set_usage(self, usage)
+
+    @property
+    def kind(self) -> JournalKind:
+        """A step call, a ledger entry or a batch item (`resumable.stores.journal`)."""
+        return kind_of(self.seq)
 
 
 def _slot_setter(name: str) -> Callable[[StepRecord, Any], None]:
