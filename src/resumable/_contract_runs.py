@@ -6,6 +6,7 @@ from resumable._contract_records import (
     T0,
     WEIRD_IDS,
     must_raise,
+    needs,
     run_record,
     snapshot_record,
     step_record,
@@ -14,9 +15,12 @@ from resumable.errors import LeaseLost, RunNotFound
 from resumable.stores.journal import JournalKind, seq_of
 from resumable.stores.protocol import (
     InputRecord,
+    Maintenance,
     QueuePolicy,
+    RunListing,
     RunQuery,
     RunUpdate,
+    SnapshotStore,
     StepRecord,
     Store,
 )
@@ -53,6 +57,7 @@ class RunStoreContract:
     async def test_list_runs_filters_and_orders_newest_first(
         self, store: Store
     ) -> None:
+        needs(store, RunListing)
         for i in range(5):
             await store.create_run(
                 run_record(
@@ -85,6 +90,7 @@ class RunStoreContract:
     async def test_list_runs_pages_by_key_and_filters_by_prefix_and_time(
         self, store: Store
     ) -> None:
+        needs(store, RunListing)
         for i in range(7):  # pairs share a creation time: the run_id breaks the tie
             await store.create_run(
                 run_record(f"{'a' if i < 4 else 'b'}{i}", created_at_ms=T0 + i // 2)
@@ -107,6 +113,7 @@ class RunStoreContract:
         assert await store.list_runs(RunQuery(run_id_prefix="a%")) == []
 
     async def test_count_runs_by_status_and_queue(self, store: Store) -> None:
+        needs(store, RunListing)
         for i in range(6):
             await store.create_run(
                 run_record(
@@ -365,6 +372,7 @@ class RunStoreContract:
 
     # --- versions -----------------------------------------------------------------
     async def test_a_run_keeps_its_version_and_lists_by_it(self, store: Store) -> None:
+        needs(store, RunListing)
         await store.create_run(run_record("v1-run", version="1"))
         await store.create_run(run_record("v2-run", version="2", created_at_ms=T0 + 1))
         await store.create_run(run_record("plain", created_at_ms=T0 + 2))
@@ -473,6 +481,7 @@ class RunStoreContract:
     async def test_delete_runs_removes_only_finished_runs_with_their_data(
         self, store: Store
     ) -> None:
+        needs(store, Maintenance)
         await store.create_run(run_record("done"))
         lease = await store.acquire_lease("done", owner="a", now_ms=T0, ttl_ms=1000)
         assert lease is not None
@@ -521,6 +530,7 @@ class RunStoreContract:
     async def test_inputs_are_listed_with_when_they_were_sent_oldest_first(
         self, store: Store
     ) -> None:
+        needs(store, RunListing)
         await store.create_run(run_record("r", status="waiting"))
         assert await store.list_inputs("r") == []
         for key, ms in (("late", 9), ("early", 1), ("also-late", 9)):
@@ -537,6 +547,7 @@ class RunStoreContract:
     async def test_payloads_are_scanned_in_pages_and_swapped_only_if_unchanged(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore, Maintenance)
         for n in range(5):
             await store.create_run(run_record(f"r{n}", input=f"in-{n}".encode()))
             lease = await store.acquire_lease(
@@ -566,6 +577,7 @@ class RunStoreContract:
     async def test_identifiers_are_stored_and_found_literally(
         self, store: Store
     ) -> None:
+        needs(store, RunListing, SnapshotStore)
         for n, odd in enumerate(WEIRD_IDS):
             run_id = f"{odd}#{n}"
             await store.create_run(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
 
 import pytest
@@ -31,6 +31,7 @@ from resumable.stores.protocol import (
     StepRecord,
     Store,
 )
+from resumable.testing import StoreContract
 
 
 class RunsOnly:
@@ -185,3 +186,13 @@ async def test_what_a_run_store_lacks_raises_naming_the_capability() -> None:
             await engine.gc()
         with pytest.raises(CapabilityMissing, match="Maintenance"):
             await engine.rekey()
+
+
+class TestARunStoreAlonePassesTheContract(StoreContract):
+    """The contract's core runs on it; the parts it lacks skip, naming them."""
+
+    @pytest.fixture
+    async def store(self) -> AsyncIterator[RunStore]:
+        store = RunsOnly()
+        yield store
+        await store.close()
