@@ -12,10 +12,12 @@ import asyncio
 import base64
 from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from resumable import CapabilityMissing, Engine, step, wait_for, workflow
+from resumable._tamper_subjects import memory_subject
 from resumable.stores import MemoryStore
 from resumable.stores.blobs import open_blobs
 from resumable.stores.capabilities import Capabilities
@@ -31,15 +33,15 @@ from resumable.stores.protocol import (
     StepRecord,
     Store,
 )
-from resumable.testing import StoreContract
+from resumable.testing import StoreContract, StoredField, TamperSubject, TamperSuite
 
 
 class RunsOnly:
     """The RunStore methods and nothing more."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: MemoryStore | None = None) -> None:
         self.url = "runs-only://"
-        self._rows = MemoryStore()
+        self._rows = rows if rows is not None else MemoryStore()
 
     async def create_run(self, run: RunRecord) -> RunRecord:
         return await self._rows.create_run(run)
@@ -196,3 +198,40 @@ class TestARunStoreAlonePassesTheContract(StoreContract):
         store = RunsOnly()
         yield store
         await store.close()
+
+
+class RunsOnlySubject:
+    """The tamper suite's raw access to a RunsOnly store's rows."""
+
+    url = None  # the CLI cannot open it
+
+    def __init__(self, rows: TamperSubject) -> None:
+        assert isinstance(rows.store, MemoryStore)
+        self._rows = rows
+        self.store = RunsOnly(rows.store)
+
+    async def fields(self) -> list[StoredField]:
+        return await self._rows.fields()
+
+    async def write(self, field: StoredField, value: Any) -> bool:
+        return await self._rows.write(field, value)
+
+    async def reopen(self) -> RunStore:
+        return self.store
+
+    async def clone(self) -> RunsOnlySubject:
+        return RunsOnlySubject(await self._rows.clone())
+
+    async def drop(self) -> None:
+        await self._rows.drop()
+
+
+async def runs_only_subject() -> TamperSubject:
+    return RunsOnlySubject(await memory_subject())
+
+
+@pytest.mark.timeout(600)
+async def test_the_tamper_suite_runs_on_a_run_store_alone() -> None:
+    report = await TamperSuite(runs_only_subject).run()
+    assert report.cases > 50, report.summary()
+    assert not report.failures, report.summary()

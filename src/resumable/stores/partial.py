@@ -43,6 +43,11 @@ def complete(store: RunStore, capabilities: Capabilities) -> Store:
     return PartialStore(store, capabilities)
 
 
+def as_store(store: RunStore) -> Store:
+    """`complete` with the capabilities checked here (for code that holds no engine)."""
+    return complete(store, Capabilities.of(store))
+
+
 class PartialStore:
     """Delegates what `inner` implements; the rest raises `CapabilityMissing`."""
 
