@@ -37,4 +37,5 @@ async def test_the_engine_keeps_a_full_store_as_it_is_and_its_capabilities(
     assert engine.store is store  # nothing wraps a full store
     assert set(engine.capabilities.names) == {*PARTS, *DECLARED[backend]}
     if "SupportsWakeUp" in DECLARED[backend]:
-        assert engine.capabilities.wake_up is store
+        waker: object = engine.capabilities.wake_up
+        assert waker is store
