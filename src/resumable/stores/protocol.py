@@ -1,21 +1,15 @@
 """The Store protocol, in parts, over typed records.
 
 A store keeps runs, their journals, the inputs sent to them, and content-addressed
-snapshots. The contract comes in four Protocols, so that a store of your own can
-start with the first:
+snapshots, in four Protocols: `RunStore` (runs, leases with fencing, journal,
+inputs: all that running workflows needs), `SnapshotStore` (chunks, snapshots,
+threads), `RunListing` (`runs()`, the CLI, the dashboard) and `Maintenance`
+(`gc()`, `rekey()`). `Store` is all four, as the built-in stores are; a store of
+your own may start with `RunStore`. Optional capabilities are the Protocols of
+`resumable.stores.capabilities`, checked once, when the engine takes the store.
+`docs/stores.md` shows how to write one.
 
-- `RunStore`: runs, leases with fencing, journal, inputs. All that running,
-  suspending, resuming and recovering workflows needs.
-- `SnapshotStore`: chunks, snapshots and threads (`save_state`, LangGraph).
-- `RunListing`: listing and counting runs and inputs (`runs()`, CLI, dashboard).
-- `Maintenance`: deleting runs (`gc()`) and rewriting payloads (`rekey()`).
-
-`Store` is all four, as the built-in stores implement them. Optional capabilities
-(notify, any loop, ...) are Protocols of `resumable.stores.capabilities`; the
-engine checks them once, when it takes the store. `docs/stores.md` shows how to
-write one.
-
-A store It never decodes a payload (every `bytes` field was encoded, checksummed
+A store never decodes a payload (every `bytes` field was encoded, checksummed
 and optionally encrypted by `resumable.serde`), never imports the engine, and raises
 only `ResumableError` subclasses, never driver errors.
 
@@ -462,12 +456,7 @@ class RunStore(Protocol):
 
 @runtime_checkable
 class SnapshotStore(Protocol):
-    """Saved states: content-addressed chunks, snapshots and the threads holding them.
-
-    What `Engine.save_state`, `load_state`, `state_history`, `threads` and the
-    LangGraph saver use. A store without it still runs workflows; those calls
-    then raise UsageError.
-    """
+    """Saved states (`save_state`, LangGraph): content-addressed chunks, snapshots, threads."""
 
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         """Store chunks by content hash; a hash already present is left alone."""
@@ -600,9 +589,4 @@ class Maintenance(Protocol):
 
 @runtime_checkable
 class Store(RunStore, SnapshotStore, RunListing, Maintenance, Protocol):
-    """Everything a full store offers; the four built-in stores are one.
-
-    A store of your own needs only `RunStore`; the others (and the optional
-    capabilities of `resumable.stores.capabilities`) are found once, when the
-    engine opens it.
-    """
+    """Everything a full store offers, as the built-in stores do (see the module docstring)."""
