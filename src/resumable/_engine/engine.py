@@ -205,7 +205,9 @@ class Engine:
 
     Args:
         store: A store URL (`sqlite:///path.db`, `memory://`, `postgresql://...`,
-            `redis://...`) or a Store object. Default: `./.resumable/state.db`.
+            `redis://...`) or a store object: a full `Store`, or any `RunStore`,
+            whose missing parts raise CapabilityMissing when used (see
+            docs/stores.md). Default: `./.resumable/state.db`.
         encryption_key: Encrypt every payload with AES-256-GCM: a KeyRing, or the
             RESUMABLE_ENCRYPTION_KEY format `id:base64key,...` (first is current).
             Default: $RESUMABLE_ENCRYPTION_KEY if set.
