@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from resumable import CapabilityMissing, Engine, step, wait_for, workflow
+from resumable import CapabilityMissing, Engine, Worker, step, wait_for, workflow
 from resumable._tamper_subjects import memory_subject
 from resumable.stores import MemoryStore
 from resumable.stores.blobs import open_blobs
@@ -198,6 +199,45 @@ class TestARunStoreAlonePassesTheContract(StoreContract):
         store = RunsOnly()
         yield store
         await store.close()
+
+
+class Waking(RunsOnly):
+    """A RunStore that also declares `SupportsWakeUp`: a new run wakes a worker."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.work = asyncio.Event()
+        self.waits = 0
+
+    async def create_run(self, run: RunRecord) -> RunRecord:
+        stored = await super().create_run(run)
+        self.work.set()
+        return stored
+
+    async def wait_for_work(self, timeout_s: float) -> None:
+        self.waits += 1
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.work.wait(), timeout_s)
+        self.work.clear()
+
+
+@workflow(name="run_store_only:double")
+async def double(n: int) -> int:
+    return n * 2
+
+
+async def test_a_declared_wake_up_wakes_an_idle_worker_before_its_poll() -> None:
+    store = Waking()
+    async with Engine(store) as engine:
+        waker: object = engine.capabilities.wake_up
+        assert waker is store
+        worker = Worker(engine, poll_s=600, workflows=["run_store_only:double"])
+        working = asyncio.create_task(worker.run(until=lambda w: w.completed >= 1))
+        while store.waits == 0:  # idle, in the store's wait_for_work
+            await asyncio.sleep(0.01)
+        run_id = await engine.enqueue(double, 21)
+        await asyncio.wait_for(working, 30)  # far sooner than the 600 s poll
+        assert await engine.run(double, 21, run_id=run_id) == 42
 
 
 class RunsOnlySubject:
