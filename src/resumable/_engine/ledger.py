@@ -3,7 +3,7 @@
 Each step record carries the usage of every attempt it made (read from the OpenAI
 or Anthropic response it returned, plus `current_run().record_usage(...)`), each
 tagged with the execution (fence) that made the call. Each execution that
-replayed steps writes one ledger entry (`JournalKind.LEDGER`, indexed by its fence), summing the
+replayed steps writes one ledger entry, (`JournalKind.LEDGER`, indexed by its fence), summing the
 usage it reused instead of re-calling. Everything here is derived from those
 stored records, so any process computes the same ledger; dollars are priced
 when read, from the engine's PriceTable, and a model without a price is counted
@@ -18,10 +18,13 @@ from datetime import date
 from typing import Any
 
 from resumable._engine.damage import reading
+from resumable._engine.journal import get_run, step_place
 from resumable._engine.usage import Usage
 from resumable.pricing import PRICES_AS_OF, PriceTable
+from resumable.serde import Serde
+from resumable.stores._records import checked_steps
 from resumable.stores.journal import JournalKind, index_of
-from resumable.stores.protocol import StepRecord
+from resumable.stores.protocol import StepRecord, Store
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,3 +187,22 @@ def build(
         executions=executions,
         unpriced_models=tuple(sorted(unpriced)),
     )
+
+
+async def read_ledger(
+    store: Store, serde: Serde, prices: PriceTable, run_id: str
+) -> Ledger:
+    """`Engine.ledger`: the run's ledger from its own journal (never a fork's parent's).
+
+    Raises:
+        RunNotFound: there is no such run.
+    """
+    await get_run(store, run_id)
+    records = []
+    for record in checked_steps(run_id, await store.load_journal(run_id)):
+        place = step_place(run_id, record.seq, record.name)
+        if record.kind is JournalKind.LEDGER:
+            records.append((record, serde.loads(record.output or b"", place=place)))
+        elif record.usage is not None:
+            records.append((record, serde.loads(record.usage, place=place + " usage")))
+    return build(run_id, records, prices)

@@ -7,6 +7,7 @@ import asyncio
 import os
 from typing import Any
 
+from resumable._engine.engine import Engine
 from resumable.cli.runs import _import_app
 from resumable.errors import ResumableError
 from resumable.ui import check_bind
@@ -51,7 +52,6 @@ def serve_ui(args: argparse.Namespace) -> int:
         raise ResumableError(
             f"resumable ui needs its extra: pip install 'resumable[ui]' ({exc})"
         ) from None
-    from resumable._engine.engine import Engine
 
     async def main() -> None:
         async with Engine(args.store) as engine:

@@ -21,9 +21,9 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from resumable._engine.context import RunContext, Runtime
+from resumable._engine.journal import input_place
 from resumable._engine.observe import Observer, store_kind
 from resumable._engine.usage import Usage
-from resumable._engine.waits import input_place
 from resumable.errors import ResumableError, StepFailed
 from resumable.stores.journal import JournalKind, kind_of
 from resumable.stores.protocol import InputRecord, RunRecord, StepRecord

@@ -55,7 +55,6 @@ import functools
 import itertools
 import logging
 import socket
-import struct
 from collections import Counter
 from collections.abc import AsyncGenerator, Collection, Iterator, Mapping, Sequence
 from importlib import resources
@@ -78,6 +77,11 @@ from resumable.errors import (
 )
 from resumable.stores import _redis_payloads, _rules, redact
 from resumable.stores._records import converter, schema_version_of
+from resumable.stores._redis_packing import escape_glob as _escape_glob
+from resumable.stores._redis_packing import pack as _pack
+from resumable.stores._redis_packing import to_bytes as _b
+from resumable.stores._redis_packing import to_str as _s
+from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores.protocol import (
     NO_CHUNKS,
     RUN_STATUSES,
@@ -129,12 +133,9 @@ _PLAIN_SCRIPTS: Final = (
     "load_snapshot",
     "delete_unreferenced_chunks",
 )
-_LEN: Final = struct.Struct(">I")
-_NONE_LEN: Final = 0xFFFFFFFF
 _PAGE_MAX: Final = 500
 _HMGET_SLICE: Final = 1000
 _PUT_BATCH_BYTES: Final = 4 << 20
-_GLOB_SPECIAL: Final = frozenset(b"*?[]\\")
 _RUN_BYTES_FIELDS: Final = ("input", "output")
 _RUN_TEXT_FIELDS: Final = ("parent_id", "forked_from", "queue", "lease_owner")
 _RUN_INT_FIELDS: Final = ("fork_seq", "wake_at_ms", "expires_at_ms")
@@ -152,43 +153,8 @@ _KEEPALIVE: Final = {
 }
 
 
-def _b(text: str) -> bytes:
-    # surrogatepass: ids are any Python str, lone surrogates included
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _s(data: bytes) -> str:
-    return data.decode("utf-8", "surrogatepass")
-
-
 def _num(value: int) -> bytes:
     return str(int(value)).encode()
-
-
-def _pack(items: Sequence[bytes | None]) -> bytes:
-    """Length-prefixed items (None is length 0xFFFFFFFF); `lib.lua` reads the same."""
-    out = bytearray()
-    for item in items:
-        if item is None:
-            out += _LEN.pack(_NONE_LEN)
-        else:
-            out += _LEN.pack(len(item))
-            out += item
-    return bytes(out)
-
-
-def _unpack(data: bytes) -> list[bytes | None]:
-    items: list[bytes | None] = []
-    pos = 0
-    while pos < len(data):
-        (size,) = _LEN.unpack_from(data, pos)
-        pos += _LEN.size
-        if size == _NONE_LEN:
-            items.append(None)
-            continue
-        items.append(data[pos : pos + size])
-        pos += size
-    return items
 
 
 def _text(item: bytes | None) -> str | None:
@@ -201,12 +167,6 @@ def _int(item: bytes | None) -> int:
 
 def _pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
     return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-def _escape_glob(pattern: bytes) -> bytes:
-    return b"".join(
-        b"\\" + bytes([c]) if c in _GLOB_SPECIAL else bytes([c]) for c in pattern
-    )
 
 
 @functools.cache

@@ -33,8 +33,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from resumable._engine.decorators import WORKFLOWS
 from resumable._engine.engine import Engine
+from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError, RunNotFound
 from resumable.ui import lineage_page, run_page, runs_page, threads_page, workers_page
 from resumable.ui.html import esc, page

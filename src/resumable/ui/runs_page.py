@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from resumable._engine.engine import Engine, RunView
-from resumable._engine.listing import RunFilter
+from resumable._engine.engine import Engine
+from resumable._engine.listing import RunFilter, RunView
 from resumable.errors import ResumableError
 from resumable.stores.protocol import RUN_STATUSES, RunStatus
 from resumable.ui.html import badge, esc, table, url, when
