@@ -9,6 +9,7 @@ from typing import Any
 from resumable._engine.clock import datetime_of
 from resumable._engine.journal import load_journal, step_place
 from resumable.serde import Serde
+from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import RunRecord, StepRecord, Store
 
 
@@ -51,8 +52,8 @@ async def run_history(store: Store, serde: Serde, run: RunRecord) -> list[StepVi
     journal = await load_journal(store, run)
     return [
         _step_view(record, run.run_id, serde)
-        for seq, record in sorted(journal.items())
-        if seq > 0
+        for _, record in sorted(journal.items())
+        if record.kind is not JournalKind.LEDGER
     ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
 from resumable.stores import redact
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import RunRecord, StepRecord, Store, SupportsArchive
 
 
@@ -55,7 +56,11 @@ async def load_journal(
         checked_run(parent)
         limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
         inherited = await load_journal(store, parent, limit)
-        journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
+        journal.update(
+            (seq, record)
+            for seq, record in inherited.items()
+            if record.kind is not JournalKind.LEDGER  # the parent's executions'
+        )
     steps = await store.load_journal(run.run_id, up_to_seq=up_to)
     if not steps and run.is_terminal:
         await refuse_archived(store, run.run_id)

@@ -26,6 +26,7 @@ from resumable.errors import (
     SerializationError,
     StepFailed,
 )
+from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import (
     Lease,
     RunRecord,
@@ -47,7 +48,11 @@ def _spent_so_far(ctx: RunContext) -> Spend:
     """
     calls: list[Usage] = []
     for record in ctx.journal.values():
-        if record.run_id == ctx.run_id and record.seq > 0 and record.usage is not None:
+        if (
+            record.run_id == ctx.run_id
+            and record.kind is not JournalKind.LEDGER
+            and record.usage is not None
+        ):
             place = step_place(record.run_id, record.seq, record.name) + " usage"
             raw = ctx.runtime.serde.loads(record.usage, place=place)
             calls.extend(usage for _, usage in usage_entries(raw, place=place))

@@ -27,6 +27,7 @@ from resumable.errors import (
     StepFailed,
     StoreError,
 )
+from resumable.stores.journal import JournalKind, seq_of
 from resumable.stores.protocol import StepRecord
 
 if TYPE_CHECKING:
@@ -482,7 +483,7 @@ def start_noting_replays(ctx: RunContext) -> asyncio.Future[None] | None:
 
 
 async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) -> None:
-    """Record what this execution has replayed (its ledger entry, at seq -fence)."""
+    """Record what this execution has replayed (its ledger entry, `JournalKind.LEDGER`)."""
     runtime = ctx.runtime
     entry = {
         "replayed_steps": replayed,
@@ -490,12 +491,13 @@ async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) ->
         "usage": ledger.encode_entries((ctx.fence, u) for u in ctx.replayed_usage),
     }
     now_ms = runtime.clock.now_ms()
-    place = step_place(ctx.run_id, -ctx.fence, LEDGER_STEP)
+    seq = seq_of(JournalKind.LEDGER, ctx.fence)
+    place = step_place(ctx.run_id, seq, LEDGER_STEP)
     await commit(
         ctx,
         StepRecord(
             run_id=ctx.run_id,
-            seq=-ctx.fence,
+            seq=seq,
             name=LEDGER_STEP,
             fingerprint="-",
             status="ok",
@@ -584,4 +586,4 @@ async def durably(
 
 
 LEDGER_STEP = "resumable.ledger"
-"""The name of the per-execution ledger entries (at negative seqs)."""
+"""The name of the per-execution ledger entries (`JournalKind.LEDGER`)."""

@@ -90,9 +90,6 @@ DEFAULT_OFFLOAD_OVER: Final = 256 * 1024
 """Sealed payloads longer than this go to the object store (bytes)."""
 
 _SCAN_PAGE: Final = 500
-_ROW_SWAPS: Final = frozenset(
-    ("archive_journal", "load_archive_stub", "restore_journal", "list_archive_stubs")
-)
 _FETCH_BATCH: Final = 16
 
 
@@ -142,17 +139,6 @@ class OffloadStore:
 
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
-
-    def __getattr__(self, name: str) -> Any:
-        # what the wrapped store offers beyond the protocol (open, wait_for_work,
-        # any_loop) is offered here too: the object store binds to no loop
-        if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
-            raise AttributeError(name)
-        if name in _ROW_SWAPS:
-            # the wrapped store's stubs are read through, never handed out: this
-            # store's journal of an archived run is the archived one
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     # --- the two crossings ------------------------------------------------------
     async def _offload(

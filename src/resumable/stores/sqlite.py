@@ -301,7 +301,7 @@ _fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 class SQLiteStore:
     """The Store protocol on one SQLite file, in WAL mode."""
 
-    any_loop = True  # see protocol.runs_on_any_loop
+    any_loop = True  # see capabilities.RunsOnAnyLoop
 
     def __init__(self, url: str = f"sqlite:///{DEFAULT_PATH}") -> None:
         self.url = url
