@@ -7,6 +7,7 @@ encode and one store write; a replayed step costs one decode.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -26,6 +27,9 @@ from resumable.errors import (
     StepFailed,
     StoreError,
 )
+from resumable.serde import Serde
+from resumable.serde.chunked import SealedStream
+from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import StepRecord
 
 if TYPE_CHECKING:
@@ -192,7 +196,7 @@ async def _run_attempts(
             try:
                 attempt_calls.extend(usage_from(result))
                 try:
-                    output = runtime.serde.dumps(result, place=place)
+                    output = _dumps(runtime.store, runtime.serde, result, place)
                 except SerializationError as exc:
                     raise SerializationError(
                         run_id=ctx.run_id,
@@ -204,6 +208,7 @@ async def _run_attempts(
                     calls.extend((ctx.fence, usage) for usage in attempt_calls)
                 if noting is not None:
                     await noting
+                sealed = output if isinstance(output, SealedStream) else None
                 await commit(
                     ctx,
                     StepRecord(
@@ -212,12 +217,13 @@ async def _run_attempts(
                         name=spec.name,
                         fingerprint=fingerprint,
                         status="ok",
-                        output=output,
+                        output=None if sealed is not None else output,
                         attempts=attempt,
                         started_at_ms=started_at_ms,
                         finished_at_ms=runtime.clock.now_ms(),
                         usage=_encoded_calls(ctx, place, calls),
                     ),
+                    sealed=sealed,
                 )
                 _spend(ctx, attempt_calls)
             except BaseException as exc:
@@ -471,16 +477,45 @@ async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) ->
     )
 
 
-async def commit(ctx: RunContext, record: StepRecord) -> None:
+def _dumps(
+    store: object, serde: Serde, result: object, place: str
+) -> bytes | SealedStream:
+    """A step result's frame; made on demand when it is large and will be offloaded."""
+    if isinstance(store, OffloadStore) and store.streams:
+        return serde.dumps_stream(result, place=place)
+    return serde.dumps(result, place=place)
+
+
+async def _put_sealed(
+    ctx: RunContext, record: StepRecord, sealed: SealedStream
+) -> StepRecord:
+    """`record` with its output uploaded from `sealed` (retried as writes are)."""
+    store = ctx.runtime.store
+    assert isinstance(store, OffloadStore)  # noqa: S101 - _dumps made it for one
+    refs: list[bytes] = []
+
+    async def put() -> None:
+        refs.append(await store.put_sealed(sealed, run_id=ctx.run_id, seq=record.seq))
+
+    await durably(ctx, put, seq=record.seq)
+    return dataclasses.replace(record, output=refs[-1])
+
+
+async def commit(
+    ctx: RunContext, record: StepRecord, *, sealed: SealedStream | None = None
+) -> None:
     """Make a step record durable before anyone sees the outcome it records.
 
-    If the store cannot take it (after `store_retry_s` of retries), or the lease
-    was lost, the run is poisoned: this and every later step raise the error, and
-    the run ends with it.
+    With `sealed`, the record's output is that frame, uploaded to the object
+    store first (its reference goes in the row). If the store cannot take it
+    (after `store_retry_s` of retries), or the lease was lost, the run is
+    poisoned: this and every later step raise the error, and the run ends with it.
     """
     observer = ctx.runtime.observer
     started_s = time.perf_counter() if observer is not None else 0.0
     try:
+        if sealed is not None:
+            record = await _put_sealed(ctx, record, sealed)
         await durably(
             ctx,
             lambda: ctx.runtime.store.commit_step(record, fence=ctx.fence),

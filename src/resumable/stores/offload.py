@@ -26,10 +26,11 @@ and running the same run_id again resumes once the object store is back).
 
 Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
 checkpoints live) are offloaded the same way; their upload failures are
-`StoreError`, as they belong to no run. A frame is held in memory whole while
-it is uploaded and after it is downloaded (its key is the hash of all of it);
-`S3Blobs` sends large ones in parts that are views into it, and reads them into
-one buffer of their size.
+`StoreError`, as they belong to no run. A step's result, or a run's input or
+output, encoded to more than a MiB never is whole in memory as a frame: the
+engine hands its frame made on demand to `put_sealed`, and reads of it stream
+(`stores.offload_stream`) once the engine gives its frame reader to
+`stream_with`. Other frames are held whole while uploaded and downloaded.
 """
 
 from __future__ import annotations
@@ -55,7 +56,19 @@ from resumable.stores.blobref import (
     BlobRef,
     is_reference,
 )
-from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
+from resumable.stores.blobs import (
+    BlobMissing,
+    BlobStore,
+    BlobUnavailable,
+    StreamingBlobs,
+)
+from resumable.stores.offload_stream import (
+    STREAM_READ_OVER,
+    Opener,
+    Sealed,
+    download,
+    upload,
+)
 from resumable.stores.protocol import (
     NO_CHUNKS,
     PAYLOAD_KINDS,
@@ -130,6 +143,7 @@ class OffloadStore:
         self.offload_over = offload_over
         self.url = inner.url
         self._archives = ArchiveReader(blobs)
+        self._opener: Opener | None = None
 
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
@@ -140,6 +154,32 @@ class OffloadStore:
         if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def stream_with(self, opener: Opener) -> None:
+        """Read large step results and run payloads a chunk at a time through `opener`.
+
+        Their records then hold the opened body (what `opener`'s sinks return),
+        not the frame.
+        """
+        self._opener = opener
+
+    @property
+    def streams(self) -> bool:
+        """Whether `put_sealed` can upload a frame a chunk at a time."""
+        return isinstance(self.blobs, StreamingBlobs)
+
+    async def put_sealed(self, sealed: Sealed, *, run_id: str, seq: int | None) -> bytes:
+        """Upload a frame made on demand; the reference a row keeps in its place.
+
+        Raises:
+            CheckpointWriteError: the object store did not take it.
+        """
+        if not isinstance(self.blobs, StreamingBlobs):
+            frame = b"".join(sealed.chunks())
+            stored = await self._offload(frame, run_id=run_id, seq=seq)
+            return frame if stored is None else stored
+        ref = await upload(self.blobs, sealed, run_id=run_id, seq=seq)
+        return ref.encode()
 
     # --- the two crossings ------------------------------------------------------
     async def _offload(
@@ -166,13 +206,24 @@ class OffloadStore:
             ) from exc
         return ref.encode()
 
-    async def _resolve(self, data: Any, *, place: str) -> Any:
-        """The sealed frame a row's payload stands for; anything else unchanged."""
+    async def _resolve(self, data: Any, *, place: str, stream: bool = False) -> Any:
+        """The sealed frame a row's payload stands for; anything else unchanged.
+
+        With `stream`, a large object is read through the opener `stream_with`
+        gave, and its opened body is returned instead.
+        """
         if is_member(data):
             return await self._archives.member(bytes(data), place=place)
         if not is_reference(data):
             return data  # a frame (or damage), for the engine's envelope to judge
         ref = BlobRef.decode(bytes(data), place=place)
+        if (
+            stream
+            and self._opener is not None
+            and ref.size > STREAM_READ_OVER
+            and isinstance(self.blobs, StreamingBlobs)
+        ):
+            return await download(self.blobs, ref, self._opener, place=place)
         try:
             frame = await self.blobs.get(ref.key)
         except BlobMissing:
@@ -205,8 +256,10 @@ class OffloadStore:
         if not (_points_away(run.input) or _points_away(run.output)):
             return run
         data, output = await asyncio.gather(
-            self._resolve(run.input, place=_run_place(run.run_id, "input")),
-            self._resolve(run.output, place=_run_place(run.run_id, "output")),
+            self._resolve(run.input, place=_run_place(run.run_id, "input"), stream=True),
+            self._resolve(
+                run.output, place=_run_place(run.run_id, "output"), stream=True
+            ),
         )
         return dataclasses.replace(run, input=data, output=output)
 
@@ -215,7 +268,7 @@ class OffloadStore:
             return step
         place = _step_place(step)
         output, usage = await asyncio.gather(
-            self._resolve(step.output, place=place),
+            self._resolve(step.output, place=place, stream=True),
             self._resolve(step.usage, place=place + " usage"),
         )
         return dataclasses.replace(step, output=output, usage=usage)
