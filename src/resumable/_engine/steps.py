@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
-from resumable._engine.context import RunContext, _step
+from resumable._engine.context import RunContext, Runtime, _step
 from resumable._engine.decorators import StepSpec
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
@@ -27,7 +27,6 @@ from resumable.errors import (
     StepFailed,
     StoreError,
 )
-from resumable.serde import Serde
 from resumable.serde.chunked import SealedStream
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import StepRecord
@@ -196,7 +195,7 @@ async def _run_attempts(
             try:
                 attempt_calls.extend(usage_from(result))
                 try:
-                    output = _dumps(runtime.store, runtime.serde, result, place)
+                    output = dumps_for(runtime, result, place=place)
                 except SerializationError as exc:
                     raise SerializationError(
                         run_id=ctx.run_id,
@@ -208,7 +207,11 @@ async def _run_attempts(
                     calls.extend((ctx.fence, usage) for usage in attempt_calls)
                 if noting is not None:
                     await noting
-                sealed = output if isinstance(output, SealedStream) else None
+                sealed, inline = (
+                    (output, None)
+                    if isinstance(output, SealedStream)
+                    else (None, output)
+                )
                 await commit(
                     ctx,
                     StepRecord(
@@ -217,7 +220,7 @@ async def _run_attempts(
                         name=spec.name,
                         fingerprint=fingerprint,
                         status="ok",
-                        output=None if sealed is not None else output,
+                        output=inline,
                         attempts=attempt,
                         started_at_ms=started_at_ms,
                         finished_at_ms=runtime.clock.now_ms(),
@@ -477,28 +480,38 @@ async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) ->
     )
 
 
-def _dumps(
-    store: object, serde: Serde, result: object, place: str
-) -> bytes | SealedStream:
-    """A step result's frame; made on demand when it is large and will be offloaded."""
+def dumps_for(runtime: Runtime, result: object, *, place: str) -> bytes | SealedStream:
+    """A result's frame; made on demand when it is large and will be offloaded.
+
+    Raises:
+        SerializationError: As `Serde.dumps`.
+    """
+    store = runtime.store
     if isinstance(store, OffloadStore) and store.streams:
-        return serde.dumps_stream(result, place=place)
-    return serde.dumps(result, place=place)
+        return runtime.serde.dumps_stream(result, place=place)
+    return runtime.serde.dumps(result, place=place)
 
 
-async def _put_sealed(
-    ctx: RunContext, record: StepRecord, sealed: SealedStream
-) -> StepRecord:
-    """`record` with its output uploaded from `sealed` (retried as writes are)."""
+async def put_sealed(
+    ctx: RunContext, sealed: SealedStream, *, seq: int | None
+) -> bytes:
+    """Upload a frame `dumps_for` made on demand (retried as writes are).
+
+    Returns:
+        The reference the row keeps in its place.
+
+    Raises:
+        CheckpointWriteError: the object store still failed when the time ran out.
+    """
     store = ctx.runtime.store
-    assert isinstance(store, OffloadStore)  # noqa: S101 - _dumps made it for one
+    assert isinstance(store, OffloadStore)  # noqa: S101 - dumps_for made it for one
     refs: list[bytes] = []
 
     async def put() -> None:
-        refs.append(await store.put_sealed(sealed, run_id=ctx.run_id, seq=record.seq))
+        refs.append(await store.put_sealed(sealed, run_id=ctx.run_id, seq=seq))
 
-    await durably(ctx, put, seq=record.seq)
-    return dataclasses.replace(record, output=refs[-1])
+    await durably(ctx, put, seq=seq)
+    return refs[-1]
 
 
 async def commit(
@@ -515,7 +528,8 @@ async def commit(
     started_s = time.perf_counter() if observer is not None else 0.0
     try:
         if sealed is not None:
-            record = await _put_sealed(ctx, record, sealed)
+            output = await put_sealed(ctx, sealed, seq=record.seq)
+            record = dataclasses.replace(record, output=output)
         await durably(
             ctx,
             lambda: ctx.runtime.store.commit_step(record, fence=ctx.fence),

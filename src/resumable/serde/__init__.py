@@ -83,9 +83,10 @@ class Serde:
     def dumps_stream(
         self, value: object, *, place: str, root: str = "result"
     ) -> bytes | SealedStream:
-        """`dumps`, or for a value encoded to more than `STREAM_OVER` bytes its frame
-        made on demand a chunk at a time (`chunked.seal_chunks`), for an upload
-        that never holds it whole.
+        """`dumps`, or a large value's frame made on demand, a chunk at a time.
+
+        Values encoded to more than `STREAM_OVER` bytes get a `SealedStream`
+        (`chunked.seal_chunks`), for an upload that never holds the frame whole.
 
         Raises:
             SerializationError: As `dumps`.
@@ -151,7 +152,7 @@ class Serde:
                 place=place, detail="decoding it ran out of memory"
             ) from exc
 
-    def view(self, data: bytes, *, place: str) -> Any:
+    def view(self, data: bytes | bytearray, *, place: str) -> Any:
         """Open bytes written by `dumps` and return their generic view.
 
         Plain JSON-like data that names the type of every tagged value, built
@@ -162,7 +163,10 @@ class Serde:
             CorruptCheckpointError: The frame fails its checks, the value is over
                 the payload limit, or it is not a payload the codec wrote.
         """
-        body = bytes(data) if type(data) is Opened else self.envelope.open(data, place=place)
+        if type(data) is Opened:  # already opened by a FrameReader
+            body = bytes(data)
+        else:
+            body = self.envelope.open(data, place=place)
         return view_body(body, place=place, limits=self._view_limits)
 
     def view_opened(self, body: bytes, *, place: str) -> Any:

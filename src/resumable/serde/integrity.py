@@ -208,7 +208,6 @@ class KeyRing:
             cipher = self._ciphers[key_id] = _new_aead(key)
         return cipher
 
-
     def gcm(self, key_id: str, nonce: bytes, *, decrypt: bool) -> Any:
         """A streaming AES-GCM context (cryptography's `CipherContext`) for a key id.
 
@@ -462,7 +461,7 @@ class Envelope:
                 detail=f"unknown frame version {version} (this resumable reads "
                 f"version {FORMAT_VERSION}; a newer one may have written it)",
             )
-        if flags & ~_KNOWN_FLAGS or flags & _TRAILER and flags & _ENCRYPTED:
+        if flags & ~_KNOWN_FLAGS or (flags & _TRAILER and flags & _ENCRYPTED):
             raise CorruptCheckpointError(
                 place=place, detail=f"unknown flags {flags:#04x}"
             )

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 import os
 import re
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta

@@ -26,11 +26,8 @@ and running the same run_id again resumes once the object store is back).
 
 Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
 checkpoints live) are offloaded the same way; their upload failures are
-`StoreError`, as they belong to no run. A step's result, or a run's input or
-output, encoded to more than a MiB never is whole in memory as a frame: the
-engine hands its frame made on demand to `put_sealed`, and reads of it stream
-(`stores.offload_stream`) once the engine gives its frame reader to
-`stream_with`. Other frames are held whole while uploaded and downloaded.
+`StoreError`, as they belong to no run. Large results stream both ways (see
+`stores.offload_stream`); other frames are held whole in memory.
 """
 
 from __future__ import annotations
@@ -45,7 +42,6 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores.archive import (
     Archived,
     ArchiveReader,
-    ArchiveRef,
     archive_run,
     archive_thread,
     is_member,
@@ -62,6 +58,7 @@ from resumable.stores.blobs import (
     BlobUnavailable,
     StreamingBlobs,
 )
+from resumable.stores.offload_gc import collect_garbage, referenced_keys
 from resumable.stores.offload_stream import (
     STREAM_READ_OVER,
     Opener,
@@ -71,7 +68,6 @@ from resumable.stores.offload_stream import (
 )
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    PAYLOAD_KINDS,
     TERMINAL_STATUSES,
     DeleteResult,
     InputRecord,
@@ -156,10 +152,9 @@ class OffloadStore:
         return getattr(self.inner, name)
 
     def stream_with(self, opener: Opener) -> None:
-        """Read large step results and run payloads a chunk at a time through `opener`.
+        """Read large step results and run payloads through `opener`'s sinks.
 
-        Their records then hold the opened body (what `opener`'s sinks return),
-        not the frame.
+        Their records then hold the opened body the sink returns, not the frame.
         """
         self._opener = opener
 
@@ -168,16 +163,17 @@ class OffloadStore:
         """Whether `put_sealed` can upload a frame a chunk at a time."""
         return isinstance(self.blobs, StreamingBlobs)
 
-    async def put_sealed(self, sealed: Sealed, *, run_id: str, seq: int | None) -> bytes:
+    async def put_sealed(
+        self, sealed: Sealed, *, run_id: str, seq: int | None
+    ) -> bytes:
         """Upload a frame made on demand; the reference a row keeps in its place.
 
         Raises:
             CheckpointWriteError: the object store did not take it.
+            TypeError: the object store does not stream (`streams` is False).
         """
         if not isinstance(self.blobs, StreamingBlobs):
-            frame = b"".join(sealed.chunks())
-            stored = await self._offload(frame, run_id=run_id, seq=seq)
-            return frame if stored is None else stored
+            raise TypeError(f"{self.blobs!r} takes no streamed uploads")
         ref = await upload(self.blobs, sealed, run_id=run_id, seq=seq)
         return ref.encode()
 
@@ -256,7 +252,9 @@ class OffloadStore:
         if not (_points_away(run.input) or _points_away(run.output)):
             return run
         data, output = await asyncio.gather(
-            self._resolve(run.input, place=_run_place(run.run_id, "input"), stream=True),
+            self._resolve(
+                run.input, place=_run_place(run.run_id, "input"), stream=True
+            ),
             self._resolve(
                 run.output, place=_run_place(run.run_id, "output"), stream=True
             ),
@@ -550,51 +548,19 @@ class OffloadStore:
 
     async def referenced_keys(self) -> set[str]:
         """The keys of every object a row of the wrapped store references now."""
-        keys: set[str] = set()
-        for kind in PAYLOAD_KINDS:
-            after: tuple[str | int, ...] | None = None
-            while True:
-                page = await self.inner.scan_payloads(
-                    kind, after=after, limit=_SCAN_PAGE
-                )
-                for payload in page:
-                    key = _key_of(payload.data)
-                    if key is not None:
-                        keys.add(key)
-                if len(page) < _SCAN_PAGE:
-                    break
-                after = page[-1].key
-        return keys
+        return await referenced_keys(self.inner)
 
     async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
         """Delete objects no row references that are older than `older_than_ms`.
 
-        The grace period covers writes in flight: an object is uploaded before
-        the row that references it commits, so a young unreferenced object may
-        be about to be referenced. Rows are read first and objects listed after,
-        and each object's age is checked again just before it is deleted, so an
-        upload that refreshed it meanwhile keeps it. Returns how many were deleted.
+        See `stores.offload_gc.collect_garbage`. Returns how many were deleted.
 
         Raises:
             StoreError: the object store did not answer.
         """
-        referenced = await self.referenced_keys()
-        cutoff = now_ms - older_than_ms
-        deleted = 0
-        try:
-            for blob in await self.blobs.listing():
-                if blob.key in referenced or blob.modified_at_ms > cutoff:
-                    continue
-                try:
-                    if (await self.blobs.info(blob.key)).modified_at_ms > cutoff:
-                        continue  # uploaded again since the listing
-                except BlobMissing:
-                    continue
-                await self.blobs.delete(blob.key)
-                deleted += 1
-        except BlobUnavailable as exc:
-            raise StoreError(store=self.blobs.url, detail=str(exc)) from exc
-        return deleted
+        return await collect_garbage(
+            self.inner, self.blobs, older_than_ms=older_than_ms, now_ms=now_ms
+        )
 
     async def archive_finished(
         self, *, updated_before_ms: int, limit: int
@@ -637,20 +603,6 @@ class OffloadStore:
             await self.inner.close()
         finally:
             await self.blobs.close()
-
-
-def _key_of(data: object) -> str | None:
-    """The object a stored payload references; None for a frame or damage."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        return None
-    try:
-        if is_reference(data):
-            return BlobRef.decode(bytes(data), place="").key
-        if is_member(data):
-            return ArchiveRef.decode(bytes(data), place="").key
-    except CorruptCheckpointError:
-        pass  # a damaged reference references nothing
-    return None
 
 
 def _payload_place(payload: Payload) -> str:
