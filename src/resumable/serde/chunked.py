@@ -44,6 +44,7 @@ _VERSION: Final = 1
 _COMPRESSED: Final = 0x01
 _ENCRYPTED: Final = 0x02
 _TRAILER: Final = 0x04
+_KNOWN: Final = _COMPRESSED | _ENCRYPTED | _TRAILER
 _CRC: Final = struct.Struct(">I")
 _NONCE: Final = 12
 _TAG: Final = 16
@@ -197,6 +198,8 @@ class FrameReader:
         flags = head[1]
         if head[0] != _VERSION:
             raise self._corrupt(f"unknown frame version {head[0]}")
+        if flags & ~_KNOWN or flags & _TRAILER and flags & _ENCRYPTED:
+            raise self._corrupt(f"unknown flags {flags:#04x}")
         if flags & _ENCRYPTED:
             self._header_size = 3 + head[2] + _NONCE
             if len(head) < self._header_size:
