@@ -198,7 +198,7 @@ class FrameReader:
         flags = head[1]
         if head[0] != _VERSION:
             raise self._corrupt(f"unknown frame version {head[0]}")
-        if flags & ~_KNOWN or flags & _TRAILER and flags & _ENCRYPTED:
+        if flags & ~_KNOWN or (flags & _TRAILER and flags & _ENCRYPTED):
             raise self._corrupt(f"unknown flags {flags:#04x}")
         if flags & _ENCRYPTED:
             self._header_size = 3 + head[2] + _NONCE
