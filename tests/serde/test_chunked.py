@@ -153,3 +153,16 @@ def test_a_body_that_is_not_opened_is_never_taken_for_one() -> None:
     body = b"\x01" + b"not a frame"
     with pytest.raises(CorruptCheckpointError):
         Serde().loads(bytearray(body), place=PLACE)
+
+
+@pytest.mark.parametrize("keys", [None, KEYS], ids=["plain", "encrypted"])
+def test_a_compressed_body_shorter_than_a_zstd_header_opens(
+    keys: KeyRing | None,
+) -> None:
+    envelope = Envelope(keys=keys, compress_over=0)
+    body = b"\x01hi"
+    sealed = seal_chunks(envelope, len(body), lambda: iter((body,)), place=PLACE)
+    assert sealed.flags & 0x01
+    frame = b"".join(sealed.chunks())
+    assert bytes(_read(envelope, frame, 1)) == body
+    assert envelope.open(frame, place=PLACE) == body

@@ -265,16 +265,18 @@ class FrameReader:
         if not self._flags & _COMPRESSED:
             self.put(data)
             return
-        if self._decompressor is None:
+        decompressor = self._decompressor
+        if decompressor is None:
             self._zstd_head += data  # until the zstd frame's header is all here
             if len(self._zstd_head) < _ZSTD_HEADER_MAX:
                 return
             data, self._zstd_head = memoryview(bytes(self._zstd_head)), bytearray()
-            self._start_decompressing(data)
+            decompressor = self._start_decompressing(data)
         for at in range(0, len(data), SLICE):
-            self._decompressor.write(data[at : at + SLICE])
+            decompressor.write(data[at : at + SLICE])
 
-    def _start_decompressing(self, first: memoryview) -> None:
+    def _start_decompressing(self, first: memoryview) -> Any:
+        """The zstd writer into the body, once the size it declares is allowed."""
         zstd = _zstd()
         if zstd is None:
             raise self._corrupt(
@@ -291,6 +293,7 @@ class FrameReader:
         self._decompressor = zstd.ZstdDecompressor().stream_writer(
             _Sink(self), write_size=_WRITE_SIZE, closefd=False
         )
+        return self._decompressor
 
     def put(self, data: bytes | memoryview) -> None:
         """Write opened body bytes at the end of what is filled."""
@@ -329,8 +332,7 @@ class FrameReader:
                 raise self._corrupt("checksum mismatch")
         if self._zstd_head:  # a compressed body shorter than a zstd header
             head, self._zstd_head = memoryview(bytes(self._zstd_head)), bytearray()
-            self._start_decompressing(head)
-            self._decompressor.write(head)
+            self._start_decompressing(head).write(head)
         body = self._body
         if body is None or self._filled != len(body):
             raise self._corrupt("the body is shorter than its frame says")
