@@ -140,6 +140,8 @@ class OffloadStore:
         self.url = inner.url
         self._archives = ArchiveReader(blobs)
         self._opener: Opener | None = None
+        # asked at every step's commit: a Protocol check is worth doing once
+        self._streams = isinstance(blobs, StreamingBlobs)
 
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
@@ -161,7 +163,7 @@ class OffloadStore:
     @property
     def streams(self) -> bool:
         """Whether `put_sealed` can upload a frame a chunk at a time."""
-        return isinstance(self.blobs, StreamingBlobs)
+        return self._streams
 
     async def put_sealed(
         self, sealed: Sealed, *, run_id: str, seq: int | None
