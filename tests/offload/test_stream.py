@@ -109,6 +109,7 @@ async def test_streamed_results_land_at_their_content_address_and_read_back(
             assert (MARKER.encode() in frame) is False  # compressed, or encrypted
             assert bool(frame[1] & 0x02) is encrypted
         history = await engine.history("s")
+        assert [s.output_bytes for s in history[:2]] == [ref.size for ref in refs]
         assert history[0].output().startswith(f"{MARKER}0:")
         assert len(history[1].output()) == len(MARKER) + 2 + SIZE
         await engine.send("s", "go", True)

@@ -69,6 +69,7 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
+from resumable.serde.chunked import stored_size
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.archive import Archived
@@ -1313,7 +1314,7 @@ def _step_view(record: StepRecord, run_id: str, serde: Serde) -> StepView:
         started_at=_datetime(record.started_at_ms),
         duration_ms=record.finished_at_ms - record.started_at_ms,
         fingerprint=record.fingerprint,
-        output_bytes=len(record.output or b""),
+        output_bytes=stored_size(record.output),
         inherited_from=None if record.run_id == run_id else record.run_id,
         _payload=record.output,
         _place=step_place(record.run_id, record.seq, record.name),

@@ -38,7 +38,7 @@ from resumable.errors import CorruptCheckpointError
 from resumable.serde.integrity import Envelope, KeyRing
 from resumable.serde.streams import SLICE, compressed
 
-__all__ = ["FrameReader", "Opened", "SealedStream", "seal_chunks"]
+__all__ = ["FrameReader", "Opened", "SealedStream", "seal_chunks", "stored_size"]
 
 _VERSION: Final = 1
 _COMPRESSED: Final = 0x01
@@ -59,6 +59,16 @@ class Opened(bytearray):
     Its own type, so `Serde.loads` can tell it from a frame: a store's driver
     never returns one.
     """
+
+    frame_size: int = 0
+    """How long the stored frame it was opened from is (what was stored)."""
+
+
+def stored_size(payload: bytes | bytearray | None) -> int:
+    """How many bytes a payload took in storage: its frame's, for an `Opened` body."""
+    if type(payload) is Opened:
+        return payload.frame_size
+    return len(payload or b"")
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +264,7 @@ class FrameReader:
                 f"no write can pass (Engine(max_payload_bytes=...))"
             )
         self._body = Opened(size)
+        self._body.frame_size = self._frame_size
         self._view = memoryview(self._body)
 
     def _stored(self, data: memoryview) -> None:
