@@ -169,6 +169,8 @@ class Engine:
         registry = TypeRegistry(parent=TYPES)
         registry.register(*types)
         self.serde = Serde(registry, keys=keys, max_bytes=max_payload_bytes)
+        if isinstance(self.store, OffloadStore):
+            self.store.stream_with(self.serde.reader)
         self._encrypted = keys is not None
         self.clock: Clock = clock or SystemClock()
         self.owner = leases.new_owner()

@@ -14,7 +14,7 @@ from resumable._engine.journal import load_journal, run_place, step_place
 from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
 from resumable._engine.specs import WorkflowSpec
-from resumable._engine.steps import durably, start_noting_replays
+from resumable._engine.steps import dumps_for, durably, put_sealed, start_noting_replays
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (
@@ -26,6 +26,7 @@ from resumable.errors import (
     SerializationError,
     StepFailed,
 )
+from resumable.serde.chunked import SealedStream
 from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import (
     Lease,
@@ -146,7 +147,7 @@ async def _execute(
     if ctx.failure is not None:
         raise ctx.failure
     try:
-        output = runtime.serde.dumps(result, place=run_place(run.run_id, "output"))
+        output = dumps_for(runtime, result, place=run_place(run.run_id, "output"))
     except SerializationError as exc:
         error = SerializationError(
             run_id=run.run_id,
@@ -155,6 +156,8 @@ async def _execute(
         )
         await _record_failure(ctx, error)
         raise error from None
+    if isinstance(output, SealedStream):  # a large result, uploaded as it is sealed
+        output = await put_sealed(ctx, output, seq=None)
     await _finish(ctx, "succeeded", output)
     return result
 
