@@ -32,11 +32,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from resumable._engine.context import RunContext, Runtime, _run
-from resumable._engine.journal import load_journal, run_place
+from resumable._engine.journal import load_journal
 from resumable._engine.probe import CheckProbe, CheckStopped, Divergence
 from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError, RunNotFound
 from resumable.stores.journal import is_step
+from resumable.stores.places import run_place
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
 if TYPE_CHECKING:

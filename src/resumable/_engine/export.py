@@ -20,12 +20,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from resumable._engine.clock import datetime_of
-from resumable._engine.journal import input_place, load_journal, run_place, step_place
+from resumable._engine.journal import load_journal
 from resumable._engine.ledger import spend_of, usage_entries
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
 from resumable.stores.journal import JournalKind, index_of
+from resumable.stores.places import input_place, run_place, step_place
 from resumable.stores.protocol import (
     RunQuery,
     RunRecord,

@@ -14,21 +14,6 @@ from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import RunRecord, StepRecord, Store, SupportsArchive
 
 
-def run_place(run_id: str, what: str) -> str:
-    """How messages (and encryption's associated data) name a run's payload."""
-    return f"run {run_id!r} {what}"
-
-
-def step_place(run_id: str, seq: int, name: str) -> str:
-    """How messages (and encryption's associated data) name a step's payload."""
-    return f"run {run_id!r}, step #{seq} {name!r}"
-
-
-def input_place(run_id: str, key: str) -> str:
-    """How messages (and encryption's associated data) name an input's payload."""
-    return f"run {run_id!r} input {key!r}"
-
-
 async def get_run(store: Store, run_id: str) -> RunRecord:
     """The stored run, checked.
 

@@ -35,10 +35,10 @@ from typing import Any
 
 from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
-from resumable._engine.journal import step_place
 from resumable._engine.steps import commit
 from resumable.errors import NotInRun
 from resumable.stores.journal import is_step
+from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 
 MARKER_PREFIX = "patch:"

@@ -10,7 +10,7 @@ from typing import Any
 
 from resumable._engine import outcome
 from resumable._engine.context import Budget, RunContext, Runtime, _run
-from resumable._engine.journal import load_journal, run_place, step_place
+from resumable._engine.journal import load_journal
 from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
 from resumable._engine.specs import WorkflowSpec
@@ -28,6 +28,7 @@ from resumable.errors import (
 )
 from resumable.serde.chunked import SealedStream
 from resumable.stores.journal import JournalKind
+from resumable.stores.places import run_place, step_place
 from resumable.stores.protocol import (
     Lease,
     RunRecord,

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.context import RunContext, Runtime, StepScope, _step
-from resumable._engine.journal import step_place
 from resumable._engine.specs import StepSpec
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
@@ -31,6 +30,7 @@ from resumable.errors import (
 from resumable.serde.chunked import SealedStream
 from resumable.stores.journal import JournalKind, seq_of
 from resumable.stores.offload import OffloadStore
+from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 
 if TYPE_CHECKING:

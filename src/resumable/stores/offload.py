@@ -42,8 +42,6 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores.archive import (
     Archived,
     ArchiveReader,
-    archive_run,
-    archive_thread,
     is_member,
 )
 from resumable.stores.blobref import (
@@ -58,7 +56,8 @@ from resumable.stores.blobs import (
     BlobUnavailable,
     StreamingBlobs,
 )
-from resumable.stores.coldruns import ColdReader, archive_due_runs, restore_run
+from resumable.stores.coldruns import ColdReader, restore_run
+from resumable.stores.offload_archive import archive_due
 from resumable.stores.offload_gc import collect_garbage, referenced_keys
 from resumable.stores.offload_stream import (
     STREAM_READ_OVER,
@@ -67,9 +66,9 @@ from resumable.stores.offload_stream import (
     download,
     upload,
 )
+from resumable.stores.places import payload_place, run_place, step_place
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    TERMINAL_STATUSES,
     ArchiveStub,
     DeleteResult,
     InputRecord,
@@ -98,22 +97,12 @@ __all__ = [
 DEFAULT_OFFLOAD_OVER: Final = 256 * 1024
 """Sealed payloads longer than this go to the object store (bytes)."""
 
-_SCAN_PAGE: Final = 500
 _FETCH_BATCH: Final = 16
 
 
 def _points_away(data: object) -> bool:
     """Whether a stored payload lives in the object store (offloaded or archived)."""
     return is_reference(data) or is_member(data)
-
-
-def _run_place(run_id: str, what: str) -> str:
-    # the same words as the engine's places (runs.run_place, steps.step_place)
-    return f"run {run_id!r} {what}"
-
-
-def _step_place(step: StepRecord) -> str:
-    return f"run {step.run_id!r}, step #{step.seq} {step.name!r}"
 
 
 class OffloadStore:
@@ -253,11 +242,9 @@ class OffloadStore:
         if not (_points_away(run.input) or _points_away(run.output)):
             return run
         data, output = await asyncio.gather(
+            self._resolve(run.input, place=run_place(run.run_id, "input"), stream=True),
             self._resolve(
-                run.input, place=_run_place(run.run_id, "input"), stream=True
-            ),
-            self._resolve(
-                run.output, place=_run_place(run.run_id, "output"), stream=True
+                run.output, place=run_place(run.run_id, "output"), stream=True
             ),
         )
         return dataclasses.replace(run, input=data, output=output)
@@ -265,7 +252,7 @@ class OffloadStore:
     async def _resolve_step(self, step: StepRecord) -> StepRecord:
         if not (_points_away(step.output) or _points_away(step.usage)):
             return step
-        place = _step_place(step)
+        place = step_place(step.run_id, step.seq, step.name)
         output, usage = await asyncio.gather(
             self._resolve(step.output, place=place, stream=True),
             self._resolve(step.usage, place=place + " usage"),
@@ -397,7 +384,7 @@ class OffloadStore:
         keys = list(inputs)
         values = await asyncio.gather(
             *(
-                self._resolve(inputs[k], place=_run_place(run_id, f"input {k!r}"))
+                self._resolve(inputs[k], place=run_place(run_id, f"input {k!r}"))
                 for k in keys
             )
         )
@@ -409,7 +396,7 @@ class OffloadStore:
             records = await self._cold.inputs(run_id)
         values = await asyncio.gather(
             *(
-                self._resolve(r.value, place=_run_place(run_id, f"input {r.key!r}"))
+                self._resolve(r.value, place=run_place(run_id, f"input {r.key!r}"))
                 for r in records
             )
         )
@@ -537,7 +524,7 @@ class OffloadStore:
         payloads = await self.inner.scan_payloads(kind, after=after, limit=limit)
         return [
             dataclasses.replace(
-                p, data=await self._resolve(p.data, place=_payload_place(p))
+                p, data=await self._resolve(p.data, place=payload_place(p))
             )
             if _points_away(p.data)
             else p
@@ -582,42 +569,15 @@ class OffloadStore:
     ) -> list[Archived]:
         """Archive up to `limit` finished runs and `limit` threads gone cold.
 
-        A run is due when it finished and last changed before `updated_before_ms`;
-        its journal and inputs move into one object and a stub stays
-        (`stores.coldruns`), or, on a store without `SupportsArchive`, its
-        payloads do (`stores.archive`). A thread is due when its newest saved
-        state is older than that; its saved states' payloads move.
+        See `stores.offload_archive.archive_due`.
         """
-        done = await self._archive_runs(updated_before_ms, limit, now_ms)
-        for thread_id in await self._threads(limit):
-            newest = await self.inner.list_snapshots(thread_id, namespace=None, limit=1)
-            if newest and newest[0].created_at_ms < updated_before_ms:
-                done.append(await archive_thread(self.inner, self.blobs, thread_id))
-        return done
-
-    async def _archive_runs(
-        self, updated_before_ms: int, limit: int, now_ms: int
-    ) -> list[Archived]:
-        if not isinstance(self.inner, SupportsArchive):
-            runs = await self.inner.list_runs(
-                RunQuery(
-                    status=tuple(TERMINAL_STATUSES),
-                    updated_before_ms=updated_before_ms,
-                    limit=limit,
-                )
-            )
-            return [await archive_run(self.inner, self.blobs, r.run_id) for r in runs]
-        stubs = await archive_due_runs(
-            self.inner,
+        return await archive_due(
             self.inner,
             self.blobs,
             updated_before_ms=updated_before_ms,
             limit=limit,
             now_ms=now_ms,
         )
-        return [
-            Archived("run", s.run_id, s.steps + s.inputs, s.size, s.key) for s in stubs
-        ]
 
     async def restore_archived(self, run_id: str) -> ArchiveStub | None:
         """Put an archived run's journal and inputs back in the store.
@@ -633,34 +593,8 @@ class OffloadStore:
             return None
         return await restore_run(self.inner, self.blobs, run_id)
 
-    async def _threads(self, limit: int) -> list[str]:
-        """Up to `limit` thread ids, in key order (from their manifests)."""
-        threads: dict[str, None] = {}
-        after: tuple[str | int, ...] | None = None
-        while len(threads) < limit:
-            page = await self.inner.scan_payloads(
-                "snapshot.manifest", after=after, limit=_SCAN_PAGE
-            )
-            threads.update(dict.fromkeys(str(p.key[0]) for p in page))
-            if len(page) < _SCAN_PAGE:
-                break
-            after = page[-1].key
-        return list(threads)[:limit]
-
     async def close(self) -> None:
         try:
             await self.inner.close()
         finally:
             await self.blobs.close()
-
-
-def _payload_place(payload: Payload) -> str:
-    key = payload.key
-    if payload.kind in ("step.output", "step.usage") and len(key) == 3:
-        place = f"run {key[0]!r}, step #{key[1]} {key[2]!r}"
-        return place + (" usage" if payload.kind == "step.usage" else "")
-    if payload.kind == "input.value" and len(key) == 2:
-        return _run_place(str(key[0]), f"input {key[1]!r}")
-    if payload.kind in ("run.input", "run.output") and key:
-        return _run_place(str(key[0]), payload.kind.removeprefix("run."))
-    return f"{payload.kind} {key!r}"
