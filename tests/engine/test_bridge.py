@@ -1,4 +1,5 @@
-"""Where sync callers run coroutines: `run_here`, on the caller's own thread."""
+"""Where sync callers run coroutines: `run_here`, on the caller's own thread; the
+bridge module is the only crossing, on public asyncio API."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import asyncio
 import contextvars
 import gc
 import inspect
+import re
 import subprocess
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,25 +59,7 @@ def test_the_callers_context_variables_are_visible() -> None:
         _who.reset(token)
 
 
-def test_a_coroutine_that_never_waits_finishes_without_a_turn_of_the_loop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The common sync saver call: no selector poll, which hands the GIL away."""
-    _, loop = run_here(_where())
-
-    def no_turns(*_: object) -> None:
-        raise AssertionError("the loop ran")
-
-    monkeypatch.setattr(loop, "run_until_complete", no_turns)
-
-    async def no_wait() -> tuple[asyncio.AbstractEventLoop, int]:
-        return asyncio.get_running_loop(), 42
-
-    assert run_here(no_wait()) == (loop, 42)
-    assert running_loop() is None
-
-
-def test_a_coroutine_that_waits_carries_on_in_a_task_on_the_loop() -> None:
+def test_a_coroutine_runs_as_a_task_and_its_context_changes_stay_in_it() -> None:
     async def waits() -> tuple[str, str, asyncio.Task[Any] | None]:
         _who.set("inside")
         before = _who.get()
@@ -112,10 +97,26 @@ def test_an_error_raised_before_or_after_waiting_reaches_the_caller(
 
 async def test_run_here_refuses_a_thread_that_runs_a_loop() -> None:
     coro = _where()
-    with pytest.raises(RuntimeError, match="runs an event loop"):
+    with pytest.raises(
+        RuntimeError, match=r"runs an event loop.*await the coroutine on that loop"
+    ):
         run_here(coro)
     # closed, not left to warn "never awaited" (warnings are errors here)
     assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+
+
+def test_src_uses_public_asyncio_api_only_and_crosses_in_the_bridge_module() -> None:
+    src = Path(__file__).parents[2] / "src" / "resumable"
+    private = re.compile(r"asyncio\.(events\.)?_[a-z]")
+    crossing = re.compile(r"run_coroutine_threadsafe|new_event_loop|run_until_complete")
+    found: dict[str, list[str]] = {"private": [], "crossing": []}
+    for path in src.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if private.search(text):
+            found["private"].append(path.name)
+        if crossing.search(text) and path.name != "bridge.py":
+            found["crossing"].append(path.name)
+    assert found == {"private": [], "crossing": []}
 
 
 _EXITING_STEP = """

@@ -28,7 +28,6 @@ from resumable.stores import _sql
 from resumable.stores import sqlite as sqlite_store
 from resumable.stores.protocol import RunQuery
 from resumable.stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore, parse_url
-from resumable.stores.syncs import SharedTurns
 from resumable.testing import T0, run_record, snapshot_record, step_record
 
 
@@ -509,48 +508,6 @@ async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
     assert [r.checkpoint_id for r in await store.list_snapshots("t")] == []
 
 
-async def test_writes_in_a_turn_fsync_the_wal_once_when_it_ends(
-    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = opened
-    await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
-    events = _on_disk_spy(store, monkeypatch)
-    with SharedTurns().turn():
-        await store.save_snapshot(snapshot_record("t", "0002", ()))
-        await store.save_snapshot(snapshot_record("t", "0003", ()))
-        events.append("turn done")
-    assert events == ["turn done", "WAL synced"]
-    await store.save_snapshot(snapshot_record("t", "0004", ()))  # outside: its own
-    events.append("0004 saved")
-    assert events == ["turn done", "WAL synced", "WAL synced", "0004 saved"]
-    events.clear()
-
-    async def write_then_fail() -> None:
-        with SharedTurns().turn():
-            await store.save_snapshot(snapshot_record("t", "0005", ()))
-            raise RuntimeError("after the write")
-
-    with pytest.raises(RuntimeError, match="after the write"):
-        await write_then_fail()
-    assert events == ["WAL synced"]  # owed, and paid though the turn raised
-    with SharedTurns().turn():  # no write: nothing owed
-        await store.load_snapshot("t")
-    assert events == ["WAL synced"]
-
-    later = asyncio.Event()
-
-    async def outlives_the_turn() -> None:
-        await later.wait()
-        await store.save_snapshot(snapshot_record("t", "0006", ()))
-
-    with SharedTurns().turn():
-        task = asyncio.ensure_future(outlives_the_turn())  # carries the turn's context
-    assert events == ["WAL synced"]
-    later.set()
-    await task  # the turn had ended: the write synced itself
-    assert events == ["WAL synced"] * 2
-
-
 async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(
     opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -558,23 +515,17 @@ async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(sqlite_store, "_fdatasync", broken)
-
-    async def save_in_turn() -> None:
-        with SharedTurns().turn():
-            await opened.save_snapshot(snapshot_record("t", "0001", ()))
-
     with pytest.raises(StoreError, match=r"may not be on disk.*check the disk"):
-        await save_in_turn()
+        await opened.save_snapshot(snapshot_record("t", "0001", ()))  # inline
 
 
-async def test_a_store_without_fsyncs_owes_a_turn_none(
+async def test_a_store_without_fsyncs_never_syncs_its_wal(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await SQLiteStore(f"sqlite:///{tmp_path / 'n.db'}?durability=normal").open()
     try:
         events = _on_disk_spy(store, monkeypatch)
-        with SharedTurns().turn():
-            await store.save_snapshot(snapshot_record("t", "0001", ()))
+        await store.save_snapshot(snapshot_record("t", "0001", ()))
         assert events == []
     finally:
         await store.close()
