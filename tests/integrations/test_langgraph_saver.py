@@ -33,7 +33,7 @@ from resumable._engine import packs
 from resumable._engine.snapshots import chunk_place
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
-from resumable.stores import sqlite as sqlite_store
+from resumable.stores.sqlite import SQLiteStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -358,25 +358,25 @@ async def test_a_sync_method_on_the_saver_loop_raises_instead_of_deadlocking(
             await saver._acall(call_sync())  # runs on the saver's own loop
 
 
-def test_each_sync_call_returns_once_its_own_writes_are_on_disk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_each_sync_call_returns_once_its_own_writes_are_on_disk(tmp_path: Path) -> None:
     events: list[str] = []
-    with sync_saver(tmp_path) as saver:
+
+    def sync_file(fd: int) -> None:
+        os.fsync(fd)
+        events.append("synced")
+
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'sync.db'}", sync_file=sync_file)
+    engine = Engine(store)
+    with ResumableSaver(engine) as saver:
         first = saver.put(config("t"), checkpoint(), {"step": -1}, {})  # indexes "t"
-        real = sqlite_store._fdatasync
-
-        def fdatasync(fd: int) -> None:
-            real(fd)
-            events.append("synced")
-
-        monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
+        events.clear()
         value = "a value long enough to be a content-addressed chunk, not inline"
         stored = saver.put(first, checkpoint(x=value), {"step": 0}, {})
         events.append("put returned")
         saver.put_writes(stored, [("x", value + "!")], "task")
         events.append("put_writes returned")
         assert saver.get_tuple(stored) is not None
+    asyncio.run(engine.close())  # the saver closes only an engine it opened
     assert events == [
         "synced",
         "put returned",

@@ -291,12 +291,24 @@ _fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 class SQLiteStore:
-    """The Store protocol on one SQLite file, in WAL mode."""
+    """The Store protocol on one SQLite file, in WAL mode.
+
+    Args:
+        url: `sqlite:///path.db`, with the options the module doc lists.
+        sync_file: Puts what was written to a file on disk, given its descriptor
+            (`os.fdatasync`); tests pass one that records or fails.
+    """
 
     any_loop = True  # see protocol.runs_on_any_loop
 
-    def __init__(self, url: str = f"sqlite:///{DEFAULT_PATH}") -> None:
+    def __init__(
+        self,
+        url: str = f"sqlite:///{DEFAULT_PATH}",
+        *,
+        sync_file: Callable[[int], None] = _fdatasync,
+    ) -> None:
         self.url = url
+        self._sync_file = sync_file
         options = parse_url(url)
         self.path, self.durability = options.path, options.durability
         self._busy_timeout_ms, self._mmap_mb = options.busy_timeout_ms, options.mmap_mb
@@ -728,7 +740,7 @@ class SQLiteStore:
             try:
                 if self._wal_fd is None:
                     self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
-                _fdatasync(self._wal_fd)
+                self._sync_file(self._wal_fd)
             except OSError as exc:
                 raise StoreError(
                     store=self.url,
