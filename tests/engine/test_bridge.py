@@ -11,11 +11,13 @@ import re
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from resumable import Engine, step, workflow
 from resumable._engine.bridge import run_here, running_loop
 
 _who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
@@ -103,6 +105,48 @@ async def test_run_here_refuses_a_thread_that_runs_a_loop() -> None:
         run_here(coro)
     # closed, not left to warn "never awaited" (warnings are errors here)
     assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+
+
+def test_run_sync_works_from_plain_threads_and_from_a_thread_running_a_loop(
+    tmp_path: Path,
+) -> None:
+    @step
+    def double(x: int) -> int:
+        return 2 * x
+
+    @workflow
+    def total(n: int) -> int:
+        return sum(double(i) for i in range(n))
+
+    engine = Engine(f"sqlite:///{tmp_path / 'b.db'}")
+    with ThreadPoolExecutor(4) as pool:
+        found = list(
+            pool.map(lambda n: engine.run_sync(total, n, run_id=f"t{n}"), range(8))
+        )
+    assert found == [n * (n - 1) for n in range(8)]
+
+    async def in_a_loop() -> int:  # blocks this loop: the run goes on the bridge's
+        return engine.run_sync(total, 4, run_id="from-a-loop")
+
+    assert asyncio.run(in_a_loop()) == 12
+
+
+def test_run_sync_in_a_run_it_drives_raises_instead_of_deadlocking() -> None:
+    engine = Engine("memory://")
+
+    @workflow
+    async def inner() -> int:
+        return 1
+
+    @workflow
+    async def outer() -> str:
+        try:
+            engine.run_sync(inner, run_id="inner")
+        except RuntimeError as exc:
+            return str(exc)
+        return "no error"
+
+    assert "await engine.run(...) there instead" in engine.run_sync(outer, run_id="o")
 
 
 def test_src_uses_public_asyncio_api_only_and_crosses_in_the_bridge_module() -> None:
