@@ -16,18 +16,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from resumable._engine.batch import KEYED_SEQ_BASE
+from resumable._engine.clock import datetime_of
+from resumable._engine.journal import input_place, load_journal, run_place, step_place
 from resumable._engine.ledger import spend_of, usage_entries
-from resumable._engine.runs import load_journal, run_place
-from resumable._engine.steps import step_place
-from resumable._engine.waits import input_place
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
-from resumable.stores.protocol import RunQuery, RunRecord, StepRecord, Store
+from resumable.stores.journal import JournalKind, index_of
+from resumable.stores.protocol import (
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    Store,
+)
 
 __all__ = ["ExportQuery", "StepExport", "export_steps"]
 
@@ -57,7 +62,7 @@ class StepExport:
     workflow: str
     run_status: str
     seq: int
-    """The journal seq; a `map_steps` item's is KEYED_SEQ_BASE + its key's hash."""
+    """The journal seq; a `map_steps` item's encodes its key's hash (`item_key`)."""
     item_key: str | None
     """For a `map_steps` item: the hex hash of its key (its seq, readably)."""
     step: str
@@ -98,6 +103,27 @@ class StepExport:
         return data
 
 
+def export_query(
+    run_ids: Sequence[str],
+    *,
+    workflow: str | None,
+    status: RunStatus | Sequence[RunStatus] | None,
+    since: datetime | timedelta | None,
+    run_input: bool,
+    now_ms: int,
+) -> ExportQuery:
+    """The query for `Engine.export`'s arguments (`since` as a time or an age)."""
+    if isinstance(since, timedelta):
+        since = datetime_of(now_ms) - since
+    return ExportQuery(
+        run_ids=[run_ids] if isinstance(run_ids, str) else list(run_ids),
+        workflow=workflow,
+        status=[status] if isinstance(status, str) else list(status or ()),
+        created_since_ms=None if since is None else int(since.timestamp() * 1000),
+        run_input=run_input,
+    )
+
+
 async def export_steps(
     store: Store, serde: Serde, prices: PriceTable, query: ExportQuery
 ) -> AsyncIterator[StepExport]:
@@ -111,7 +137,7 @@ async def export_steps(
             )
         journal = await load_journal(store, run)
         for seq in sorted(journal):
-            if seq > 0:  # negative seqs are the ledger's own entries
+            if journal[seq].kind is not JournalKind.LEDGER:
                 yield _record(
                     serde,
                     prices,
@@ -208,13 +234,13 @@ def _record(
     unpriced: set[str] = set()
     spend = spend_of(usages, prices, unpriced)
     failed = step.status in _ERROR_STATUSES
-    keyed = step.seq >= KEYED_SEQ_BASE
+    keyed = step.kind is JournalKind.BATCH_ITEM
     return StepExport(
         run_id=run.run_id,
         workflow=run.workflow,
         run_status=run.status,
         seq=step.seq,
-        item_key=f"{step.seq - KEYED_SEQ_BASE:x}" if keyed else None,
+        item_key=f"{index_of(step.seq):x}" if keyed else None,
         step=step.name,
         status=step.status,
         attempts=step.attempts,

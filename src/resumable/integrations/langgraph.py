@@ -87,7 +87,6 @@ from resumable._engine.bridge import Bridge, await_on, run_here, running_loop
 from resumable._engine.engine import Engine
 from resumable.errors import SerializationError
 from resumable.serde import Serde, TypeRegistry
-from resumable.stores.protocol import runs_on_any_loop
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -177,7 +176,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         # On a store that runs on any loop, a sync call runs on its caller's thread
         # (`_call`), so calls on several threads take turns: `_turn` is held by the
         # one running, and calls on the saver's loop queue for it in `_queue`.
-        self._direct = runs_on_any_loop(self.engine.store)
+        self._direct = self.engine.capabilities.any_loop
         self._turn = threading.Lock()
         self._queue = asyncio.Lock()
         self._storage = CheckpointStorage(self.engine)

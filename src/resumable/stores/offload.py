@@ -26,10 +26,8 @@ and running the same run_id again resumes once the object store is back).
 
 Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
 checkpoints live) are offloaded the same way; their upload failures are
-`StoreError`, as they belong to no run. A frame is held in memory whole while
-it is uploaded and after it is downloaded (its key is the hash of all of it);
-`S3Blobs` sends large ones in parts that are views into it, and reads them into
-one buffer of their size.
+`StoreError`, as they belong to no run. Large results stream both ways (see
+`stores.offload_stream`); other frames are held whole in memory.
 """
 
 from __future__ import annotations
@@ -44,7 +42,6 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores.archive import (
     Archived,
     ArchiveReader,
-    ArchiveRef,
     archive_run,
     archive_thread,
     is_member,
@@ -55,11 +52,25 @@ from resumable.stores.blobref import (
     BlobRef,
     is_reference,
 )
-from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
+from resumable.stores.blobs import (
+    BlobMissing,
+    BlobStore,
+    BlobUnavailable,
+    StreamingBlobs,
+)
+from resumable.stores.coldruns import ColdReader, archive_due_runs, restore_run
+from resumable.stores.offload_gc import collect_garbage, referenced_keys
+from resumable.stores.offload_stream import (
+    STREAM_READ_OVER,
+    Opener,
+    Sealed,
+    download,
+    upload,
+)
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    PAYLOAD_KINDS,
     TERMINAL_STATUSES,
+    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -72,6 +83,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
+    SupportsArchive,
     ThreadRecord,
 )
 
@@ -130,16 +142,41 @@ class OffloadStore:
         self.offload_over = offload_over
         self.url = inner.url
         self._archives = ArchiveReader(blobs)
+        self._cold = (
+            ColdReader(inner, blobs) if isinstance(inner, SupportsArchive) else None
+        )
+        self._opener: Opener | None = None
+        # asked at every step's commit: a Protocol check is worth doing once
+        self._streams = isinstance(blobs, StreamingBlobs)
 
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
 
-    def __getattr__(self, name: str) -> Any:
-        # what the wrapped store offers beyond the protocol (open, wait_for_work,
-        # any_loop) is offered here too: the object store binds to no loop
-        if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    def stream_with(self, opener: Opener) -> None:
+        """Read large step results and run payloads through `opener`'s sinks.
+
+        Their records then hold the opened body the sink returns, not the frame.
+        """
+        self._opener = opener
+
+    @property
+    def streams(self) -> bool:
+        """Whether `put_sealed` can upload a frame a chunk at a time."""
+        return self._streams
+
+    async def put_sealed(
+        self, sealed: Sealed, *, run_id: str, seq: int | None
+    ) -> bytes:
+        """Upload a frame made on demand; the reference a row keeps in its place.
+
+        Raises:
+            CheckpointWriteError: the object store did not take it.
+            TypeError: the object store does not stream (`streams` is False).
+        """
+        if not isinstance(self.blobs, StreamingBlobs):
+            raise TypeError(f"{self.blobs!r} takes no streamed uploads")
+        ref = await upload(self.blobs, sealed, run_id=run_id, seq=seq)
+        return ref.encode()
 
     # --- the two crossings ------------------------------------------------------
     async def _offload(
@@ -166,13 +203,24 @@ class OffloadStore:
             ) from exc
         return ref.encode()
 
-    async def _resolve(self, data: Any, *, place: str) -> Any:
-        """The sealed frame a row's payload stands for; anything else unchanged."""
+    async def _resolve(self, data: Any, *, place: str, stream: bool = False) -> Any:
+        """The sealed frame a row's payload stands for; anything else unchanged.
+
+        With `stream`, a large object is read through the opener `stream_with`
+        gave, and its opened body is returned instead.
+        """
         if is_member(data):
             return await self._archives.member(bytes(data), place=place)
         if not is_reference(data):
             return data  # a frame (or damage), for the engine's envelope to judge
         ref = BlobRef.decode(bytes(data), place=place)
+        if (
+            stream
+            and self._opener is not None
+            and ref.size > STREAM_READ_OVER
+            and isinstance(self.blobs, StreamingBlobs)
+        ):
+            return await download(self.blobs, ref, self._opener, place=place)
         try:
             frame = await self.blobs.get(ref.key)
         except BlobMissing:
@@ -205,8 +253,12 @@ class OffloadStore:
         if not (_points_away(run.input) or _points_away(run.output)):
             return run
         data, output = await asyncio.gather(
-            self._resolve(run.input, place=_run_place(run.run_id, "input")),
-            self._resolve(run.output, place=_run_place(run.run_id, "output")),
+            self._resolve(
+                run.input, place=_run_place(run.run_id, "input"), stream=True
+            ),
+            self._resolve(
+                run.output, place=_run_place(run.run_id, "output"), stream=True
+            ),
         )
         return dataclasses.replace(run, input=data, output=output)
 
@@ -215,7 +267,7 @@ class OffloadStore:
             return step
         place = _step_place(step)
         output, usage = await asyncio.gather(
-            self._resolve(step.output, place=place),
+            self._resolve(step.output, place=place, stream=True),
             self._resolve(step.usage, place=place + " usage"),
         )
         return dataclasses.replace(step, output=output, usage=usage)
@@ -281,6 +333,10 @@ class OffloadStore:
         )
 
     async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        if isinstance(self.inner, SupportsArchive):
+            # a retried run writes its journal again: its rows come back first, or
+            # the new ones would hide the archived ones from every later replay
+            await restore_run(self.inner, self.blobs, run_id)
         return await self.inner.reopen_run(run_id, now_ms=now_ms)
 
     async def claim_runs(
@@ -313,6 +369,8 @@ class OffloadStore:
         self, run_id: str, *, up_to_seq: int | None = None
     ) -> list[StepRecord]:
         steps = await self.inner.load_journal(run_id, up_to_seq=up_to_seq)
+        if not steps and self._cold is not None:  # archived, or no step yet
+            steps = await self._cold.steps(run_id, up_to_seq)
         if not any(_points_away(s.output) or _points_away(s.usage) for s in steps):
             return steps
         return list(await asyncio.gather(*(self._resolve_step(s) for s in steps)))
@@ -334,6 +392,8 @@ class OffloadStore:
 
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         inputs = await self.inner.get_inputs(run_id)
+        if not inputs and self._cold is not None:
+            inputs = {r.key: r.value for r in await self._cold.inputs(run_id)}
         keys = list(inputs)
         values = await asyncio.gather(
             *(
@@ -345,6 +405,8 @@ class OffloadStore:
 
     async def list_inputs(self, run_id: str) -> list[InputRecord]:
         records = await self.inner.list_inputs(run_id)
+        if not records and self._cold is not None:
+            records = await self._cold.inputs(run_id)
         values = await asyncio.gather(
             *(
                 self._resolve(r.value, place=_run_place(run_id, f"input {r.key!r}"))
@@ -497,73 +559,79 @@ class OffloadStore:
 
     async def referenced_keys(self) -> set[str]:
         """The keys of every object a row of the wrapped store references now."""
-        keys: set[str] = set()
-        for kind in PAYLOAD_KINDS:
-            after: tuple[str | int, ...] | None = None
-            while True:
-                page = await self.inner.scan_payloads(
-                    kind, after=after, limit=_SCAN_PAGE
-                )
-                for payload in page:
-                    key = _key_of(payload.data)
-                    if key is not None:
-                        keys.add(key)
-                if len(page) < _SCAN_PAGE:
-                    break
-                after = page[-1].key
+        keys = await referenced_keys(self.inner)
+        if self._cold is not None:
+            keys |= await self._cold.referenced_keys()
         return keys
 
     async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
         """Delete objects no row references that are older than `older_than_ms`.
 
-        The grace period covers writes in flight: an object is uploaded before
-        the row that references it commits, so a young unreferenced object may
-        be about to be referenced. Rows are read first and objects listed after,
-        and each object's age is checked again just before it is deleted, so an
-        upload that refreshed it meanwhile keeps it. Returns how many were deleted.
+        See `stores.offload_gc.collect_garbage`. Returns how many were deleted.
 
         Raises:
             StoreError: the object store did not answer.
         """
         referenced = await self.referenced_keys()
-        cutoff = now_ms - older_than_ms
-        deleted = 0
-        try:
-            for blob in await self.blobs.listing():
-                if blob.key in referenced or blob.modified_at_ms > cutoff:
-                    continue
-                try:
-                    if (await self.blobs.info(blob.key)).modified_at_ms > cutoff:
-                        continue  # uploaded again since the listing
-                except BlobMissing:
-                    continue
-                await self.blobs.delete(blob.key)
-                deleted += 1
-        except BlobUnavailable as exc:
-            raise StoreError(store=self.blobs.url, detail=str(exc)) from exc
-        return deleted
+        return await collect_garbage(
+            referenced, self.blobs, older_than_ms=older_than_ms, now_ms=now_ms
+        )
 
     async def archive_finished(
-        self, *, updated_before_ms: int, limit: int
+        self, *, updated_before_ms: int, limit: int, now_ms: int
     ) -> list[Archived]:
         """Archive up to `limit` finished runs and `limit` threads gone cold.
 
         A run is due when it finished and last changed before `updated_before_ms`;
-        a thread when its newest saved state is older than that.
+        its journal and inputs move into one object and a stub stays
+        (`stores.coldruns`), or, on a store without `SupportsArchive`, its
+        payloads do (`stores.archive`). A thread is due when its newest saved
+        state is older than that; its saved states' payloads move.
         """
-        runs = await self.inner.list_runs(
-            RunQuery(
-                status=tuple(TERMINAL_STATUSES),
-                updated_before_ms=updated_before_ms,
-                limit=limit,
-            )
-        )
-        done = [await archive_run(self.inner, self.blobs, run.run_id) for run in runs]
+        done = await self._archive_runs(updated_before_ms, limit, now_ms)
         for thread_id in await self._threads(limit):
             newest = await self.inner.list_snapshots(thread_id, namespace=None, limit=1)
             if newest and newest[0].created_at_ms < updated_before_ms:
                 done.append(await archive_thread(self.inner, self.blobs, thread_id))
         return done
+
+    async def _archive_runs(
+        self, updated_before_ms: int, limit: int, now_ms: int
+    ) -> list[Archived]:
+        if not isinstance(self.inner, SupportsArchive):
+            runs = await self.inner.list_runs(
+                RunQuery(
+                    status=tuple(TERMINAL_STATUSES),
+                    updated_before_ms=updated_before_ms,
+                    limit=limit,
+                )
+            )
+            return [await archive_run(self.inner, self.blobs, r.run_id) for r in runs]
+        stubs = await archive_due_runs(
+            self.inner,
+            self.inner,
+            self.blobs,
+            updated_before_ms=updated_before_ms,
+            limit=limit,
+            now_ms=now_ms,
+        )
+        return [
+            Archived("run", s.run_id, s.steps + s.inputs, s.size, s.key) for s in stubs
+        ]
+
+    async def restore_archived(self, run_id: str) -> ArchiveStub | None:
+        """Put an archived run's journal and inputs back in the store.
+
+        Returns the stub that stood for them, or None when the run was not
+        archived (or the store cannot archive). The object stays until a
+        collection finds that nothing references it.
+
+        Raises:
+            CorruptCheckpointError: its object is missing or damaged.
+        """
+        if not isinstance(self.inner, SupportsArchive):
+            return None
+        return await restore_run(self.inner, self.blobs, run_id)
 
     async def _threads(self, limit: int) -> list[str]:
         """Up to `limit` thread ids, in key order (from their manifests)."""
@@ -584,20 +652,6 @@ class OffloadStore:
             await self.inner.close()
         finally:
             await self.blobs.close()
-
-
-def _key_of(data: object) -> str | None:
-    """The object a stored payload references; None for a frame or damage."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        return None
-    try:
-        if is_reference(data):
-            return BlobRef.decode(bytes(data), place="").key
-        if is_member(data):
-            return ArchiveRef.decode(bytes(data), place="").key
-    except CorruptCheckpointError:
-        pass  # a damaged reference references nothing
-    return None
 
 
 def _payload_place(payload: Payload) -> str:
