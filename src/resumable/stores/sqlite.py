@@ -41,11 +41,6 @@ durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
 steps; each swap paid an fsync, ~0.4 ms here.
 
-A write in a `syncs.SharedTurns` turn commits without an fsync too, and the
-turn fsyncs the WAL once it has released its lock (`_sync_wal`): its writes are
-on disk before the caller goes on, as every other write is, and the next turn
-runs meanwhile. `ResumableSaver`'s sync calls take such turns.
-
 Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store
 is queued (which they would have to see). No other thread has to wake, which on a
@@ -110,7 +105,6 @@ from resumable.stores.protocol import (
     ThreadRecord,
     check_pack,
 )
-from resumable.stores.syncs import owe_sync
 
 T = TypeVar("T")
 _t = _sql.to_text
@@ -299,12 +293,24 @@ _fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 class SQLiteStore:
-    """The Store protocol on one SQLite file, in WAL mode."""
+    """The Store protocol on one SQLite file, in WAL mode.
+
+    Args:
+        url: `sqlite:///path.db`, with the options the module doc lists.
+        sync_file: Puts what was written to a file on disk, given its descriptor
+            (`os.fdatasync`); tests pass one that records or fails.
+    """
 
     any_loop = True  # see capabilities.RunsOnAnyLoop
 
-    def __init__(self, url: str = f"sqlite:///{DEFAULT_PATH}") -> None:
+    def __init__(
+        self,
+        url: str = f"sqlite:///{DEFAULT_PATH}",
+        *,
+        sync_file: Callable[[int], None] = _fdatasync,
+    ) -> None:
         self.url = url
+        self._sync_file = sync_file
         options = parse_url(url)
         self.path, self.durability = options.path, options.durability
         self._busy_timeout_ms, self._mmap_mb = options.busy_timeout_ms, options.mmap_mb
@@ -591,16 +597,10 @@ class SQLiteStore:
 
         Writes always try to; a read does when `inline` is set (reads of one run or
         thread). With durability=full, a `durable` write syncs the WAL once it has
-        committed (`_sync_wal`), unless it is in a `syncs.SharedTurns` turn, which
-        it then owes that sync. A write that is not `durable` (a lease's, a pack
+        committed (`_sync_wal`). A write that is not `durable` (a lease's, a pack
         swap) is left for the next sync to put on disk.
         """
-        durable = (
-            durable
-            and write
-            and self.durability == "full"
-            and not owe_sync(self._sync_wal)
-        )
+        durable = durable and write and self.durability == "full"
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
         if write and (self.durability == "normal" or self._writes_alone(run_id)):
@@ -730,8 +730,7 @@ class SQLiteStore:
         """Sync the WAL to disk: a durability=full write is on disk once this returns.
 
         Every frame written before, by any connection to the file, is then on
-        disk. A write calls it after its commit, or its `SharedTurns` turn does
-        (or the next turn) once the turn ends. The file descriptor stays open
+        disk. A write calls it after its commit. The file descriptor stays open
         while the store is: SQLite never deletes the WAL of a file that still has
         a connection (ours), and it keeps no lock on the WAL that closing it
         could drop.
@@ -743,7 +742,7 @@ class SQLiteStore:
             try:
                 if self._wal_fd is None:
                     self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
-                _fdatasync(self._wal_fd)
+                self._sync_file(self._wal_fd)
             except OSError as exc:
                 raise StoreError(
                     store=self.url,
