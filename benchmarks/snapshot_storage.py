@@ -1,7 +1,8 @@
 """Snapshot storage growth: a 200-turn conversation, one 500-byte message per turn,
-saved after every turn. Prints the bytes written, the SQLite file's growth, and the
-time to load the latest snapshot, next to a whole-state-per-save baseline measured
-in the same run (what a checkpointer that rewrites the state each time stores).
+saved after every turn. Prints the bytes written, the SQLite file's growth, the time
+a save takes and the time to load the latest snapshot, next to a whole-state-per-save
+baseline measured in the same run (what a checkpointer that rewrites the state each
+time stores).
 """
 
 from __future__ import annotations
@@ -64,7 +65,9 @@ def file_bytes(path: Path) -> int:
     return int((pages - free) * size)
 
 
-async def resumable_run(directory: Path) -> tuple[int, int, int, list[float]]:
+async def resumable_run(
+    directory: Path,
+) -> tuple[int, int, int, list[float], list[float]]:
     path = directory / "snapshots.db"
     store = CountingStore(f"sqlite:///{path}")
     engine = Engine(store)
@@ -73,10 +76,13 @@ async def resumable_run(directory: Path) -> tuple[int, int, int, list[float]]:
     rng = random.Random(7)
     messages: list[dict[str, str]] = []
     content = 0
+    saves = []
     for turn in range(TURNS):
         messages.append(message(turn, rng))
         content += len(messages[-1]["content"])
+        start = time.perf_counter()
         await engine.save_state("conversation", {"messages": messages})
+        saves.append((time.perf_counter() - start) * 1000)
     loads = []
     for _ in range(15):
         fresh = Engine(store)  # no cached shapes: a cold load, as after a restart
@@ -85,7 +91,7 @@ async def resumable_run(directory: Path) -> tuple[int, int, int, list[float]]:
         loads.append((time.perf_counter() - start) * 1000)
         assert loaded == {"messages": messages}
     await engine.close()
-    return content, store.written, file_bytes(path) - empty, loads
+    return content, store.written, file_bytes(path) - empty, saves, loads
 
 
 def whole_state_baseline(directory: Path) -> tuple[int, int]:
@@ -111,7 +117,7 @@ def whole_state_baseline(directory: Path) -> tuple[int, int]:
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        content, written, grown, loads = await resumable_run(Path(tmp))
+        content, written, grown, saves, loads = await resumable_run(Path(tmp))
         base_written, base_grown = whole_state_baseline(Path(tmp))
     kb = 1024
     rows: list[tuple[str, ...]] = [
@@ -133,6 +139,10 @@ async def main() -> None:
         f"{TURNS} turns, one {MESSAGE_BYTES}-byte message per turn: {content / kb:.0f} KB of new content"
     )
     print(table(rows))
+    print(
+        f"save (warm engine): median {statistics.median(saves):.2f} ms, "
+        f"last {TURNS // 10} saves median {statistics.median(saves[-TURNS // 10 :]):.2f} ms"
+    )
     print(
         f"load latest (cold engine): median {statistics.median(loads):.2f} ms, "
         f"max {max(loads):.2f} ms over {len(loads)} loads (target < 5 ms)"
