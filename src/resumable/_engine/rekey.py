@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from resumable._engine.packs import is_pack_namespace, pack_place, snapshot_place
 from resumable._engine.runs import run_place
-from resumable._engine.snapshots import chunk_place
+from resumable._engine.shapes import chunk_place
 from resumable._engine.steps import step_place
 from resumable._engine.waits import input_place
 from resumable.serde import Serde
