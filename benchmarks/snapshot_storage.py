@@ -24,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import prose, table
 
 from resumable import Engine
+from resumable._engine.snapshots import Snapshots
+from resumable.serde import Serde
 from resumable.stores.protocol import NO_CHUNKS
 from resumable.stores.sqlite import SQLiteStore
 
@@ -94,6 +96,39 @@ async def resumable_run(
     return content, store.written, file_bytes(path) - empty, saves, loads
 
 
+async def memo_against_plain(directory: Path) -> dict[bool, list[float]]:
+    """Save times (ms) of the conversation with the leaf memo on and off.
+
+    The memo is a fast path (`SnapshotCodec(memo=True)`, what an Engine uses) beside
+    the plain path that encodes every leaf at every save; it stays only while it
+    wins. The two save the same turns in turn, each to its own SQLite file.
+    """
+    paths: dict[bool, Snapshots] = {}
+    for memo in (True, False):
+        store = SQLiteStore(f"sqlite:///{directory / f'memo-{memo}.db'}")
+        await store.open()
+        paths[memo] = Snapshots(store, Serde(), memo=memo)
+    parents: dict[bool, str | None] = dict.fromkeys(paths)
+    times: dict[bool, list[float]] = {memo: [] for memo in paths}
+    rng = random.Random(7)
+    messages: list[dict[str, str]] = []
+    for turn in range(TURNS):
+        messages.append(message(turn, rng))
+        for memo, snapshots in paths.items():
+            start = time.perf_counter()
+            record = await snapshots.save(
+                "conversation",
+                {"messages": messages},
+                now_ms=turn,
+                parent_id=parents[memo],
+            )
+            times[memo].append((time.perf_counter() - start) * 1000)
+            parents[memo] = record.checkpoint_id
+    for snapshots in paths.values():
+        await snapshots.store.close()
+    return times
+
+
 def whole_state_baseline(directory: Path) -> tuple[int, int]:
     """Rewrite the whole state as JSON at every save (one row per checkpoint)."""
     path = directory / "baseline.db"
@@ -119,6 +154,7 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         content, written, grown, saves, loads = await resumable_run(Path(tmp))
         base_written, base_grown = whole_state_baseline(Path(tmp))
+        paths = await memo_against_plain(Path(tmp))
     kb = 1024
     rows: list[tuple[str, ...]] = [
         ("saver", "bytes written", "file growth", "x new content (written)"),
@@ -142,6 +178,11 @@ async def main() -> None:
     print(
         f"save (warm engine): median {statistics.median(saves):.2f} ms, "
         f"last {TURNS // 10} saves median {statistics.median(saves[-TURNS // 10 :]):.2f} ms"
+    )
+    on, off = (statistics.median(paths[memo]) for memo in (True, False))
+    print(
+        f"save, leaf memo on / off (the plain path): median {on:.2f} / {off:.2f} ms, "
+        f"off / on {off / on:.2f}x"
     )
     print(
         f"load latest (cold engine): median {statistics.median(loads):.2f} ms, "
