@@ -1,4 +1,4 @@
-"""Helpers the benchmarks share: medians of repeated timings and a tidy table."""
+"""Helpers the benchmarks share: medians of repeated timings, counted work, a tidy table."""
 
 from __future__ import annotations
 
@@ -13,6 +13,26 @@ import tempfile
 import time
 import typing
 from collections.abc import Awaitable, Callable, Sequence
+from types import FrameType
+from typing import Any
+
+
+class Counter:
+    """Bytecodes and frames entered while active (a sys.settrace tracer)."""
+
+    def __init__(self) -> None:
+        self.bytecodes = 0
+        self.frames = 0
+
+    def on_call(self, frame: FrameType, event: str, _: object) -> Any:
+        self.frames += 1
+        frame.f_trace_opcodes = True
+        return self.on_line
+
+    def on_line(self, _frame: FrameType, event: str, _: object) -> Any:
+        if event == "opcode":
+            self.bytecodes += 1
+        return self.on_line
 
 
 async def median_us_per_op(

@@ -14,10 +14,17 @@ engine once in turn so all see the same machine state:
   the SDK records nothing, so this is resumable's own share of the cost.
 
 Prints µs per step (medians) and the median of the per-round ratios to `off`.
-Then the floor: what the SDK alone costs for one span per step (start with the
-step's attributes, make current, end), measured without any engine, as a
-fraction of the plain step. Checks that the plain engine holds no observer and
-imported neither OpenTelemetry nor prometheus-client.
+Then the floor: what the SDK alone costs for one span per step, measured
+without any engine, as a fraction of the plain step: bare (start with the
+step's attributes, make current, end) and as a step's span must be (also a
+child of the run's span, with the commit's attributes set before its end).
+
+Timings on a shared machine swing more than these differences, so it ends by
+counting: bytecodes per step (sys.settrace, exact and repeatable) on the memory
+store for off, no sdk and simple, and for the SDK's span as a step alone, so
+the SDK's share of the added work and resumable's own are numbers, not noise.
+Checks that the plain engine holds no observer and imported neither
+OpenTelemetry nor prometheus-client.
 """
 
 from __future__ import annotations
@@ -28,9 +35,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _common import Counter
 
 from resumable import Engine, step, workflow
 
@@ -38,6 +49,7 @@ STEPS = int(os.environ.get("STEPS", "500"))
 RUNS = int(os.environ.get("RUNS", "7"))
 PAYLOAD = "x" * 1000
 SPANS = 20_000  # spans per floor measurement
+COUNTED = 200  # steps per counted run
 
 
 @step
@@ -86,8 +98,13 @@ def observed_engine(url: str, provider: Any) -> Engine:
     return Engine(url, observers=[Tracing(provider), Metrics()])
 
 
-def sdk_span_us(provider: Any) -> float:
-    """One span as a step makes it, with nothing else: the SDK's own cost (median)."""
+def make_spans(provider: Any, n: int, *, as_a_step: bool) -> None:
+    """`n` spans as the SDK alone makes them for steps, no engine.
+
+    Bare: a root span with the step's start attributes, made current, ended. As a
+    step: what issue 25 asks of a step's span, no more: a child of the run's span,
+    and the commit's two attributes set (in one call) before it ends.
+    """
     from opentelemetry import context, trace
 
     tracer = provider.get_tracer("floor")
@@ -97,16 +114,80 @@ def sdk_span_us(provider: Any) -> float:
         "resumable.attempt": 1,
         "resumable.idempotency_key": "run:1",
     }
+    written = {
+        "resumable.checkpoint.bytes": 1020,
+        "resumable.checkpoint.duration_ms": 0.25,
+    }
+    run_span = tracer.start_span("resumable.run bench")
+    outer = context.attach(trace.set_span_in_context(run_span)) if as_a_step else None
+    for _ in range(n):
+        span = tracer.start_span("resumable.step produce", attributes=attributes)
+        token = context.attach(trace.set_span_in_context(span))
+        if as_a_step:
+            span.set_attributes(written)
+        context.detach(token)
+        span.end()
+    if outer is not None:
+        context.detach(outer)
+    run_span.end()
+
+
+def sdk_span_us(provider: Any, *, as_a_step: bool) -> float:
+    """µs per span of `make_spans` (median of 5 rounds)."""
     rounds = []
     for _ in range(5):
         start = time.perf_counter()
-        for _ in range(SPANS):
-            span = tracer.start_span("resumable.step produce", attributes=attributes)
-            token = context.attach(trace.set_span_in_context(span))
-            context.detach(token)
-            span.end()
+        make_spans(provider, SPANS, as_a_step=as_a_step)
         rounds.append((time.perf_counter() - start) / SPANS * 1e6)
     return statistics.median(rounds)
+
+
+async def bytecodes_per_step(run: Callable[[int], Awaitable[object]]) -> float:
+    """Bytecodes one more step costs: counted runs of 2N and N steps, differenced."""
+    counts = []
+    for n in (COUNTED, 2 * COUNTED):
+        counter = Counter()
+        sys.settrace(counter.on_call)
+        try:
+            await run(n)
+        finally:
+            sys.settrace(None)
+        counts.append(counter.bytecodes)
+    return (counts[1] - counts[0]) / COUNTED
+
+
+async def counted() -> None:
+    """Bytecodes per step on the memory store: exact, whatever the machine does."""
+    per_step: dict[str, float] = {}
+    for name in ("off", "no sdk", "simple"):
+        engine = (
+            Engine("memory://")
+            if name == "off"
+            else observed_engine("memory://", provider_with(name))
+        )
+        await engine.run(sequence, 3, run_id="warm-up")
+
+        async def run(n: int, engine: Engine = engine) -> object:
+            return await engine.run(sequence, n, run_id=f"counted-{n}")
+
+        per_step[name] = await bytecodes_per_step(run)
+        await engine.close()
+        print(
+            f"counted      {name:<10} {per_step[name]:8.0f} bytecodes/step   "
+            f"added {per_step[name] - per_step['off']:6.0f}"
+        )
+    provider = provider_with("simple")
+
+    async def spans(n: int) -> None:
+        make_spans(provider, n, as_a_step=True)
+
+    floor = await bytecodes_per_step(spans)
+    provider.shutdown()
+    added = per_step["simple"] - per_step["off"]
+    print(
+        f"counted      floor: a step's span, SDK alone: {floor:.0f} bytecodes = "
+        f"{floor / added:.0%} of what simple adds; resumable's own: {added - floor:.0f}"
+    )
 
 
 async def compare(kind: str, url_of: Callable[[str], str]) -> float:
@@ -158,13 +239,16 @@ async def main() -> None:
     memory_off = await compare("memory", lambda name: "memory://")
     for processor in ("simple", "batch"):
         provider = provider_with(processor)
-        span_us = sdk_span_us(provider)
+        for as_a_step in (False, True):
+            span_us = sdk_span_us(provider, as_a_step=as_a_step)
+            print(
+                f"floor ({processor}, {'as a step' if as_a_step else 'bare'}): "
+                f"one SDK span per step, no engine: {span_us:.1f} us = ratio "
+                f"{(memory_off + span_us) / memory_off:.2f} on memory, "
+                f"{(sqlite_off + span_us) / sqlite_off:.3f} on sqlite full"
+            )
         provider.shutdown()
-        print(
-            f"floor ({processor}): one bare SDK span per step, no engine: "
-            f"{span_us:.1f} us = ratio {(memory_off + span_us) / memory_off:.2f} "
-            f"on memory, {(sqlite_off + span_us) / sqlite_off:.3f} on sqlite full"
-        )
+    await counted()
 
 
 if __name__ == "__main__":

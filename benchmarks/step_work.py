@@ -17,12 +17,10 @@ import contextlib
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import table
+from _common import Counter, table
 
 from resumable import Engine, step, workflow
 
@@ -54,24 +52,6 @@ async def plain_loop(n: int) -> int:
     for i in range(n):
         await produce_plain(i)
     return n
-
-
-class Counter:
-    """Bytecodes and frames entered while active (a sys.settrace tracer)."""
-
-    def __init__(self) -> None:
-        self.bytecodes = 0
-        self.frames = 0
-
-    def on_call(self, frame: FrameType, event: str, _: object) -> Any:
-        self.frames += 1
-        frame.f_trace_opcodes = True
-        return self.on_line
-
-    def on_line(self, _frame: FrameType, event: str, _: object) -> Any:
-        if event == "opcode":
-            self.bytecodes += 1
-        return self.on_line
 
 
 async def count(run: Callable[[], Awaitable[object]]) -> tuple[float, float]:

@@ -6,6 +6,7 @@ removal, a deprecation first.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import subprocess
 import sys
@@ -104,6 +105,21 @@ def test_the_error_tree_is_as_documented() -> None:
     for name, cls in classes.items():  # every error a user can catch is exported
         if name != "ChunksMissing":  # a store's signal to the engine, retried inside
             assert getattr(resumable, name) is cls
+
+
+def test_no_code_raises_the_bare_base_error() -> None:
+    """Each error is a named class, so callers catch what they mean."""
+    bare = []
+    for path in Path(resumable.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Raise)
+                and isinstance(node.exc, ast.Call)
+                and isinstance(node.exc.func, ast.Name)
+                and node.exc.func.id == "ResumableError"
+            ):
+                bare.append(f"{path.name}:{node.lineno}")
+    assert bare == []
 
 
 def test_importing_the_package_imports_no_driver_or_integration() -> None:

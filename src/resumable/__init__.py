@@ -7,18 +7,28 @@ that dies at step 8 resumes there and replays steps 1-7 from the store for free.
 from __future__ import annotations
 
 from resumable._engine.batch import RateLimit, map_steps
-from resumable._engine.check import CheckReport, Divergence, RunCheck
+from resumable._engine.check import CheckReport, RunCheck
 from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
-from resumable._engine.decorators import register, step, workflow
-from resumable._engine.engine import Engine, RunHandle, RunPage, RunView, StepView
+from resumable._engine.decorators import step, workflow
+from resumable._engine.engine import Engine, RunHandle
 from resumable._engine.export import InputView, StepExport
+from resumable._engine.history import StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
-from resumable._engine.listing import RunCounts, RunFilter, ThreadPage, ThreadView
+from resumable._engine.listing import (
+    RunCounts,
+    RunFilter,
+    RunPage,
+    RunView,
+    ThreadPage,
+    ThreadView,
+)
 from resumable._engine.patches import deprecate_patch, patched
+from resumable._engine.probe import Divergence
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
+from resumable._engine.specs import register
 from resumable._engine.usage import Usage
 from resumable._engine.waits import sleep, wait_for
 from resumable._engine.worker import Queue, Worker

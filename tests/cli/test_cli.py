@@ -137,12 +137,8 @@ def test_cancel_a_waiting_run(url: str, capsys: pytest.CaptureFixture[str]) -> N
 
     async def create() -> None:
         async with Engine(url) as engine:
-            await engine._create(  # a run recorded but never executed
-                greet.__resumable_workflow__,  # type: ignore[attr-defined]  # set by @workflow
-                ("x",),
-                {},
-                run_id="queued-1",
-            )
+            # a run recorded but never executed
+            await engine.enqueue(greet, "x", run_id="queued-1")
 
     asyncio.run(create())
     assert main(["cancel", "queued-1", "--store", url]) == 0

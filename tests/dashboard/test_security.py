@@ -120,7 +120,7 @@ def test_a_non_loopback_host_without_a_token_is_refused() -> None:
         check=False,
         env={"PATH": "/usr/bin:/bin"},
     )
-    assert cli.returncode == 1
+    assert cli.returncode == 2  # a usage error
     assert "refusing to serve the dashboard on '0.0.0.0' without --token" in cli.stderr
 
 

@@ -25,7 +25,7 @@ from opentelemetry.trace import StatusCode
 from observability.traced_app import STEPS, traced_sequential
 from observability.traced_worker_app import STEPS as WORKER_STEPS
 from observability.traced_worker_app import traced_worker_flow
-from resumable import Engine, step, workflow
+from resumable import Engine, Retry, step, workflow
 from resumable.errors import WorkflowFailed
 from resumable.observability import Tracing
 from resumable.observability.tracing import EXECUTION_KEY
@@ -187,6 +187,57 @@ async def test_a_real_worker_process_continues_the_enqueuers_trace(
     )
     assert all(s["parent_id"] == execution["span_id"] for s in steps)
     assert {s["trace_id"] for s in steps} == {execution["trace_id"]}
+
+
+FLAKY_ONCE = {"calls": 0}
+
+
+@step(retry=Retry(attempts=2, initial_delay=0.01, jitter=0.0))
+async def flaky_once(x: int) -> str:
+    FLAKY_ONCE["calls"] += 1
+    if FLAKY_ONCE["calls"] == 1:
+        raise RuntimeError("a transient failure")
+    return "y" * x
+
+
+@workflow(name="traced.attempts")
+async def attempts_flow(x: int) -> str:
+    return await flaky_once(x)
+
+
+async def test_each_attempt_span_carries_its_step_commit_and_retry_attributes(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = spans
+    FLAKY_ONCE["calls"] = 0
+    async with Engine("memory://", observers=[Tracing(provider)]) as engine:
+        assert await engine.run(attempts_flow, 500, run_id="attempts") == "y" * 500
+        (record,) = await engine.store.load_journal("attempts")
+    first, second = sorted(
+        by_name(exporter.get_finished_spans(), "resumable.step flaky_once"),
+        key=lambda span: span.start_time or 0,
+    )
+    assert first.attributes is not None
+    assert second.attributes is not None
+    for attempt, span in enumerate((first, second), start=1):
+        assert span.attributes is not None
+        assert span.attributes["resumable.seq"] == 1
+        assert span.attributes["resumable.step"] == "flaky_once"
+        assert span.attributes["resumable.attempt"] == attempt
+        assert span.attributes["resumable.idempotency_key"] == "attempts:1"
+        assert span.attributes["resumable.checkpoint.duration_ms"] >= 0  # type: ignore[operator]
+    # the failed attempt's record was committed too, then retried after its delay
+    assert first.attributes["resumable.checkpoint.bytes"] > 0  # type: ignore[operator]
+    assert first.attributes["resumable.retry_delay_s"] == pytest.approx(0.01)
+    assert first.attributes["error.type"] == "RuntimeError"
+    assert first.status.status_code is StatusCode.ERROR
+    assert any(e.name == "exception" for e in first.events)
+    assert second.attributes["resumable.checkpoint.bytes"] == len(
+        record.output or b""
+    ) + len(record.usage or b"")
+    assert "resumable.retry_delay_s" not in second.attributes
+    assert "error.type" not in second.attributes
+    assert second.status.status_code is StatusCode.UNSET
 
 
 @workflow(name="traced.child")
@@ -359,7 +410,7 @@ def test_without_observers_nothing_of_opentelemetry_or_prometheus_is_imported(
 ) -> None:
     code = (
         "import sys, asyncio\n"
-        "from resumable import Engine, step, workflow\n"
+        "from resumable import Engine, Retry, step, workflow\n"
         "import resumable.cli\n"
         "@step\nasync def s(x): return x\n"
         "@workflow\nasync def w(x): return await s(x)\n"

@@ -15,6 +15,7 @@ from resumable.cli import main
 from resumable.errors import CorruptCheckpointError, UsageError
 from resumable.stores.archive import ArchiveRef, is_member
 from resumable.stores.offload import OffloadStore
+from resumable.stores.protocol import SupportsArchive
 
 RAN: Counter[str] = Counter()
 
@@ -64,15 +65,15 @@ async def test_archived_runs_read_back_through_show_fork_ledger_and_check(
         assert await _archived(engine) == ["run cold-1"]
         store = engine.store
         assert isinstance(store, OffloadStore)
-        rows = await store.inner.load_journal("cold-1")
-        assert all(is_member(r.output) for r in rows if r.seq > 0)
-        keys = {
-            ArchiveRef.decode(r.output or b"", place="").key for r in rows if r.seq > 0
-        }
-        assert len(keys) == 1  # one object for the whole run
-        assert not any(
-            is_member(r.output) for r in await store.inner.load_journal("live")
-        )
+        assert isinstance(store.inner, SupportsArchive)
+        # the rows are gone from the primary store: one stub stands for them
+        assert await store.inner.load_journal("cold-1") == []
+        stub = await store.inner.load_archive_stub("cold-1")
+        assert stub is not None
+        assert stub.steps == len(await store.load_journal("cold-1")) == 4
+        keys = {stub.key}
+        assert await store.inner.load_journal("live")  # waiting: kept
+        assert await store.inner.load_archive_stub("live") is None
         assert await _archived(engine) == []  # nothing left to move
 
         RAN.clear()
@@ -105,6 +106,25 @@ async def test_archived_runs_read_back_through_show_fork_ledger_and_check(
     out = capsys.readouterr().out
     assert out.startswith("archived 1 runs and 0 threads"), out
     assert "cold-fork" in out
+    with pytest.MonkeyPatch.context() as env:
+        for name, value in {
+            "AWS_ENDPOINT_URL": moto_s3.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_REGION": "us-east-1",
+        }.items():
+            env.setenv(name, value)
+        argv = ["archive", "--restore", "cold-1", "--store", url]
+        assert await asyncio.to_thread(main, argv) == 0
+        assert "back in the store" in capsys.readouterr().out
+    async with _engine(primary_url, moto_s3, bucket) as engine:
+        store = engine.store
+        assert isinstance(store, OffloadStore)
+        assert len(await store.inner.load_journal("cold-1")) == stub.steps
+        assert [v.output() for v in await engine.history("cold-1")] == before
+        # nothing references the object now: a collection deletes it
+        assert (await engine.gc(blobs_grace=timedelta(0))).blobs >= 1
+        assert stub.key not in {b.key for b in await store.blobs.listing()}
 
 
 async def test_a_damaged_or_missing_archive_is_a_corrupt_checkpoint(
@@ -154,12 +174,18 @@ async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
         assert isinstance(store, OffloadStore)
         rows = await store.inner.list_snapshots("cold-thread", namespace=None)
         assert rows
-        # every manifest longer than a reference moved (shorter ones stay)
-        assert any(is_member(r.manifest) for r in rows)
-        assert all(is_member(r.manifest) or len(r.manifest) <= 112 for r in rows)
+        # every older manifest longer than a reference moved (shorter ones stay);
+        # the newest of each namespace stays live, with the chunks it names
+        newest = {r.namespace: r for r in sorted(rows, key=lambda r: r.checkpoint_id)}
+        older = [r for r in rows if r is not newest[r.namespace]]
+        assert any(is_member(r.manifest) for r in older)
+        assert all(is_member(r.manifest) or len(r.manifest) <= 112 for r in older)
+        assert not any(is_member(r.manifest) for r in newest.values())
         chunks = await store.inner.get_chunks({h for r in rows for h in r.chunk_refs})
         moved = [data for data in chunks.values() if is_member(data)]
         assert moved  # the large chunks went with them
+        live = {h for r in newest.values() for h in r.chunk_refs}
+        assert not any(is_member(chunks[h]) for h in live if h in chunks)
         keys = {
             ArchiveRef.decode(r.manifest, place="").key
             for r in rows

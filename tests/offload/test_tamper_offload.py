@@ -70,6 +70,7 @@ async def test_every_damaged_column_fails_safe_when_rows_hold_references(
     assert len(list(objects.rglob("*"))) > 10
 
 
+@pytest.mark.timeout(300)  # each action of ~100 cases reads the runs' archives back
 async def test_every_damaged_column_fails_safe_when_runs_are_archived(
     tmp_path: Path,
 ) -> None:

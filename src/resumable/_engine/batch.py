@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 from resumable._engine.context import RunContext, active_run, def_workflow_run
-from resumable._engine.decorators import StepSpec
 from resumable._engine.ledger import spend_of
+from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
 from resumable._engine.usage import usage_from
 from resumable.errors import NotInRun, StepFailed

@@ -26,21 +26,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import reprlib
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from resumable._engine import replay
 from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.context import RunContext, Runtime, _run
-from resumable._engine.decorators import WORKFLOWS
-from resumable._engine.runs import load_journal, run_place
-from resumable.errors import NonDeterminismError, ResumableError, RunNotFound
+from resumable._engine.journal import load_journal, run_place
+from resumable._engine.probe import CheckProbe, CheckStopped, Divergence
+from resumable._engine.specs import WORKFLOWS
+from resumable.errors import ResumableError, RunNotFound
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
 if TYPE_CHECKING:
-    from resumable._engine.decorators import WorkflowSpec
+    from resumable._engine.specs import WorkflowSpec
 
 Verdict = Literal["compatible", "diverges", "raises", "no-workflow", "timeout"]
 BREAKING: Final[frozenset[str]] = frozenset(
@@ -54,26 +54,6 @@ DEFAULT_STATUSES: Final[tuple[RunStatus, ...]] = (
     "failed",
 )
 """Runs that may execute again: the ones a deploy can break."""
-_ARG_WIDTH = 160
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Divergence:
-    """Where the new code calls something other than the journal holds."""
-
-    seq: int
-    recorded: str
-    """The recorded step name."""
-    recorded_fingerprint: str
-    called: str
-    """The name of what the new code calls at `seq`."""
-    called_fingerprint: str
-    called_args: str
-    """The new call's arguments, readable. The journal keeps only a fingerprint of
-    the recorded call's arguments, so they cannot be shown beside them."""
-    reason: str
-    hint: str
-    """What the journal suggests happened (a step inserted, removed, renamed...)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,182 +148,33 @@ class CheckReport:
         return {name: tuple(ids) for name, ids in sorted(needed.items())}
 
 
-# --- the probe ---------------------------------------------------------------------
-class _Stop(BaseException):
-    """Stops a check's workflow body; a BaseException so `except Exception` cannot."""
-
-
-class CheckProbe:
-    """Answers one run's journaled calls from its journal, and notes what it saw."""
-
-    def __init__(self, journal: dict[int, StepRecord]) -> None:
-        self.journal = journal
-        self.divergences: list[Divergence] = []
-        self.frontiers: list[tuple[int, str]] = []
-        self.patches_needed: list[str] = []
-
-    def new_call(self, seq: int, name: str) -> NoReturn:
-        """Stop: nothing is recorded at `seq`, so the new code would execute it."""
-        self.stop_at(seq, f"new code would execute {name!r}")
-
-    def decide(
-        self,
-        ctx: RunContext,
-        recorded: StepRecord,
-        *,
-        seq: int,
-        name: str,
-        fingerprint: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> StepRecord:
-        """The record a call that is not a recorded success replays; else stop.
-
-        A recorded failure replays (as StepFailed) where a resume would replay it;
-        an unfinished or failed step a resume would execute again stops the check.
-        """
-        try:
-            decision = replay.decide(
-                recorded,
-                run_id=ctx.run_id,
-                seq=seq,
-                name=name,
-                fingerprint=fingerprint,
-                attempts=1,
-                retry_failed=ctx.retry_failed,
-            )
-        except NonDeterminismError as exc:
-            self.diverge(
-                recorded,
-                seq=seq,
-                name=name,
-                fingerprint=fingerprint,
-                args=args,
-                kwargs=kwargs,
-                reason=exc.reason,
-            )
-        if isinstance(decision, replay.Execute):
-            self.stop_at(seq, f"new code would execute {name!r} again (unfinished)")
-        return decision
-
-    def wait_point(self, ctx: RunContext, seq: int, name: str) -> None:
-        """Let a wait_for/sleep replay if the journal finished it; else stop."""
-        recorded = ctx.journal.get(seq)
-        if recorded is None:
-            self.stop_at(seq, f"new code would reach {name!r}")
-        if recorded.name != name:
-            self.diverge(
-                recorded,
-                seq=seq,
-                name=name,
-                fingerprint="-",
-                args=(),
-                kwargs={},
-                reason="another step",
-            )
-        if recorded.status == "waiting":  # new code carries on after this wait
-            self.stop_at(seq + 1, f"the run is suspended in {name!r} at seq {seq}")
-
-    def patch_point(self, seq: int, name: str, *, passed: bool) -> None:
-        """Note a patch decision; the marker a new run records stops the check."""
-        if passed:
-            self.patches_needed.append(name)
-            return
-        self.stop_at(seq, f"new code would record patch marker {name!r}")
-
-    def stop_at(self, seq: int, what: str) -> NoReturn:
-        """Stop: the new code would carry on executing at `seq`."""
-        self.frontiers.append((seq, what))
-        raise _Stop
-
-    def diverge(
-        self,
-        recorded: StepRecord,
-        *,
-        seq: int,
-        name: str,
-        fingerprint: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        reason: str,
-    ) -> NoReturn:
-        """Stop: the new code calls something else at a recorded seq."""
-        self.divergences.append(
-            Divergence(
-                seq=seq,
-                recorded=recorded.name,
-                recorded_fingerprint=recorded.fingerprint,
-                called=name,
-                called_fingerprint=fingerprint,
-                called_args=readable_call(args, kwargs),
-                reason=reason,
-                hint=_hint(self.journal, recorded, seq, name, fingerprint),
-            )
-        )
-        raise _Stop
-
-
-def readable_call(args: Iterable[Any], kwargs: dict[str, Any]) -> str:
-    """`(arg, ..., key=value)` with each value's repr clipped."""
-    shown = reprlib.Repr()
-    shown.maxstring = shown.maxother = _ARG_WIDTH
-    shown.maxlist = shown.maxtuple = shown.maxdict = 8
-    parts = [shown.repr(a) for a in args]
-    parts += [f"{k}={shown.repr(v)}" for k, v in kwargs.items()]
-    return "(" + ", ".join(parts) + ")"
-
-
-def _hint(
-    journal: dict[int, StepRecord],
-    recorded: StepRecord,
-    seq: int,
-    name: str,
-    fingerprint: str,
-) -> str:
-    """What the journal suggests the change was."""
-    same = sorted(
-        s
-        for s, r in journal.items()
-        if 0 < s != seq and r.name == name and r.fingerprint == fingerprint
-    )
-    if same:
-        where = same[0]
-        change = (
-            "a call before it was removed or moved later"
-            if where > seq
-            else "a call was inserted before it"
-        )
-        return f"this exact call is recorded at seq {where}: {change}"
-    if recorded.name == name:
-        return (
-            "the arguments changed; the journal keeps only a fingerprint of the "
-            "recorded arguments, so only the new ones can be shown"
-        )
-    if recorded.fingerprint == fingerprint and fingerprint != "-":
-        return (
-            f"same arguments as recorded: was {recorded.name!r} renamed to {name!r}? "
-            f"(@step(name={recorded.name!r}) keeps the recorded name)"
-        )
-    if not any(r.name == name for r in journal.values()):
-        return f"{name!r} is new to this run: a call was inserted here"
-    return f"{recorded.name!r} is no longer called here"
-
-
 # --- the driver --------------------------------------------------------------------
 async def check_runs(
     runtime: Runtime,
     *,
-    status: Collection[RunStatus] = DEFAULT_STATUSES,
+    status: RunStatus | Collection[RunStatus] | None = None,
     workflow: str | None = None,
     version: str | None = None,
     run_ids: Collection[str] | None = None,
     limit: int | None = None,
-    updated_since_ms: int | None = None,
+    since: timedelta | None = None,
     timeout_s: float = 10.0,
     concurrency: int = 16,
 ) -> CheckReport:
-    """Check the selected runs against the workflows registered in this process."""
+    """Check the selected runs against the workflows registered in this process.
+
+    `status` None: the statuses that may execute again (`DEFAULT_STATUSES`);
+    `since`: only runs updated within this long.
+    """
     store = runtime.store
+    statuses: tuple[RunStatus, ...] = (
+        (status,) if isinstance(status, str) else tuple(status or DEFAULT_STATUSES)
+    )
+    updated_since_ms = (
+        None
+        if since is None
+        else runtime.clock.now_ms() - int(since.total_seconds() * 1000)
+    )
     if run_ids is not None:
         runs = []
         for run_id in run_ids:
@@ -354,7 +185,7 @@ async def check_runs(
     else:
         runs = await store.list_runs(
             RunQuery(
-                status=tuple(status),
+                status=statuses,
                 workflow=workflow,
                 version=version,
                 limit=limit or 2**31,
@@ -393,19 +224,7 @@ async def check_run(
         journal = await load_journal(runtime.store, run)
     except ResumableError as exc:  # e.g. forked from a run since deleted
         return replace(base, verdict="raises", error=_described(exc))
-    probe = CheckProbe(journal)
-    ctx = RunContext(
-        # a check executes nothing: observers (metrics, traces) do not see it
-        runtime=replace(runtime, observer=None),
-        run_id=run.run_id,
-        workflow=spec.name,
-        fence=0,
-        journal=journal,
-        # a failed run is checked as `resume` would run it: failed steps again
-        retry_failed=run.status == "failed",
-        loop=asyncio.get_running_loop(),
-        check=probe,
-    )
+    ctx, probe = _checking(runtime, run, spec, journal)
     error: str | None = None
     finished = timed_out = False
     try:
@@ -414,7 +233,7 @@ async def check_run(
         )
         await asyncio.wait_for(_body(ctx, spec, args, kwargs), timeout_s)
         finished = True
-    except _Stop:
+    except CheckStopped:
         pass
     except TimeoutError:
         timed_out = True
@@ -433,6 +252,30 @@ async def check_run(
         timed_out=timed_out,
         next_seq=ctx.next_seq,
     )
+
+
+def _checking(
+    runtime: Runtime,
+    run: RunRecord,
+    spec: WorkflowSpec,
+    journal: dict[int, StepRecord],
+) -> tuple[RunContext, CheckProbe]:
+    """The context a check runs the body in, and its probe."""
+    # a failed run is checked as `resume` would run it: failed steps again
+    retry_failed = run.status == "failed"
+    probe = CheckProbe(journal, run_id=run.run_id, retry_failed=retry_failed)
+    ctx = RunContext(
+        # a check executes nothing: observers (metrics, traces) do not see it
+        runtime=replace(runtime, observer=None),
+        run_id=run.run_id,
+        workflow=spec.name,
+        fence=0,
+        journal=journal,
+        retry_failed=retry_failed,
+        loop=asyncio.get_running_loop(),
+        check=probe,
+    )
+    return ctx, probe
 
 
 def _described(error: BaseException) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from typing import Protocol
 
 
@@ -27,3 +28,8 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+def datetime_of(ms: int) -> datetime:
+    """Milliseconds since the epoch as an aware UTC datetime."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)

@@ -9,14 +9,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine.bridge import running_loop
+from resumable._engine.ledger import Spend
 from resumable._engine.usage import Usage
 from resumable.errors import NotInRun, ResumableError
 
 if TYPE_CHECKING:
-    from resumable._engine.check import CheckProbe
     from resumable._engine.clock import Clock
-    from resumable._engine.ledger import Spend
     from resumable._engine.observe import Observer
+    from resumable._engine.probe import CheckProbe
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
     from resumable.stores.protocol import StepRecord, Store
@@ -50,12 +50,6 @@ class Budget:
     tokens: int | None = None
 
 
-def _no_spend() -> Spend:
-    from resumable._engine.ledger import Spend
-
-    return Spend()
-
-
 @dataclass(slots=True, eq=False, kw_only=True)
 class RunContext:
     """The state of one execution of one run."""
@@ -83,7 +77,7 @@ class RunContext:
     noting: asyncio.Future[None] | None = None
     """The ledger entry write in flight, if any."""
     """How many replays the execution's ledger entry already counts."""
-    spent: Spend = field(default_factory=_no_spend)
+    spent: Spend = field(default_factory=Spend)
     """What the run has incurred so far, in every execution (for budgets)."""
     budget: Budget | None = None
     check: CheckProbe | None = None

@@ -15,16 +15,34 @@ messages, `role: "tool"` results with `tool_call_id`) and Anthropic messages
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from resumable._engine.snapshots import Checkpoint
 from resumable.errors import UsageError
-
-if TYPE_CHECKING:
-    from resumable._engine.engine import Engine
-    from resumable._engine.snapshots import Checkpoint
 
 Message = dict[str, Any]
 NAMESPACE = "conversation"
+
+
+class Engine(Protocol):
+    """What a conversation needs of its `resumable.Engine` (which is one)."""
+
+    async def load_state(
+        self, thread_id: str, *, namespace: str = "", default: Any = ...
+    ) -> Any:
+        """The thread's latest state, or `default`."""
+        ...
+
+    async def save_state(
+        self,
+        thread_id: str,
+        state: Any,
+        *,
+        label: str | None = None,
+        namespace: str = "",
+    ) -> Checkpoint:
+        """Save a version of the thread's state."""
+        ...
 
 
 class Conversation:

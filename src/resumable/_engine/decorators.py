@@ -1,8 +1,8 @@
-"""`@workflow` and `@step`, and the registries they fill at import time.
+"""`@workflow` and `@step`: journaled calls inside a run, plain calls outside.
 
-Registries are the one piece of process-wide state: decorators run at import, and
-`Engine.resume(run_id)` must find a workflow by the name its run recorded. They
-only ever map names to code; no run state lives here.
+Each decorator records a spec in the registries of `specs` and wraps the function:
+inside a run a call takes the next seq and runs through `steps.execute_step`
+(a step) or `children.run_child` (a workflow called by another: a child run).
 """
 
 from __future__ import annotations
@@ -11,148 +11,17 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from resumable._engine.bridge import running_loop, wait_on
+from resumable._engine.children import run_child
 from resumable._engine.context import active_run
 from resumable._engine.ids import check_id
 from resumable._engine.retry import NO_RETRY, Retry
-from resumable.serde import TypeRegistry
+from resumable._engine.specs import STEPS, TYPES, WORKFLOWS, StepSpec, WorkflowSpec
+from resumable._engine.steps import execute_step, recorded_success, replayed
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-TYPES = TypeRegistry()
-"""Types the program declared: those named in step and workflow annotations, and
-those passed to `resumable.register()`. Each Engine's registry has it as parent.
-
-An annotation is resolved the first time its step or workflow is called, or the
-first time a lookup misses (a finished run's result is decoded before any of its
-steps is called), whichever comes first."""
-
-
-@dataclass(eq=False, slots=True, kw_only=True)
-class StepSpec:
-    """A decorated step: its journal name, code and retry policy."""
-
-    name: str
-    fn: Callable[..., Any]
-    is_async: bool
-    retry: Retry
-    annotations_registered: bool = False
-
-    @property
-    def journal_name(self) -> str:
-        """The step name its calls record in the journal."""
-        return self.name
-
-    def register_types(self) -> bool:
-        """Allow the types in the step's annotations to be decoded.
-
-        Returns whether they are: False while an annotation names something not
-        defined yet (it is tried again later).
-        """
-        if not self.annotations_registered:
-            self.annotations_registered = register_annotations(self.fn)
-        return self.annotations_registered
-
-
-@dataclass(eq=False, slots=True, kw_only=True)
-class WorkflowSpec:
-    """A decorated workflow: its registered name, code and budget."""
-
-    name: str
-    fn: Callable[..., Any]
-    is_async: bool
-    budget_usd: float | None = None
-    budget_tokens: int | None = None
-    version: str | None = None
-    """Recorded on each run it starts; workers may claim by it (`Worker(versions=)`)."""
-    annotations_registered: bool = field(default=False)
-
-    @property
-    def journal_name(self) -> str:
-        """The step name its calls record in a parent run's journal (as child runs)."""
-        return f"child:{self.name}"
-
-    def register_types(self) -> bool:
-        """Allow the types in the workflow's annotations to be decoded.
-
-        Returns whether they are: False while an annotation names something not
-        defined yet (it is tried again later).
-        """
-        if not self.annotations_registered:
-            self.annotations_registered = register_annotations(self.fn)
-        return self.annotations_registered
-
-
-class WorkflowRegistry:
-    """Workflows by registered name (the last definition of a name wins)."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, WorkflowSpec] = {}
-
-    def add(self, spec: WorkflowSpec) -> None:
-        """Register a workflow under its name."""
-        self._by_name[spec.name] = spec
-
-    def get(self, name: str) -> WorkflowSpec | None:
-        """The workflow registered under `name`, if any."""
-        return self._by_name.get(name)
-
-    def names(self) -> list[str]:
-        """Every registered workflow name."""
-        return sorted(self._by_name)
-
-
-WORKFLOWS = WorkflowRegistry()
-STEPS: dict[str, StepSpec] = {}
-"""Steps by journal name (the last definition of a name wins)."""
-
-
-def register_known_types() -> None:
-    """Register the annotation types of every decorated step and workflow now.
-
-    They register lazily on first use; a process that only reads stored runs
-    (the CLI's `show --app`) calls this after importing the app.
-    """
-    for spec in [*STEPS.values(), *(WORKFLOWS.get(name) for name in WORKFLOWS.names())]:
-        if spec is not None:
-            spec.register_types()
-
-
-def register(*types: type) -> None:
-    """Allow these types (dataclasses, enums, pydantic models) to be decoded.
-
-    Types named in `@step` and `@workflow` annotations are registered already;
-    use this for values whose types no annotation names.
-    """
-    TYPES.register(*types)
-
-
-def register_annotations(fn: Callable[..., Any]) -> bool:
-    """Register every codec-relevant type named in a function's annotations.
-
-    Returns False if they cannot be resolved yet (a name not defined yet).
-    """
-    try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # noqa: BLE001 - unresolvable for now: tried again on a later miss
-        return False
-    for hint in hints.values():
-        TYPES.register_annotation(hint)
-    return True
-
-
-def workflow_spec(fn: object) -> WorkflowSpec:
-    """The spec of a decorated workflow, or a TypeError saying how to decorate it."""
-    spec = getattr(fn, "__resumable_workflow__", None)
-    if not isinstance(spec, WorkflowSpec):
-        name = getattr(fn, "__qualname__", repr(fn))
-        raise TypeError(
-            f"{name} is not a workflow; decorate it with @resumable.workflow"
-        )
-    return spec
 
 
 @overload
@@ -186,8 +55,6 @@ def step(
         )
         STEPS[spec.name] = spec
         TYPES.defer(spec.register_types)
-        from resumable._engine.steps import execute_step
-
         wrapper = _journaled(fn, spec, f"step {spec.name!r}", execute_step)
         wrapper.__resumable_step__ = spec  # type: ignore[attr-defined]  # marker read by the engine
         return typing.cast("F", wrapper)
@@ -243,8 +110,6 @@ def workflow(
         )
         WORKFLOWS.add(spec)
         TYPES.defer(spec.register_types)
-        from resumable._engine.children import run_child
-
         # called inside a run, a workflow is a child run: it takes a seq like a step
         wrapper = _journaled(
             fn, spec, f"workflow {spec.name!r} (as a child run)", run_child
@@ -268,8 +133,6 @@ def _journaled(
     the call on the run's loop; a sync workflow's thread replays a recorded
     success of it itself.
     """
-    from resumable._engine.steps import recorded_success, replayed
-
     journal_name = spec.journal_name
 
     if spec.is_async:

@@ -16,18 +16,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from resumable._engine.batch import KEYED_SEQ_BASE
+from resumable._engine.clock import datetime_of
+from resumable._engine.journal import input_place, load_journal, run_place, step_place
 from resumable._engine.ledger import spend_of, usage_entries
-from resumable._engine.runs import load_journal, run_place
-from resumable._engine.steps import step_place
-from resumable._engine.waits import input_place
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
-from resumable.stores.protocol import RunQuery, RunRecord, StepRecord, Store
+from resumable.stores.protocol import (
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    Store,
+)
 
 __all__ = ["ExportQuery", "StepExport", "export_steps"]
 
@@ -96,6 +101,27 @@ class StepExport:
         data["models"] = list(self.models)
         data["unreadable"] = list(self.unreadable)
         return data
+
+
+def export_query(
+    run_ids: Sequence[str],
+    *,
+    workflow: str | None,
+    status: RunStatus | Sequence[RunStatus] | None,
+    since: datetime | timedelta | None,
+    run_input: bool,
+    now_ms: int,
+) -> ExportQuery:
+    """The query for `Engine.export`'s arguments (`since` as a time or an age)."""
+    if isinstance(since, timedelta):
+        since = datetime_of(now_ms) - since
+    return ExportQuery(
+        run_ids=[run_ids] if isinstance(run_ids, str) else list(run_ids),
+        workflow=workflow,
+        status=[status] if isinstance(status, str) else list(status or ()),
+        created_since_ms=None if since is None else int(since.timestamp() * 1000),
+        run_input=run_input,
+    )
 
 
 async def export_steps(

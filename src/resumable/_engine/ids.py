@@ -11,6 +11,8 @@ movable between stores, so an id one store takes is taken by all.
 from __future__ import annotations
 
 import hashlib
+import secrets
+import time
 
 from resumable.stores._sql import to_text
 
@@ -55,3 +57,8 @@ def derived_id(prefix: str, suffix: str) -> str:
         return joined
     digest = hashlib.sha256(prefix.encode("utf-8", "surrogatepass")).hexdigest()
     return f"~{digest[:32]}{suffix}"
+
+
+def new_run_id() -> str:
+    """A unique, time-sortable run id."""
+    return f"{time.time_ns() // 1_000_000:012x}-{secrets.token_hex(6)}"

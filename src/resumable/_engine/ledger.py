@@ -18,9 +18,12 @@ from datetime import date
 from typing import Any
 
 from resumable._engine.damage import reading
+from resumable._engine.journal import get_run, refuse_archived, step_place
 from resumable._engine.usage import Usage
 from resumable.pricing import PRICES_AS_OF, PriceTable
-from resumable.stores.protocol import StepRecord
+from resumable.serde import Serde
+from resumable.stores._records import checked_steps
+from resumable.stores.protocol import StepRecord, Store
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,3 +185,25 @@ def build(
         executions=executions,
         unpriced_models=tuple(sorted(unpriced)),
     )
+
+
+async def read_ledger(
+    store: Store, serde: Serde, prices: PriceTable, run_id: str
+) -> Ledger:
+    """`Engine.ledger`: the run's ledger from its own journal (never a fork's parent's).
+
+    Raises:
+        RunNotFound: there is no such run.
+    """
+    await get_run(store, run_id)
+    records = []
+    steps = await store.load_journal(run_id)
+    if not steps:
+        await refuse_archived(store, run_id)
+    for record in checked_steps(run_id, steps):
+        place = step_place(run_id, record.seq, record.name)
+        if record.seq < 0:
+            records.append((record, serde.loads(record.output or b"", place=place)))
+        elif record.usage is not None:
+            records.append((record, serde.loads(record.usage, place=place + " usage")))
+    return build(run_id, records, prices)

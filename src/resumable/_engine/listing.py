@@ -1,6 +1,6 @@
-"""Paged run listings and counts: what a dashboard needs to browse many runs.
+"""Run listings and counts: what `Engine.runs` and a dashboard show of many runs.
 
-`RunFilter` says which runs; `Engine.runs_page` returns one page of them and an
+`RunView` is a run as listed. `RunFilter` says which runs; `Engine.runs_page` returns one page of them and an
 opaque cursor to the next (keyset pagination: a page costs the same at run 100,000
 as at run 1); `Engine.count_runs` counts them by status and queue. `Engine.threads`
 pages through the threads holding snapshots the same way, leaving out the threads
@@ -16,8 +16,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final
 
-from resumable.errors import ResumableError
-from resumable.stores.protocol import RUN_STATUSES, RunQuery, RunStatus, Store
+from resumable._engine.clock import datetime_of
+from resumable.errors import UsageError
+from resumable.stores._records import checked_run
+from resumable.stores.protocol import (
+    RUN_STATUSES,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    Store,
+)
 
 INTERNAL_THREAD_PREFIX: Final = ":resumable:"
 """Threads the library keeps for itself (the LangGraph thread index) start so."""
@@ -25,6 +33,54 @@ STAGING_SUFFIX: Final = ":resumable-staging"
 """Where `prune`/`delete_for_runs` of the LangGraph saver keep a thread's surviving
 checkpoints while it is rewritten (`thread_id + STAGING_SUFFIX`); left behind only
 by a crash midway (restore with `copy_thread`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """A run as `Engine.runs()` lists it."""
+
+    run_id: str
+    workflow: str
+    status: RunStatus
+    created_at: datetime
+    updated_at: datetime
+    parent_id: str | None
+    forked_from: str | None
+    fork_seq: int | None
+    queue: str | None
+    version: str | None = None
+    """The workflow version the run started on (`@workflow(version=)`)."""
+    lease_owner: str | None = None
+    """The worker that holds (or last held) the run's lease."""
+    lease_expires_at: datetime | None = None
+    """When that lease ends unless renewed (None: never leased)."""
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunView:
+        """The view of a stored run."""
+        return cls(
+            run_id=run.run_id,
+            workflow=run.workflow,
+            status=run.status,
+            created_at=datetime_of(run.created_at_ms),
+            updated_at=datetime_of(run.updated_at_ms),
+            parent_id=run.parent_id,
+            forked_from=run.forked_from,
+            fork_seq=run.fork_seq,
+            queue=run.queue,
+            version=run.version,
+            lease_owner=run.lease_owner,
+            lease_expires_at=_lease_time(run.lease_expires_at_ms),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPage:
+    """One page of `Engine.runs_page`."""
+
+    runs: list[RunView]
+    next_cursor: str | None
+    """Pass it back as `cursor` for the next page; None on the last page."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +172,58 @@ class ThreadPage:
     """Pass it back as `cursor` for the next page; None on the last page."""
 
 
+async def list_runs(
+    store: Store,
+    *,
+    status: RunStatus | list[RunStatus] | None,
+    workflow: str | None,
+    parent: str | None,
+    forked_from: str | None,
+    queue: str | None,
+    limit: int,
+    version: str | None,
+) -> list[RunView]:
+    """`Engine.runs`: the runs matching every filter given, newest first."""
+    statuses = [status] if isinstance(status, str) else list(status or [])
+    records = await store.list_runs(
+        RunQuery(
+            status=statuses,
+            workflow=workflow,
+            parent_id=parent,
+            forked_from=forked_from,
+            queue=queue,
+            limit=limit,
+            version=version,
+        )
+    )
+    return [RunView.of(checked_run(run)) for run in records]
+
+
+async def runs_page(
+    store: Store, selection: RunFilter | None, *, limit: int, cursor: str | None
+) -> RunPage:
+    """`Engine.runs_page`: one page of the runs `selection` matches, newest first."""
+    query = (selection or RunFilter()).query(
+        limit=limit + 1, after=None if cursor is None else decode_cursor(cursor)
+    )
+    records = await store.list_runs(query)
+    runs = [RunView.of(checked_run(run)) for run in records[:limit]]
+    last = records[limit - 1] if len(records) > limit else None
+    return RunPage(
+        runs=runs,
+        next_cursor=None
+        if last is None
+        else encode_cursor(last.created_at_ms, last.run_id),
+    )
+
+
+async def count_runs(store: Store, selection: RunFilter | None) -> RunCounts:
+    """`Engine.count_runs`: how many runs `selection` matches, by status and queue."""
+    return RunCounts(
+        by_status_and_queue=await store.count_runs((selection or RunFilter()).query())
+    )
+
+
 def is_internal_thread(thread_id: str) -> bool:
     """Whether the library keeps this thread for itself (never listed to users)."""
     return thread_id.startswith(INTERNAL_THREAD_PREFIX) or thread_id.endswith(
@@ -162,7 +270,7 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
     """The key `encode_cursor` made.
 
     Raises:
-        ResumableError: the cursor was not made by `encode_cursor`.
+        UsageError: the cursor was not made by `encode_cursor`.
     """
     try:
         created_at_ms, run_id = json.loads(
@@ -171,18 +279,30 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
             )
         )
     except (ValueError, TypeError, UnicodeError) as exc:
-        raise ResumableError(
+        raise UsageError(
             f"cursor {cursor[:40]!r} is not one Engine.runs_page (or Engine.threads) "
             "returned; "
             "start from the first page (cursor=None)"
         ) from exc
     if not isinstance(created_at_ms, int) or not isinstance(run_id, str):
-        raise ResumableError(
+        raise UsageError(
             f"cursor {cursor[:40]!r} is not one Engine.runs_page (or Engine.threads) "
             "returned; "
             "start from the first page (cursor=None)"
         )
     return created_at_ms, run_id
+
+
+def _lease_time(ms: int) -> datetime | None:
+    """A lease's expiry to show; None if never leased, or past what a datetime holds.
+
+    Only shown, never acted on: the store compares the stored number itself, so a
+    damaged expiry must not make every listing of the run fail.
+    """
+    try:
+        return datetime_of(ms) if ms else None
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _lifecycle_order(status: str) -> tuple[int, str]:

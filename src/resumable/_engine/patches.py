@@ -36,7 +36,8 @@ from typing import Any
 from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
-from resumable._engine.steps import commit, step_place
+from resumable._engine.journal import step_place
+from resumable._engine.steps import commit
 from resumable.errors import NotInRun
 from resumable.stores.protocol import StepRecord
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from resumable._engine.journal import input_place, run_place, step_place
 from resumable._engine.packs import is_pack_namespace, pack_place, snapshot_place
-from resumable._engine.runs import run_place
 from resumable._engine.shapes import chunk_place
-from resumable._engine.steps import step_place
-from resumable._engine.waits import input_place
+from resumable.errors import UsageError
 from resumable.serde import Serde
 from resumable.stores.protocol import PAYLOAD_KINDS, Payload, Store
 
@@ -63,9 +62,23 @@ def _snapshot_payload_place(payload: Payload) -> str:
 
 
 async def rekey(
-    store: Store, serde: Serde, *, batch: int = 500, dry_run: bool = False
+    store: Store,
+    serde: Serde,
+    *,
+    encrypted: bool,
+    batch: int = 500,
+    dry_run: bool = False,
 ) -> RekeyReport:
-    """Rewrite every payload not sealed with the current key."""
+    """Rewrite every payload not sealed with the current key.
+
+    Raises:
+        UsageError: `serde` has no keys (`encrypted` is False).
+    """
+    if not encrypted:
+        raise UsageError(
+            "rekey needs encryption keys: pass encryption_key= or set "
+            "RESUMABLE_ENCRYPTION_KEY (new key first, then the old ones)"
+        )
     envelope = serde.envelope
     rewritten: dict[str, int] = {}
     current = changed = 0

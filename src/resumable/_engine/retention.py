@@ -8,6 +8,7 @@ shares steps with, or a child whose parent is still going.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -73,10 +74,20 @@ async def collect(
             kept_for_forks=kept_for_forks,
             dry_run=True,
         )
+    deleted = await _delete_runs(store, deletable, batch)
+    return dataclasses.replace(
+        deleted,
+        chunks=await _delete_unused_chunks(store, batch),
+        kept_for_forks=kept_for_forks,
+    )
+
+
+async def _delete_runs(store: Store, run_ids: list[str], batch: int) -> GcReport:
+    """Delete the runs, `batch` per transaction; what was deleted."""
     runs = steps = inputs = size = 0
     deleted: list[str] = []
-    for start in range(0, len(deletable), batch):
-        result = await store.delete_runs(deletable[start : start + batch])
+    for start in range(0, len(run_ids), batch):
+        result = await store.delete_runs(run_ids[start : start + batch])
         runs, steps, inputs, size = (
             runs + result.runs,
             steps + result.steps,
@@ -84,21 +95,19 @@ async def collect(
             size + result.bytes,
         )
         deleted.extend(result.run_ids)
+    return GcReport(
+        runs=runs, steps=steps, inputs=inputs, run_ids=tuple(deleted), bytes=size
+    )
+
+
+async def _delete_unused_chunks(store: Store, batch: int) -> int:
+    """Delete the snapshot chunks nothing uses any more; how many."""
     chunks = 0
     while True:
         removed = await store.delete_unreferenced_chunks(batch)
         chunks += removed
         if removed < batch:
-            break
-    return GcReport(
-        runs=runs,
-        steps=steps,
-        inputs=inputs,
-        chunks=chunks,
-        run_ids=tuple(deleted),
-        kept_for_forks=kept_for_forks,
-        bytes=size,
-    )
+            return chunks
 
 
 async def _finished(store: Store, statuses: list[str]) -> list[RunRecord]:

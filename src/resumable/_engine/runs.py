@@ -10,10 +10,11 @@ from typing import Any
 
 from resumable._engine import outcome
 from resumable._engine.context import Budget, RunContext, Runtime, _run
-from resumable._engine.decorators import WorkflowSpec
+from resumable._engine.journal import load_journal, run_place, step_place
 from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
-from resumable._engine.steps import durably, start_noting_replays, step_place
+from resumable._engine.specs import WorkflowSpec
+from resumable._engine.steps import durably, start_noting_replays
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (
@@ -25,14 +26,11 @@ from resumable.errors import (
     SerializationError,
     StepFailed,
 )
-from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.protocol import (
     Lease,
     RunRecord,
     RunStatus,
     RunUpdate,
-    StepRecord,
-    Store,
 )
 
 # failures that running the same run again can cure: a step's cause fixed, the old
@@ -40,33 +38,6 @@ from resumable.stores.protocol import (
 # raised itself is replayed as WorkflowFailed (use Engine.resume to force a re-run).
 RETRYABLE = (StepFailed, NonDeterminismError, BudgetExceeded, CorruptCheckpointError)
 log = logging.getLogger("resumable.runs")
-
-
-def run_place(run_id: str, what: str) -> str:
-    """How messages (and encryption's associated data) name a run's payload."""
-    return f"run {run_id!r} {what}"
-
-
-async def load_journal(
-    store: Store, run: RunRecord, up_to: int | None = None
-) -> dict[int, StepRecord]:
-    """A run's journal by seq, with the steps it shares with the run it was forked from."""
-    journal: dict[int, StepRecord] = {}
-    if run.forked_from is not None and run.fork_seq:
-        parent = await store.get_run(run.forked_from)
-        if parent is None:
-            raise CorruptCheckpointError(
-                place=f"run {run.run_id!r}",
-                detail=f"it was forked from run {run.forked_from!r}, which no longer exists",
-            )
-        checked_run(parent)
-        limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
-        inherited = await load_journal(store, parent, limit)
-        journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
-    steps = await store.load_journal(run.run_id, up_to_seq=up_to)
-    for record in checked_steps(run.run_id, steps):
-        journal[record.seq] = record
-    return journal
 
 
 def _spent_so_far(ctx: RunContext) -> Spend:

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
-from resumable._engine.context import RunContext, _step
-from resumable._engine.decorators import StepSpec
+from resumable._engine.context import RunContext, StepScope, _step
+from resumable._engine.journal import step_place
+from resumable._engine.specs import StepSpec
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
     BudgetExceeded,
@@ -92,7 +93,6 @@ def decide_call(
         return fingerprint, recorded  # a resume replays thousands: no more calls
     if ctx.check is not None:  # Engine.check: replays a recorded failure, or stops
         return fingerprint, ctx.check.decide(
-            ctx,
             recorded,
             seq=seq,
             name=name,
@@ -165,7 +165,6 @@ async def _run_attempts(
     plan: replay.Execute,
 ) -> Any:
     runtime = ctx.runtime
-    place = step_place(ctx.run_id, seq, spec.name)
     previous = ctx.journal.get(seq)
     calls = _recorded_calls(ctx, previous) if previous is not None else []
     noting = start_noting_replays(ctx)  # overlaps the step; durable before its outcome
@@ -174,13 +173,13 @@ async def _run_attempts(
     attempt = plan.first_attempt
     while True:
         started_at_ms = runtime.clock.now_ms()
-        attempt_calls: list[Usage] = []
+        this: StepScope = (ctx, seq, spec.name, attempt, [])
         scope = (
             None
             if observer is None
             else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
         )
-        step_token = _step.set((ctx, seq, spec.name, attempt, attempt_calls))
+        step_token = _step.set(this)
         try:
             if spec.is_async:
                 result = await spec.fn(*args, **kwargs)
@@ -189,114 +188,59 @@ async def _run_attempts(
         except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
             error = exc
         else:
-            try:
-                attempt_calls.extend(usage_from(result))
-                try:
-                    output = runtime.serde.dumps(result, place=place)
-                except SerializationError as exc:
-                    raise SerializationError(
-                        run_id=ctx.run_id,
-                        step=spec.name,
-                        path=exc.path.replace("value", "result", 1),
-                        detail=exc.detail,
-                    ) from None
-                if attempt_calls:
-                    calls.extend((ctx.fence, usage) for usage in attempt_calls)
-                if noting is not None:
-                    await noting
-                await commit(
-                    ctx,
-                    StepRecord(
-                        run_id=ctx.run_id,
-                        seq=seq,
-                        name=spec.name,
-                        fingerprint=fingerprint,
-                        status="ok",
-                        output=output,
-                        attempts=attempt,
-                        started_at_ms=started_at_ms,
-                        finished_at_ms=runtime.clock.now_ms(),
-                        usage=_encoded_calls(ctx, place, calls),
-                    ),
-                )
-                _spend(ctx, attempt_calls)
-            except BaseException as exc:
-                if observer is not None:
-                    observer.step_ended(
-                        ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
-                    )
-                raise
-            if observer is not None:
-                observer.step_ended(
-                    ctx, scope, error=None, retry_delay_s=None, calls=attempt_calls
-                )
+            await _commit_result(
+                this,
+                result,
+                fingerprint=fingerprint,
+                started_at_ms=started_at_ms,
+                calls=calls,
+                noting=noting,
+                scope=scope,
+            )
             return result
         finally:
             _step.reset(step_token)
-
-        delay = await _record_failed_attempt(
-            ctx,
-            StepRecord(
-                run_id=ctx.run_id,
-                seq=seq,
-                name=spec.name,
-                fingerprint=fingerprint,
-                status="failed",  # or "retrying": decided here
-                output=None,
-                attempts=attempt,
-                started_at_ms=started_at_ms,
-                finished_at_ms=started_at_ms,
-            ),
+        await _retry_or_fail(
+            this,
             error,
+            fingerprint=fingerprint,
+            started_at_ms=started_at_ms,
             retry_policy=spec.retry,
             retry_number=attempt - plan.base,
             calls=calls,
-            attempt_calls=attempt_calls,
             noting=noting,
-            observer=observer,
             scope=scope,
         )
-        await runtime.clock.sleep(delay)
-        check_budget(ctx, spec.name)
         attempt += 1
 
 
-async def _record_failed_attempt(
-    ctx: RunContext,
-    attempt: StepRecord,
-    error: Exception,
+async def _commit_result(
+    this: StepScope,
+    result: Any,
     *,
-    retry_policy: retry.Retry,
-    retry_number: int,
+    fingerprint: str,
+    started_at_ms: int,
     calls: list[tuple[int, Usage]],
-    attempt_calls: list[Usage],
     noting: asyncio.Future[None] | None,
-    observer: Observer | None,
     scope: Any,
-) -> float:
-    """Commit a failed attempt (`attempt` says which, and when it started).
-
-    Returns:
-        The delay before the next attempt.
-
-    Raises:
-        StepFailed: no retry is left; the run sees the step's recorded failure.
-        ResumableError: the step raised one of the engine's own signals.
-    """
+) -> None:
+    """Commit an attempt's result, with the usage of every attempt, before it returns."""
+    ctx, seq, name, attempt, attempt_calls = this
     runtime = ctx.runtime
-    seq, name = attempt.seq, attempt.name
     place = step_place(ctx.run_id, seq, name)
-    delay: float | None = None
     try:
-        if isinstance(error, ResumableError) and not isinstance(error, StepFailed):
-            raise error  # our own signals (lease lost, nested write errors) are not step errors
-        # a failed attempt's calls were billed too: they stay in the record
-        calls.extend((ctx.fence, usage) for usage in attempt_calls)
-        _spend(ctx, attempt_calls)
-        delay = retry.next_delay(retry_policy, retry_number, error, random.random)
-        info = outcome.error_info(error, step=name, seq=seq, attempts=attempt.attempts)
-        if delay is not None:
-            info["retry_in_s"] = delay  # the back-off the run page draws
+        attempt_calls.extend(usage_from(result))
+        try:
+            output = runtime.serde.dumps(result, place=place)
+        except SerializationError as exc:
+            raise SerializationError(
+                run_id=ctx.run_id,
+                step=name,
+                path=exc.path.replace("value", "result", 1),
+                detail=exc.detail,
+            ) from None
+        if attempt_calls:
+            calls.extend((ctx.fence, usage) for usage in attempt_calls)
         if noting is not None:
             await noting
         await commit(
@@ -305,18 +249,59 @@ async def _record_failed_attempt(
                 run_id=ctx.run_id,
                 seq=seq,
                 name=name,
-                fingerprint=attempt.fingerprint,
-                status="failed" if delay is None else "retrying",
-                output=runtime.serde.dumps(info, place=place),
-                attempts=attempt.attempts,
-                started_at_ms=attempt.started_at_ms,
+                fingerprint=fingerprint,
+                status="ok",
+                output=output,
+                attempts=attempt,
+                started_at_ms=started_at_ms,
                 finished_at_ms=runtime.clock.now_ms(),
                 usage=_encoded_calls(ctx, place, calls),
             ),
         )
-        _log_failed_attempt(ctx, attempt, error, delay)
-        if delay is None:
-            raise outcome.step_failed(ctx.run_id, info) from error
+        _spend(ctx, attempt_calls)
+    except BaseException as exc:
+        if runtime.observer is not None:
+            runtime.observer.step_ended(
+                ctx, scope, error=exc, retry_delay_s=None, calls=attempt_calls
+            )
+        raise
+    if runtime.observer is not None:
+        runtime.observer.step_ended(
+            ctx, scope, error=None, retry_delay_s=None, calls=attempt_calls
+        )
+
+
+async def _retry_or_fail(
+    this: StepScope,
+    error: Exception,
+    *,
+    fingerprint: str,
+    started_at_ms: int,
+    retry_policy: retry.Retry,
+    retry_number: int,
+    calls: list[tuple[int, Usage]],
+    noting: asyncio.Future[None] | None,
+    scope: Any,
+) -> None:
+    """Commit a failed attempt, then wait out the delay before the next one.
+
+    Raises:
+        StepFailed: no retry is left; the run sees the step's recorded failure.
+        ResumableError: the step raised one of the engine's own signals.
+    """
+    ctx, _, name, _, attempt_calls = this
+    observer = ctx.runtime.observer
+    try:
+        delay = await _commit_failure(
+            this,
+            error,
+            fingerprint=fingerprint,
+            started_at_ms=started_at_ms,
+            retry_policy=retry_policy,
+            retry_number=retry_number,
+            calls=calls,
+            noting=noting,
+        )
     except BaseException as exc:
         if observer is not None:
             observer.step_ended(
@@ -327,6 +312,57 @@ async def _record_failed_attempt(
         observer.step_ended(
             ctx, scope, error=error, retry_delay_s=delay, calls=attempt_calls
         )
+    await ctx.runtime.clock.sleep(delay)
+    check_budget(ctx, name)
+
+
+async def _commit_failure(
+    this: StepScope,
+    error: Exception,
+    *,
+    fingerprint: str,
+    started_at_ms: int,
+    retry_policy: retry.Retry,
+    retry_number: int,
+    calls: list[tuple[int, Usage]],
+    noting: asyncio.Future[None] | None,
+) -> float:
+    """Commit a failed attempt as retrying; returns the delay before the next one.
+
+    Raises:
+        StepFailed: no retry is left (the attempt is committed as failed).
+        ResumableError: the step raised one of the engine's own signals.
+    """
+    ctx, seq, name, attempt, attempt_calls = this
+    runtime = ctx.runtime
+    place = step_place(ctx.run_id, seq, name)
+    if isinstance(error, ResumableError) and not isinstance(error, StepFailed):
+        raise error  # our own signals (lease lost, nested write errors) are not step errors
+    # a failed attempt's calls were billed too: they stay in the record
+    calls.extend((ctx.fence, usage) for usage in attempt_calls)
+    _spend(ctx, attempt_calls)
+    delay = retry.next_delay(retry_policy, retry_number, error, random.random)
+    info = outcome.error_info(error, step=name, seq=seq, attempts=attempt)
+    if delay is not None:
+        info["retry_in_s"] = delay  # the back-off the run page draws
+    if noting is not None:
+        await noting
+    record = StepRecord(
+        run_id=ctx.run_id,
+        seq=seq,
+        name=name,
+        fingerprint=fingerprint,
+        status="failed" if delay is None else "retrying",
+        output=runtime.serde.dumps(info, place=place),
+        attempts=attempt,
+        started_at_ms=started_at_ms,
+        finished_at_ms=runtime.clock.now_ms(),
+        usage=_encoded_calls(ctx, place, calls),
+    )
+    await commit(ctx, record)
+    _log_failed_attempt(ctx, record, error, delay)
+    if delay is None:
+        raise outcome.step_failed(ctx.run_id, info) from error
     return delay
 
 
@@ -549,8 +585,3 @@ async def durably(
 
 LEDGER_STEP = "resumable.ledger"
 """The name of the per-execution ledger entries (at negative seqs)."""
-
-
-def step_place(run_id: str, seq: int, name: str) -> str:
-    """How messages (and encryption's associated data) name a step's payload."""
-    return f"run {run_id!r}, step #{seq} {name!r}"

@@ -18,7 +18,8 @@ from typing import Any
 from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ids import check_id
-from resumable._engine.steps import commit, step_place
+from resumable._engine.journal import input_place, step_place
+from resumable._engine.steps import commit
 from resumable.errors import NonDeterminismError, NotInRun, WaitTimeout
 from resumable.stores.protocol import RunStatus, StepRecord, StepStatus
 
@@ -133,11 +134,6 @@ async def _sleep(seconds: float) -> None:
     await point.finish("ok", None, ctx.runtime.clock.now_ms())
 
 
-def input_place(run_id: str, key: str) -> str:
-    """How messages (and encryption's associated data) name an input's payload."""
-    return f"run {run_id!r} input {key!r}"
-
-
 class _Point:
     """One wait_for or sleep call: its seq, and what the journal holds there."""
 
@@ -164,7 +160,7 @@ class _Point:
             )
         seq = ctx.take_seq()
         if ctx.check is not None:  # Engine.check: replays a finished wait, or stops
-            ctx.check.wait_point(ctx, seq, name)
+            ctx.check.wait_point(seq, name)
         return cls(ctx, seq, name)
 
     def load(self) -> Any:

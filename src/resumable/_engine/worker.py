@@ -13,16 +13,31 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from resumable._engine.decorators import WORKFLOWS
+from resumable._engine.clock import Clock
+from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError
-from resumable.stores.protocol import Lease, QueuePolicy
-
-if TYPE_CHECKING:
-    from resumable._engine.engine import Engine
+from resumable.stores.protocol import Lease, QueuePolicy, Store
 
 log = logging.getLogger("resumable.worker")
+
+
+class Engine(Protocol):
+    """What a worker needs of its `resumable.Engine` (which is one)."""
+
+    store: Store
+    owner: str
+    clock: Clock
+
+    @property
+    def lease_ttl_s(self) -> float:
+        """How long a lease lasts without a heartbeat."""
+        ...
+
+    async def resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
+        """Drive a run this worker claimed to its end."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,4 +1,7 @@
-"""`resumable archive`: move finished runs' payloads to the object store, one object per run."""
+"""`resumable archive`: move finished runs' journals to the object store, one object per run.
+
+`--restore RUN_ID` puts one run's journal and inputs back in the primary store.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +19,15 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         parents=[store],
         help="move finished runs' history to the object store (?blobs=...)",
     )
-    archive.add_argument(
+    which = archive.add_mutually_exclusive_group(required=True)
+    which.add_argument(
         "--older-than",
-        required=True,
         help="age since the run last changed, e.g. 30d, 12h",
+    )
+    which.add_argument(
+        "--restore",
+        metavar="RUN_ID",
+        help="put this archived run's journal back in the primary store",
     )
     archive.add_argument(
         "--limit", type=int, default=1000, help="at most this many runs per call"
@@ -29,6 +37,8 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
 
 async def archive_runs(args: argparse.Namespace) -> int:
     """Archive the finished runs older than --older-than and print what moved."""
+    if args.restore is not None:
+        return await restore_run(args)
     async with Engine(args.store) as engine:
         done = await engine.archive(
             older_than=parse_age(args.older_than), limit=args.limit
@@ -37,12 +47,24 @@ async def archive_runs(args: argparse.Namespace) -> int:
     runs = sum(item.kind == "run" for item in moved)
     total = sum(item.bytes_moved for item in moved)
     print(
-        f"archived {runs} runs and {len(moved) - runs} threads ({total:,} bytes of "
-        f"payloads moved to the object store); {len(done) - len(moved)} had nothing "
-        f"left to move"
+        f"archived {runs} runs and {len(moved) - runs} threads ({total:,} bytes "
+        f"written to the object store); {len(done) - len(moved)} had nothing left "
+        f"to move"
     )
     for item in moved[:20]:
-        print(f"  {item.kind} {item.name}: {item.payloads} payloads -> {item.key}")
+        what = "records" if item.kind == "run" else "payloads"
+        print(f"  {item.kind} {item.name}: {item.payloads} {what} -> {item.key}")
     if len(moved) > 20:
         print(f"  ... and {len(moved) - 20} more")
+    return 0
+
+
+async def restore_run(args: argparse.Namespace) -> int:
+    """Put the run named by --restore back in the primary store."""
+    async with Engine(args.store) as engine:
+        restored = await engine.unarchive(args.restore)
+    if restored:
+        print(f"run {args.restore!r}: journal and inputs are back in the store")
+    else:
+        print(f"run {args.restore!r} was not archived; nothing changed")
     return 0

@@ -15,8 +15,8 @@ from datetime import timedelta
 from typing import Any
 
 from resumable._engine.check import DEFAULT_STATUSES, CheckReport, RunCheck
-from resumable._engine.decorators import register_known_types
 from resumable._engine.engine import Engine
+from resumable._engine.specs import register_known_types
 from resumable.cli._table import clip, table
 from resumable.cli.runs import _import_app
 from resumable.stores.protocol import RUN_STATUSES, RunStatus

@@ -28,6 +28,10 @@ TOTAL_CALLS = 101  # 50 summaries, 50 entity lists, 1 report
 KILL_AT_CALLS = 60  # about 60% of the way
 
 
+class DemoFailed(ResumableError):
+    """A process of the demo ended other than the demo expects."""
+
+
 def register(commands: Any, store: argparse.ArgumentParser) -> None:
     """Add the subcommand."""
     demo = commands.add_parser(
@@ -71,7 +75,7 @@ def run_demo(args: argparse.Namespace) -> int:
         deadline = time.monotonic() + 120
         while llm.count(status=200) < KILL_AT_CALLS and time.monotonic() < deadline:
             if first.poll() is not None:
-                raise ResumableError(
+                raise DemoFailed(
                     f"the demo's first process ended early: {first.communicate()[1].decode()}"
                 )
             time.sleep(0.005)
@@ -87,7 +91,7 @@ def run_demo(args: argparse.Namespace) -> int:
         out, err = second.communicate(timeout=300)
         elapsed = time.monotonic() - resumed_at
         if second.returncode != 0:
-            raise ResumableError(
+            raise DemoFailed(
                 f"the resumed process failed: {err.decode().strip()[-2000:]}"
             )
         stats = json.loads(out.decode().strip().splitlines()[-1])

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from resumable._engine.batch import KEYED_SEQ_BASE
-from resumable._engine.decorators import register_known_types
-from resumable._engine.engine import Engine, StepView
+from resumable._engine.engine import Engine
+from resumable._engine.history import StepView
 from resumable._engine.ledger import Ledger, Spend
+from resumable._engine.specs import register_known_types
 from resumable.cli._table import clip, duration, size, table, when
 from resumable.errors import ResumableError, UsageError
 from resumable.serde.view import one_line

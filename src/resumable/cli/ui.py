@@ -7,8 +7,9 @@ import asyncio
 import os
 from typing import Any
 
+from resumable._engine.engine import Engine
 from resumable.cli.runs import _import_app
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 from resumable.ui import check_bind
 
 
@@ -48,10 +49,9 @@ def serve_ui(args: argparse.Namespace) -> int:
 
         from resumable.ui.app import create_app
     except ImportError as exc:
-        raise ResumableError(
+        raise UsageError(
             f"resumable ui needs its extra: pip install 'resumable[ui]' ({exc})"
         ) from None
-    from resumable._engine.engine import Engine
 
     async def main() -> None:
         async with Engine(args.store) as engine:

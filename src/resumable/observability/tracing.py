@@ -19,11 +19,12 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.util.types import AttributeValue
 
 from resumable._engine.context import RunContext, Runtime
+from resumable._engine.journal import input_place
 from resumable._engine.observe import Observer, store_kind
 from resumable._engine.usage import Usage
-from resumable._engine.waits import input_place
 from resumable.errors import ResumableError, StepFailed
 from resumable.stores.protocol import InputRecord, RunRecord, StepRecord
 
@@ -36,6 +37,10 @@ EXECUTION_KEY = "resumable.trace.execution."
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 _SUSPENDED = frozenset({"waiting", "sleeping", "queued", "succeeded"})
+_ATTEMPTS = "attempts"
+"""`ctx.observed` key: by seq, the attributes of each attempt in flight, set at its end."""
+
+Attributes = dict[str, AttributeValue]
 
 
 class Tracing(Observer):
@@ -98,6 +103,7 @@ class Tracing(Observer):
         token = otel_context.attach(trace.set_span_in_context(span, parent))
         ctx.observed["span"], ctx.observed["token"] = span, token
         ctx.observed["reused"] = []
+        ctx.observed[_ATTEMPTS] = {}
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier)
         await _keep(runtime, run.run_id, f"{EXECUTION_KEY}{ctx.fence}", carrier)
@@ -124,23 +130,25 @@ class Tracing(Observer):
         span: Span | None = ctx.observed.pop("span", None)
         if span is None:
             return
-        span.set_attribute("resumable.outcome", outcome)
-        span.set_attribute("resumable.replayed_steps", ctx.replayed)
+        attributes: Attributes = {
+            "resumable.outcome": outcome,
+            "resumable.replayed_steps": ctx.replayed,
+        }
         reused: list[Usage] = ctx.observed.pop("reused", [])
         if reused:
-            span.set_attribute("resumable.reused.llm_calls", len(reused))
-            span.set_attribute(
-                "resumable.reused.input_tokens", sum(_input_tokens(u) for u in reused)
+            attributes["resumable.reused.llm_calls"] = len(reused)
+            attributes["resumable.reused.input_tokens"] = sum(
+                _input_tokens(u) for u in reused
             )
-            span.set_attribute(
-                "resumable.reused.output_tokens", sum(u.output_tokens for u in reused)
+            attributes["resumable.reused.output_tokens"] = sum(
+                u.output_tokens for u in reused
             )
-            span.set_attribute(
-                "resumable.reused.cost_usd",
-                sum(ctx.runtime.prices.cost(u) or 0.0 for u in reused),
+            attributes["resumable.reused.cost_usd"] = sum(
+                ctx.runtime.prices.cost(u) or 0.0 for u in reused
             )
         if error is not None and outcome not in _SUSPENDED:
-            _record_error(span, error)
+            _record_error(span, error, attributes)
+        span.set_attributes(attributes)
         otel_context.detach(ctx.observed.pop("token"))
         span.end()
 
@@ -163,7 +171,27 @@ class Tracing(Observer):
                 "resumable.idempotency_key": f"{ctx.run_id}:{seq}",
             },
         )
-        return span, otel_context.attach(trace.set_span_in_context(span))
+        ctx.observed[_ATTEMPTS][seq] = {}
+        return span, otel_context.attach(trace.set_span_in_context(span)), seq
+
+    def checkpoint_written(
+        self,
+        ctx: RunContext,
+        record: StepRecord,
+        *,
+        duration_s: float,
+        error: BaseException | None,
+    ) -> None:
+        """Keep the commit's size and duration for its attempt's span."""
+        attributes: Attributes | None = ctx.observed[_ATTEMPTS].get(record.seq)
+        if attributes is None:  # a ledger entry or a wait: no attempt of a step
+            return
+        attributes["resumable.checkpoint.bytes"] = len(record.output or b"") + len(
+            record.usage or b""
+        )
+        attributes["resumable.checkpoint.duration_ms"] = duration_s * 1000
+        if error is not None:
+            attributes["resumable.checkpoint.error"] = type(error).__name__
 
     def step_ended(
         self,
@@ -174,37 +202,24 @@ class Tracing(Observer):
         retry_delay_s: float | None,
         calls: Sequence[Usage],
     ) -> None:
-        """End the attempt's span with its LLM calls and its error, if any."""
-        span, token = scope
+        """End the attempt's span with its commit, its LLM calls and its error.
+
+        What the attempt learned is set in one call: the SDK takes a lock and
+        checks the attributes on each call.
+        """
+        span, token, seq = scope
+        attributes: Attributes = ctx.observed[_ATTEMPTS].pop(seq, None) or {}
         if calls:
-            span.set_attribute("resumable.replayed", False)
-            _set_gen_ai(span, calls, ctx.runtime)
+            attributes["resumable.replayed"] = False
+            _gen_ai(attributes, calls, ctx.runtime)
         if retry_delay_s is not None:
-            span.set_attribute("resumable.retry_delay_s", retry_delay_s)
+            attributes["resumable.retry_delay_s"] = retry_delay_s
         if error is not None:
-            _record_error(span, error)
+            _record_error(span, error, attributes)
+        if attributes:
+            span.set_attributes(attributes)
         otel_context.detach(token)
         span.end()
-
-    def checkpoint_written(
-        self,
-        ctx: RunContext,
-        record: StepRecord,
-        *,
-        duration_s: float,
-        error: BaseException | None,
-    ) -> None:
-        """The commit's size and duration, on the step's span (current here)."""
-        if record.seq <= 0:  # a ledger entry, written beside the step
-            return
-        attributes: dict[str, int | float | str] = {
-            "resumable.checkpoint.bytes": len(record.output or b"")
-            + len(record.usage or b""),
-            "resumable.checkpoint.duration_ms": duration_s * 1000,
-        }
-        if error is not None:
-            attributes["resumable.checkpoint.error"] = type(error).__name__
-        trace.get_current_span().set_attributes(attributes)
 
     def lease_lost(self, ctx: RunContext) -> None:
         """An event on the execution span."""
@@ -264,31 +279,30 @@ def _input_tokens(usage: Usage) -> int:
     return usage.input_tokens + usage.cached_input_tokens + usage.cache_write_tokens
 
 
-def _set_gen_ai(span: Span, calls: Sequence[Usage], runtime: Runtime) -> None:
+def _gen_ai(attributes: Attributes, calls: Sequence[Usage], runtime: Runtime) -> None:
     """The GenAI semantic convention attributes of the attempt's LLM calls (summed)."""
     last = calls[-1]
     if last.provider is not None:
-        span.set_attribute("gen_ai.system", last.provider)
+        attributes["gen_ai.system"] = last.provider
     if last.model is not None:
-        span.set_attribute("gen_ai.request.model", last.model)
-        span.set_attribute("gen_ai.response.model", last.model)
-    span.set_attribute(
-        "gen_ai.usage.input_tokens", sum(_input_tokens(u) for u in calls)
-    )
-    span.set_attribute(
-        "gen_ai.usage.output_tokens", sum(u.output_tokens for u in calls)
-    )
-    span.set_attribute("resumable.llm_calls", len(calls))
+        attributes["gen_ai.request.model"] = last.model
+        attributes["gen_ai.response.model"] = last.model
+    attributes["gen_ai.usage.input_tokens"] = sum(_input_tokens(u) for u in calls)
+    attributes["gen_ai.usage.output_tokens"] = sum(u.output_tokens for u in calls)
+    attributes["resumable.llm_calls"] = len(calls)
     costs = [runtime.prices.cost(u) for u in calls]
     if all(cost is not None for cost in costs):
-        span.set_attribute("resumable.cost_usd", sum(c or 0.0 for c in costs))
+        attributes["resumable.cost_usd"] = sum(c or 0.0 for c in costs)
 
 
-def _record_error(span: Span, error: BaseException) -> None:
-    """The exception (the step's own, under StepFailed) and resumable's error class."""
+def _record_error(span: Span, error: BaseException, attributes: Attributes) -> None:
+    """Record the exception (the step's own, under StepFailed) and the error status.
+
+    Resumable's error class and `error.type` go to `attributes`, set with the rest.
+    """
     cause = error.__cause__ if isinstance(error, StepFailed) else None
     span.record_exception(cause if isinstance(cause, BaseException) else error)
     if isinstance(error, ResumableError):
-        span.set_attribute("resumable.error_class", type(error).__name__)
-    span.set_attribute("error.type", type(cause or error).__name__)
+        attributes["resumable.error_class"] = type(error).__name__
+    attributes["error.type"] = type(cause or error).__name__
     span.set_status(Status(StatusCode.ERROR, type(cause or error).__name__))

@@ -198,6 +198,9 @@ WITH runs AS (
 ), inputs AS (
     DELETE FROM {schema}.resumable_inputs WHERE run_id IN (SELECT run_id FROM runs)
     RETURNING octet_length(value) AS size
+), stubs AS (
+    DELETE FROM {schema}.resumable_archived_runs
+     WHERE run_id IN (SELECT run_id FROM runs)
 )
 SELECT ARRAY(SELECT run_id FROM runs ORDER BY run_id) AS run_ids,
        (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs,

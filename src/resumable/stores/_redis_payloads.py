@@ -13,6 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import WatchError
 
+from resumable.stores._redis_packing import escape_glob as _escape_glob
+from resumable.stores._redis_packing import pack as _pack
+from resumable.stores._redis_packing import to_bytes as _b
+from resumable.stores._redis_packing import to_str as _s
+from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores.protocol import Payload, PayloadKind
 
 if TYPE_CHECKING:
@@ -49,8 +54,6 @@ async def scan_payloads(
 
 async def replace_payload(store: RedisStore, payload: Payload, *, data: bytes) -> bool:
     """Swap in `data` if the payload still holds `payload.data`."""
-    from resumable.stores.redis import _pack, _unpack
-
     hash_key, field = _location(store, payload)
     at = _PACKED_AT[payload.kind]
     client: Any = await store._ready()  # redis-py types replies as bytes | str
@@ -81,7 +84,6 @@ async def replace_payload(store: RedisStore, payload: Payload, *, data: bytes) -
 
 
 def _location(store: RedisStore, payload: Payload) -> tuple[bytes, bytes]:
-    from resumable.stores.redis import _b
 
     keys, key = store._keys, payload.key
     kind = payload.kind
@@ -99,7 +101,6 @@ def _location(store: RedisStore, payload: Payload) -> tuple[bytes, bytes]:
 async def _all(
     store: RedisStore, kind: PayloadKind
 ) -> list[tuple[tuple[str | int, ...], bytes | None]]:
-    from resumable.stores.redis import _escape_glob, _s, _unpack
 
     client: Any = await store._ready()  # redis-py types replies as bytes | str
     keys = store._keys
@@ -131,7 +132,6 @@ async def _all(
 async def _of_run(
     client: Any, keys: Any, kind: PayloadKind, run_id: str, at: int | None
 ) -> list[tuple[tuple[str | int, ...], bytes | None]]:
-    from resumable.stores.redis import _s, _unpack
 
     if kind in ("run.input", "run.output"):
         value = await client.hget(keys.run(run_id), kind.split(".")[1])

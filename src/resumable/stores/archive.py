@@ -24,7 +24,8 @@ archiving the run again moves the rest. Payloads no longer than a reference, or
 already offloaded, stay where they are.
 
 `archive_thread` does the same for a thread's saved states: every snapshot's
-manifest and metadata and the chunks they name go into one object. A chunk
+manifest and metadata and the chunks they name go into one object, but for the
+newest snapshot of each namespace and the chunks it names, which stay live. A chunk
 shared with another thread moves too, and that thread then reads it from this
 object (chunks are content-addressed, so it is the same bytes).
 """
@@ -41,7 +42,7 @@ from typing import Final
 from resumable.errors import CorruptCheckpointError, StoreError
 from resumable.stores.blobref import REFERENCE_MAGIC
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
-from resumable.stores.protocol import Payload, PayloadKind, Store
+from resumable.stores.protocol import Payload, PayloadKind, SnapshotRecord, Store
 
 __all__ = [
     "ARCHIVE_MAGIC",
@@ -237,12 +238,23 @@ async def _run_payloads(inner: Store, run_id: str) -> list[Payload]:
 
 async def _thread_payloads(inner: Store, thread_id: str) -> list[Payload]:
     found = _Found()
+    snapshots = await inner.list_snapshots(thread_id, namespace=None)
+    # the newest snapshot of each namespace stays live: loading a thread's latest
+    # state (what a conversation resumes from) never waits for the object store
+    newest: dict[str, SnapshotRecord] = {}
+    for snap in snapshots:
+        held = newest.get(snap.namespace)
+        if held is None or snap.checkpoint_id > held.checkpoint_id:
+            newest[snap.namespace] = snap
+    live = {h for snap in newest.values() for h in snap.chunk_refs}
     hashes: dict[str, None] = {}
-    for snap in await inner.list_snapshots(thread_id, namespace=None):
+    for snap in snapshots:
+        if newest[snap.namespace] is snap:
+            continue
         key = (thread_id, snap.namespace, snap.checkpoint_id)
         found.add("snapshot.manifest", key, snap.manifest)
         found.add("snapshot.metadata", key, snap.metadata)
-        hashes.update(dict.fromkeys(snap.chunk_refs))
+        hashes.update(dict.fromkeys(h for h in snap.chunk_refs if h not in live))
     # a chunk another thread shares moves too: that thread reads it from here
     for digest, data in sorted((await inner.get_chunks(list(hashes))).items()):
         found.add("chunk.data", (digest,), data)

@@ -7,13 +7,14 @@ to the event loop: the same guarantee a transaction gives the SQL stores.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules
 from resumable.stores._records import checked_run
 from resumable.stores.protocol import (
     NO_CHUNKS,
+    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -43,6 +44,7 @@ class MemoryStore:
         self._starts: dict[str, list[int]] = {}  # queue -> start times, for rate limits
         self._chunks: dict[str, bytes] = {}
         self._snapshots: dict[tuple[str, str], dict[str, SnapshotRecord]] = {}
+        self._stubs: dict[str, ArchiveStub] = {}
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:
@@ -150,6 +152,7 @@ class MemoryStore:
             if run is None or not run.is_terminal:
                 continue
             del self._runs[run_id]
+            self._stubs.pop(run_id, None)
             journal = self._steps.pop(run_id, {}).values()
             values = self._inputs.pop(run_id, {}).values()
             steps, inputs = steps + len(journal), inputs + len(values)
@@ -177,6 +180,51 @@ class MemoryStore:
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
         self._fenced(step.run_id, fence, seq=step.seq)
         self._steps.setdefault(step.run_id, {})[step.seq] = step
+
+    # --- archive (SupportsArchive) ------------------------------------------------
+    async def archive_journal(self, stub: ArchiveStub) -> bool:
+        run = self._runs.get(stub.run_id)
+        if (
+            run is None
+            or not run.is_terminal
+            or run.fence != stub.fence
+            or stub.run_id in self._stubs
+            or len(self._steps.get(stub.run_id, {})) != stub.steps
+            or len(self._inputs.get(stub.run_id, {})) != stub.inputs
+        ):
+            return False
+        self._steps.pop(stub.run_id, None)
+        self._inputs.pop(stub.run_id, None)
+        self._stubs[stub.run_id] = stub
+        return True
+
+    async def load_archive_stub(self, run_id: str) -> ArchiveStub | None:
+        return self._stubs.get(run_id)
+
+    async def restore_journal(
+        self,
+        stub: ArchiveStub,
+        steps: Sequence[StepRecord],
+        inputs: Sequence[InputRecord],
+    ) -> bool:
+        held = self._stubs.get(stub.run_id)
+        if held is None or held.key != stub.key:
+            return False
+        del self._stubs[stub.run_id]
+        # a row written meanwhile (none should be) is kept, as the SQL stores do
+        journal = self._steps.setdefault(stub.run_id, {})
+        for step in steps:
+            journal.setdefault(step.seq, step)
+        sent = self._inputs.setdefault(stub.run_id, {})
+        for record in inputs:
+            sent.setdefault(record.key, record)
+        return True
+
+    async def list_archive_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ArchiveStub]:
+        ids = sorted(i for i in self._stubs if after is None or i > after)
+        return [self._stubs[i] for i in ids[:limit]]
 
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:

@@ -44,7 +44,6 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores.archive import (
     Archived,
     ArchiveReader,
-    ArchiveRef,
     archive_run,
     archive_thread,
     is_member,
@@ -56,10 +55,13 @@ from resumable.stores.blobref import (
     is_reference,
 )
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
+from resumable.stores.coldruns import ColdReader, archive_due_runs, restore_run
+from resumable.stores.coldruns import key_of as _key_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
     PAYLOAD_KINDS,
     TERMINAL_STATUSES,
+    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -72,6 +74,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
+    SupportsArchive,
     ThreadRecord,
 )
 
@@ -87,6 +90,9 @@ DEFAULT_OFFLOAD_OVER: Final = 256 * 1024
 """Sealed payloads longer than this go to the object store (bytes)."""
 
 _SCAN_PAGE: Final = 500
+_ROW_SWAPS: Final = frozenset(
+    ("archive_journal", "load_archive_stub", "restore_journal", "list_archive_stubs")
+)
 _FETCH_BATCH: Final = 16
 
 
@@ -130,6 +136,9 @@ class OffloadStore:
         self.offload_over = offload_over
         self.url = inner.url
         self._archives = ArchiveReader(blobs)
+        self._cold = (
+            ColdReader(inner, blobs) if isinstance(inner, SupportsArchive) else None
+        )
 
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
@@ -138,6 +147,10 @@ class OffloadStore:
         # what the wrapped store offers beyond the protocol (open, wait_for_work,
         # any_loop) is offered here too: the object store binds to no loop
         if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
+            raise AttributeError(name)
+        if name in _ROW_SWAPS:
+            # the wrapped store's stubs are read through, never handed out: this
+            # store's journal of an archived run is the archived one
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -281,6 +294,10 @@ class OffloadStore:
         )
 
     async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
+        if isinstance(self.inner, SupportsArchive):
+            # a retried run writes its journal again: its rows come back first, or
+            # the new ones would hide the archived ones from every later replay
+            await restore_run(self.inner, self.blobs, run_id)
         return await self.inner.reopen_run(run_id, now_ms=now_ms)
 
     async def claim_runs(
@@ -313,6 +330,8 @@ class OffloadStore:
         self, run_id: str, *, up_to_seq: int | None = None
     ) -> list[StepRecord]:
         steps = await self.inner.load_journal(run_id, up_to_seq=up_to_seq)
+        if not steps and self._cold is not None:  # archived, or no step yet
+            steps = await self._cold.steps(run_id, up_to_seq)
         if not any(_points_away(s.output) or _points_away(s.usage) for s in steps):
             return steps
         return list(await asyncio.gather(*(self._resolve_step(s) for s in steps)))
@@ -334,6 +353,8 @@ class OffloadStore:
 
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         inputs = await self.inner.get_inputs(run_id)
+        if not inputs and self._cold is not None:
+            inputs = {r.key: r.value for r in await self._cold.inputs(run_id)}
         keys = list(inputs)
         values = await asyncio.gather(
             *(
@@ -345,6 +366,8 @@ class OffloadStore:
 
     async def list_inputs(self, run_id: str) -> list[InputRecord]:
         records = await self.inner.list_inputs(run_id)
+        if not records and self._cold is not None:
+            records = await self._cold.inputs(run_id)
         values = await asyncio.gather(
             *(
                 self._resolve(r.value, place=_run_place(run_id, f"input {r.key!r}"))
@@ -497,7 +520,7 @@ class OffloadStore:
 
     async def referenced_keys(self) -> set[str]:
         """The keys of every object a row of the wrapped store references now."""
-        keys: set[str] = set()
+        keys = set() if self._cold is None else await self._cold.referenced_keys()
         for kind in PAYLOAD_KINDS:
             after: tuple[str | int, ...] | None = None
             while True:
@@ -544,26 +567,60 @@ class OffloadStore:
         return deleted
 
     async def archive_finished(
-        self, *, updated_before_ms: int, limit: int
+        self, *, updated_before_ms: int, limit: int, now_ms: int
     ) -> list[Archived]:
         """Archive up to `limit` finished runs and `limit` threads gone cold.
 
         A run is due when it finished and last changed before `updated_before_ms`;
-        a thread when its newest saved state is older than that.
+        its journal and inputs move into one object and a stub stays
+        (`stores.coldruns`), or, on a store without `SupportsArchive`, its
+        payloads do (`stores.archive`). A thread is due when its newest saved
+        state is older than that; its saved states' payloads move.
         """
-        runs = await self.inner.list_runs(
-            RunQuery(
-                status=tuple(TERMINAL_STATUSES),
-                updated_before_ms=updated_before_ms,
-                limit=limit,
-            )
-        )
-        done = [await archive_run(self.inner, self.blobs, run.run_id) for run in runs]
+        done = await self._archive_runs(updated_before_ms, limit, now_ms)
         for thread_id in await self._threads(limit):
             newest = await self.inner.list_snapshots(thread_id, namespace=None, limit=1)
             if newest and newest[0].created_at_ms < updated_before_ms:
                 done.append(await archive_thread(self.inner, self.blobs, thread_id))
         return done
+
+    async def _archive_runs(
+        self, updated_before_ms: int, limit: int, now_ms: int
+    ) -> list[Archived]:
+        if not isinstance(self.inner, SupportsArchive):
+            runs = await self.inner.list_runs(
+                RunQuery(
+                    status=tuple(TERMINAL_STATUSES),
+                    updated_before_ms=updated_before_ms,
+                    limit=limit,
+                )
+            )
+            return [await archive_run(self.inner, self.blobs, r.run_id) for r in runs]
+        stubs = await archive_due_runs(
+            self.inner,
+            self.inner,
+            self.blobs,
+            updated_before_ms=updated_before_ms,
+            limit=limit,
+            now_ms=now_ms,
+        )
+        return [
+            Archived("run", s.run_id, s.steps + s.inputs, s.size, s.key) for s in stubs
+        ]
+
+    async def restore_archived(self, run_id: str) -> ArchiveStub | None:
+        """Put an archived run's journal and inputs back in the store.
+
+        Returns the stub that stood for them, or None when the run was not
+        archived (or the store cannot archive). The object stays until a
+        collection finds that nothing references it.
+
+        Raises:
+            CorruptCheckpointError: its object is missing or damaged.
+        """
+        if not isinstance(self.inner, SupportsArchive):
+            return None
+        return await restore_run(self.inner, self.blobs, run_id)
 
     async def _threads(self, limit: int) -> list[str]:
         """Up to `limit` thread ids, in key order (from their manifests)."""
@@ -584,20 +641,6 @@ class OffloadStore:
             await self.inner.close()
         finally:
             await self.blobs.close()
-
-
-def _key_of(data: object) -> str | None:
-    """The object a stored payload references; None for a frame or damage."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        return None
-    try:
-        if is_reference(data):
-            return BlobRef.decode(bytes(data), place="").key
-        if is_member(data):
-            return ArchiveRef.decode(bytes(data), place="").key
-    except CorruptCheckpointError:
-        pass  # a damaged reference references nothing
-    return None
 
 
 def _payload_place(payload: Payload) -> str:

@@ -67,11 +67,13 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
+from resumable.stores import _postgres_archive as _archive
 from resumable.stores import _rules, _sql, redact
 from resumable.stores._postgres_sql import MIGRATION_STATE, Statements
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
+    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -166,6 +168,7 @@ class PostgresStore:
         self._options = parse_url(url)
         self.schema = self._options.schema
         self._sql = Statements(self.schema)
+        self._archive_sql = _archive.ArchiveStatements(self.schema)
         self._pool: Pool | None = None
         self._opening = asyncio.Lock()
         self._pending: list[_Pending] = []
@@ -737,6 +740,36 @@ class PostgresStore:
         if not row["found"]:
             raise RunNotFound(run_id=record.run_id)
         return bool(row["sent"])
+
+    # --- archive (SupportsArchive, transactions in _postgres_archive) -----------
+    async def archive_journal(self, stub: ArchiveStub) -> bool:
+        async with self._connection() as conn:
+            done = False
+            async with conn.transaction():
+                done = await _archive.archive_journal_txn(conn, self._archive_sql, stub)
+            return done
+
+    async def load_archive_stub(self, run_id: str) -> ArchiveStub | None:
+        rows = await self._read(self._archive_sql.load_stub, (_t(run_id),))
+        return _archive.stub_from_row(rows[0]) if rows else None
+
+    async def restore_journal(
+        self,
+        stub: ArchiveStub,
+        steps: Sequence[StepRecord],
+        inputs: Sequence[InputRecord],
+    ) -> bool:
+        async with self._connection() as conn, conn.transaction():
+            return await _archive.restore_journal_txn(
+                conn, self._archive_sql, stub, steps, inputs
+            )
+
+    async def list_archive_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ArchiveStub]:
+        params = {"after": None if after is None else _t(after), "limit": limit}
+        rows = await self._read(self._archive_sql.list_stubs, params)
+        return [_archive.stub_from_row(row) for row in rows]
 
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         rows = await self._read(self._sql.get_inputs, (_t(run_id),))

@@ -22,6 +22,12 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final, Literal, Protocol, runtime_checkable
 
+# the optional archiving capability lives in its own module; named here too (the
+# `as` form is how mypy knows they are re-exported)
+from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC0414
+from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
+from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
+
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
     "running",  # an executor holds (or held, if its lease expired) the lease

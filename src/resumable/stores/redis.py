@@ -55,7 +55,6 @@ import functools
 import itertools
 import logging
 import socket
-import struct
 from collections import Counter
 from collections.abc import AsyncGenerator, Collection, Iterator, Mapping, Sequence
 from importlib import resources
@@ -78,9 +77,15 @@ from resumable.errors import (
 )
 from resumable.stores import _redis_payloads, _rules, redact
 from resumable.stores._records import converter, schema_version_of
+from resumable.stores._redis_packing import escape_glob as _escape_glob
+from resumable.stores._redis_packing import pack as _pack
+from resumable.stores._redis_packing import to_bytes as _b
+from resumable.stores._redis_packing import to_str as _s
+from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores.protocol import (
     NO_CHUNKS,
     RUN_STATUSES,
+    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -126,15 +131,14 @@ _SCRIPTS_WITH_LIB: Final = (
 )
 _PLAIN_SCRIPTS: Final = (
     "commit_step",
+    "archive_journal",
+    "restore_journal",
     "load_snapshot",
     "delete_unreferenced_chunks",
 )
-_LEN: Final = struct.Struct(">I")
-_NONE_LEN: Final = 0xFFFFFFFF
 _PAGE_MAX: Final = 500
 _HMGET_SLICE: Final = 1000
 _PUT_BATCH_BYTES: Final = 4 << 20
-_GLOB_SPECIAL: Final = frozenset(b"*?[]\\")
 _RUN_BYTES_FIELDS: Final = ("input", "output")
 _RUN_TEXT_FIELDS: Final = ("parent_id", "forked_from", "queue", "lease_owner")
 _RUN_INT_FIELDS: Final = ("fork_seq", "wake_at_ms", "expires_at_ms")
@@ -152,43 +156,8 @@ _KEEPALIVE: Final = {
 }
 
 
-def _b(text: str) -> bytes:
-    # surrogatepass: ids are any Python str, lone surrogates included
-    return text.encode("utf-8", "surrogatepass")
-
-
-def _s(data: bytes) -> str:
-    return data.decode("utf-8", "surrogatepass")
-
-
 def _num(value: int) -> bytes:
     return str(int(value)).encode()
-
-
-def _pack(items: Sequence[bytes | None]) -> bytes:
-    """Length-prefixed items (None is length 0xFFFFFFFF); `lib.lua` reads the same."""
-    out = bytearray()
-    for item in items:
-        if item is None:
-            out += _LEN.pack(_NONE_LEN)
-        else:
-            out += _LEN.pack(len(item))
-            out += item
-    return bytes(out)
-
-
-def _unpack(data: bytes) -> list[bytes | None]:
-    items: list[bytes | None] = []
-    pos = 0
-    while pos < len(data):
-        (size,) = _LEN.unpack_from(data, pos)
-        pos += _LEN.size
-        if size == _NONE_LEN:
-            items.append(None)
-            continue
-        items.append(data[pos : pos + size])
-        pos += size
-    return items
 
 
 def _text(item: bytes | None) -> str | None:
@@ -201,12 +170,6 @@ def _int(item: bytes | None) -> int:
 
 def _pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
     return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-def _escape_glob(pattern: bytes) -> bytes:
-    return b"".join(
-        b"\\" + bytes([c]) if c in _GLOB_SPECIAL else bytes([c]) for c in pattern
-    )
 
 
 @functools.cache
@@ -253,6 +216,7 @@ class _Keys:
         self.orphans = self.base + b"orphans"
         self.threads = self.base + b"threads"
         self.counts = self.base + b"counts"
+        self.stubs = self.base + b"archived"
         self.meta = self.base + b"meta"
         self.channel = self.base + b"work"
 
@@ -267,6 +231,9 @@ class _Keys:
 
     def inputs(self, run_id: str) -> bytes:
         return self.of(b"inputs:", run_id)
+
+    def stub(self, run_id: str) -> bytes:
+        return self.of(b"archived:", run_id)
 
     def snapshots(self, thread_id: str, namespace: str) -> tuple[bytes, bytes]:
         """The (checkpoint ids, records) keys of one thread's namespace."""
@@ -844,6 +811,74 @@ class RedisStore:
         if not committed:
             raise LeaseLost(run_id=step.run_id, seq=step.seq, fence=fence)
 
+    # --- archive (SupportsArchive) ------------------------------------------------
+    async def archive_journal(self, stub: ArchiveStub) -> bool:
+        keys = self._keys
+        run_id = stub.run_id
+        done = await self._script(
+            "archive_journal",
+            [
+                keys.run(run_id),
+                keys.steps(run_id),
+                keys.inputs(run_id),
+                keys.stub(run_id),
+                keys.stubs,
+            ],
+            [
+                _num(stub.fence),
+                _num(stub.steps),
+                _num(stub.inputs),
+                _stub_packed(stub),
+                _b(run_id),
+            ],
+            run_id=run_id,
+        )
+        return bool(done)
+
+    async def load_archive_stub(self, run_id: str) -> ArchiveStub | None:
+        client = await self._ready()
+        with self._boundary("load archive stub"):
+            packed = await client.get(self._keys.stub(run_id))
+        return None if packed is None else _stub_from_packed(run_id, _as_bytes(packed))
+
+    async def restore_journal(
+        self,
+        stub: ArchiveStub,
+        steps: Sequence[StepRecord],
+        inputs: Sequence[InputRecord],
+    ) -> bool:
+        keys, run_id = self._keys, stub.run_id
+        args = [_stub_packed(stub), _b(run_id), _num(len(steps))]
+        for step in steps:
+            args += [_num(step.seq), _step_packed(step)]
+        for record in inputs:
+            args += [_b(record.key), _pack([record.value, _num(record.sent_at_ms)])]
+        done = await self._script(
+            "restore_journal",
+            [keys.stub(run_id), keys.steps(run_id), keys.inputs(run_id), keys.stubs],
+            args,
+            run_id=run_id,
+        )
+        return bool(done)
+
+    async def list_archive_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ArchiveStub]:
+        client = await self._ready()
+        low = b"-" if after is None else b"(" + _b(after)
+        with self._boundary("list archive stubs"):
+            ids = await client.zrangebylex(self._keys.stubs, low, b"+", 0, limit)
+            found = (
+                await client.mget([self._keys.stub(_s(_as_bytes(i))) for i in ids])
+                if ids
+                else []
+            )
+        return [
+            _stub_from_packed(_s(_as_bytes(i)), _as_bytes(packed))
+            for i, packed in zip(ids, found, strict=True)
+            if packed is not None
+        ]
+
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:
         result = await self._script(
@@ -1194,6 +1229,35 @@ def _step_packed(step: StepRecord) -> bytes:
             _num(step.finished_at_ms),
             step.usage,
         ]
+    )
+
+
+def _stub_packed(stub: ArchiveStub) -> bytes:
+    return _pack(
+        [
+            _b(stub.key),
+            _num(stub.size),
+            _num(stub.steps),
+            _num(stub.inputs),
+            _num(stub.fence),
+            _num(stub.archived_at_ms),
+            "\n".join(stub.refers_to).encode(),
+        ]
+    )
+
+
+@converter("archive stub", lambda run_id, packed: f"run {run_id!r} archive stub")
+def _stub_from_packed(run_id: str, packed: bytes) -> ArchiveStub:
+    key, size, steps, inputs, fence, archived, refers_to = _unpack(packed)
+    return ArchiveStub(
+        run_id=run_id,
+        key=_s(key or b""),
+        size=_int(size),
+        steps=_int(steps),
+        inputs=_int(inputs),
+        fence=_int(fence),
+        archived_at_ms=_int(archived),
+        refers_to=tuple(_s(refers_to or b"").split("\n")) if refers_to else (),
     )
 
 

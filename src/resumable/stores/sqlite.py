@@ -77,7 +77,7 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, NamedTuple, TypeVar
 from urllib.parse import parse_qs, urlsplit
@@ -91,9 +91,11 @@ from resumable.errors import (
     StoreError,
 )
 from resumable.stores import _rules, _sql
+from resumable.stores import _sqlite_archive as _archive
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
+    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -947,6 +949,7 @@ class SQLiteStore:
                 found,
             ).rowcount
             conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
+            conn.execute(_archive.DELETE_STUBS.format(marks=marks), found)
             deleted = tuple(_sql.from_text(run_id) for run_id in found)
             return DeleteResult(
                 runs=len(found),
@@ -982,6 +985,38 @@ class SQLiteStore:
                 raise LeaseLost(run_id=step.run_id, seq=step.seq, fence=fence)
 
         await self._call(commit, write=True, run_id=step.run_id, seq=step.seq)
+
+    # --- archive (SupportsArchive, transactions in _sqlite_archive) --------------
+    async def archive_journal(self, stub: ArchiveStub) -> bool:
+        return await self._call(
+            lambda conn: _archive.archive_journal_txn(conn, stub),
+            write=True,
+            run_id=stub.run_id,
+        )
+
+    async def load_archive_stub(self, run_id: str) -> ArchiveStub | None:
+        return await self._call(
+            lambda conn: _archive.load_stub_txn(conn, run_id), write=False, inline=True
+        )
+
+    async def restore_journal(
+        self,
+        stub: ArchiveStub,
+        steps: Sequence[StepRecord],
+        inputs: Sequence[InputRecord],
+    ) -> bool:
+        return await self._call(
+            lambda conn: _archive.restore_journal_txn(conn, stub, steps, inputs),
+            write=True,
+            run_id=stub.run_id,
+        )
+
+    async def list_archive_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ArchiveStub]:
+        return await self._call(
+            lambda conn: _archive.list_stubs_txn(conn, after, limit), write=False
+        )
 
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:

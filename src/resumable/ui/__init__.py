@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from resumable.errors import ResumableError
+from resumable.errors import UsageError
 
 __all__ = ["check_bind", "is_loopback"]
 
@@ -28,10 +28,10 @@ def check_bind(host: str, token: str | None) -> None:
     """Refuse to serve beyond this machine without a token.
 
     Raises:
-        ResumableError: `host` is not loopback and no token was given.
+        UsageError: `host` is not loopback and no token was given.
     """
     if token is None and not is_loopback(host):
-        raise ResumableError(
+        raise UsageError(
             f"refusing to serve the dashboard on {host!r} without --token: anyone who "
             f"can reach that address could cancel, fork or feed your runs; pass "
             f"--token (or RESUMABLE_UI_TOKEN), or keep the default --host 127.0.0.1"

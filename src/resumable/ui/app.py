@@ -33,9 +33,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from resumable._engine.decorators import WORKFLOWS
 from resumable._engine.engine import Engine
-from resumable.errors import ResumableError, RunNotFound
+from resumable._engine.specs import WORKFLOWS
+from resumable.errors import ResumableError, RunNotFound, UsageError
 from resumable.ui import lineage_page, run_page, runs_page, threads_page, workers_page
 from resumable.ui.html import esc, page
 
@@ -311,7 +311,7 @@ async def _perform(
         try:
             value = json.loads(form.get("value", ""))
         except json.JSONDecodeError as exc:
-            raise ResumableError(
+            raise UsageError(
                 f'the value for key {key!r} is not JSON ({exc}); quote strings: "yes"'
             ) from None
         await engine.send(run_id, key, value)
@@ -320,7 +320,7 @@ async def _perform(
         try:
             at_step = int(form.get("at_step", ""))
         except ValueError:
-            raise ResumableError("fork: the step must be a whole number") from None
+            raise UsageError("fork: the step must be a whole number") from None
         new_id = await engine.fork(
             run_id, at_step=at_step, run_id=form.get("new_id") or None
         )
@@ -328,7 +328,7 @@ async def _perform(
     if action == "resume":
         view = await engine.get(run_id)  # RunNotFound now, not in the background
         if WORKFLOWS.get(view.workflow) is None:
-            raise ResumableError(
+            raise UsageError(
                 f"workflow {view.workflow!r} is not registered in the dashboard's "
                 f"process; start it with `resumable ui --app MODULE` (the module that "
                 f"defines it), or let a worker (`resumable worker`) pick the run up"
@@ -340,7 +340,7 @@ async def _perform(
         task.add_done_callback(lambda t: _log_outcome(run_id, t))
         board.resumes[run_id] = task
         return run_id, "resuming in this dashboard's process"
-    raise ResumableError(f"unknown action {action!r}; use resume, cancel, send or fork")
+    raise UsageError(f"unknown action {action!r}; use resume, cancel, send or fork")
 
 
 def _log_outcome(run_id: str, task: asyncio.Task[Any]) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from resumable._engine.engine import Engine, RunView
+from resumable._engine.engine import Engine
 from resumable._engine.export import StepExport
-from resumable._engine.listing import RunFilter
+from resumable._engine.listing import RunFilter, RunView
 from resumable.errors import RunNotFound
 from resumable.ui.html import badge, esc, table, url, value_text
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from resumable._engine.children import child_run_id
-from resumable._engine.engine import Engine, RunView
+from resumable._engine.engine import Engine
 from resumable._engine.export import InputView, StepExport
 from resumable._engine.ledger import Ledger
-from resumable._engine.listing import RunFilter
+from resumable._engine.listing import RunFilter, RunView
 from resumable.errors import ResumableError
 from resumable.ui.html import (
     VALUE_CHARS,

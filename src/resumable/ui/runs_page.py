@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from resumable._engine.engine import Engine, RunView
-from resumable._engine.listing import RunFilter
-from resumable.errors import ResumableError
+from resumable._engine.engine import Engine
+from resumable._engine.listing import RunFilter, RunView
+from resumable.errors import UsageError
 from resumable.stores.protocol import RUN_STATUSES, RunStatus
 from resumable.ui.html import badge, esc, table, url, when
 
@@ -19,11 +19,11 @@ def run_filter(params: Mapping[str, str], *, with_status: bool = True) -> RunFil
     """The selection the page's query string names.
 
     Raises:
-        ResumableError: a time is not ISO 8601 or a status is unknown.
+        UsageError: a time is not ISO 8601 or a status is unknown.
     """
     status = params.get("status") or ""
     if status and status not in RUN_STATUSES:
-        raise ResumableError(
+        raise UsageError(
             f"unknown status {status!r}; choose one of {', '.join(RUN_STATUSES)}"
         )
     statuses: tuple[RunStatus, ...] = (status,) if status and with_status else ()  # type: ignore[assignment]  # checked against RUN_STATUSES above
@@ -45,7 +45,7 @@ def _time(params: Mapping[str, str], key: str) -> datetime | None:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise ResumableError(
+        raise UsageError(
             f"{key}={text!r} is not a time; use ISO 8601, e.g. 2026-11-26T08:00"
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

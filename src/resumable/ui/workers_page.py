@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from resumable._engine.engine import Engine, RunView
-from resumable._engine.listing import RunFilter
+from resumable._engine.engine import Engine
+from resumable._engine.listing import RunFilter, RunView
 from resumable.stores.protocol import RUN_STATUSES
 from resumable.ui.html import esc, table, url, when
 

@@ -21,7 +21,8 @@ for i = 2, #ARGV do
       size = size + packed_len(record, 0)
     end
     result[3] = result[3] + size
-    redis.call('DEL', key, steps, inputs)
+    redis.call('DEL', key, steps, inputs, B .. 'archived:' .. id)
+    redis.call('ZREM', B .. 'archived', id)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', B .. 'st:' .. run.status, id)
     count_run(run.status, run.queue, -1)
