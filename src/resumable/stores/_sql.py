@@ -15,6 +15,16 @@ from resumable.stores.protocol import (
     RunRecord,
     SnapshotRecord,
     StepRecord,
+    set_attempts,
+    set_fingerprint,
+    set_finished_at_ms,
+    set_name,
+    set_output,
+    set_run_id,
+    set_seq,
+    set_started_at_ms,
+    set_status,
+    set_usage,
 )
 
 
@@ -280,10 +290,16 @@ JOURNAL_COLUMNS = STEP_COLUMNS[1:]
 def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepRecord]:
     """The StepRecords of one run's journal, from rows of JOURNAL_COLUMNS.
 
-    The run id is the one asked for, and each step name is unescaped once.
+    Every resume reads a journal of thousands of steps, so each record is filled
+    through its slots' descriptors (the assignments a frozen dataclass's __init__
+    makes, without its keyword call), the run id is the one asked for, and each
+    step name is unescaped once. `step_from_row` is the plain version (by keyword,
+    from a row by column name); tests/stores/test_protocol.py checks they agree.
     """
+    records: list[StepRecord] = []
+    append = records.append
+    new = object.__new__
     names: dict[str, str] = {}
-    records = []
     for (
         seq,
         name,
@@ -295,23 +311,21 @@ def journal_records(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StepReco
         finished,
         usage,
     ) in rows:
+        record = new(StepRecord)
+        set_run_id(record, run_id)
+        set_seq(record, seq)
         unescaped = names.get(name)
         if unescaped is None:
             unescaped = names[name] = from_text(name)
-        records.append(
-            StepRecord(
-                run_id=run_id,
-                seq=seq,
-                name=unescaped,
-                fingerprint=fingerprint,
-                status=status,
-                output=blob(output),
-                attempts=attempts,
-                started_at_ms=started,
-                finished_at_ms=finished,
-                usage=blob(usage),
-            )
-        )
+        set_name(record, unescaped)
+        set_fingerprint(record, fingerprint)
+        set_status(record, status)
+        set_output(record, output if type(output) is bytes else blob(output))
+        set_attempts(record, attempts)
+        set_started_at_ms(record, started)
+        set_finished_at_ms(record, finished)
+        set_usage(record, usage if usage is None else blob(usage))
+        append(record)
     return records
 
 
