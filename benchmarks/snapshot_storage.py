@@ -1,7 +1,8 @@
 """Snapshot storage growth: a 200-turn conversation, one 500-byte message per turn,
-saved after every turn. Prints the bytes written, the SQLite file's growth, and the
-time to load the latest snapshot, next to a whole-state-per-save baseline measured
-in the same run (what a checkpointer that rewrites the state each time stores).
+saved after every turn. Prints the bytes written, the SQLite file's growth, the time
+a save takes and the time to load the latest snapshot, next to a whole-state-per-save
+baseline measured in the same run (what a checkpointer that rewrites the state each
+time stores).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import prose, table
 
 from resumable import Engine
+from resumable._engine.snapshots import Snapshots
+from resumable.serde import Serde
 from resumable.stores.protocol import NO_CHUNKS
 from resumable.stores.sqlite import SQLiteStore
 
@@ -64,7 +67,9 @@ def file_bytes(path: Path) -> int:
     return int((pages - free) * size)
 
 
-async def resumable_run(directory: Path) -> tuple[int, int, int, list[float]]:
+async def resumable_run(
+    directory: Path,
+) -> tuple[int, int, int, list[float], list[float]]:
     path = directory / "snapshots.db"
     store = CountingStore(f"sqlite:///{path}")
     engine = Engine(store)
@@ -73,10 +78,13 @@ async def resumable_run(directory: Path) -> tuple[int, int, int, list[float]]:
     rng = random.Random(7)
     messages: list[dict[str, str]] = []
     content = 0
+    saves = []
     for turn in range(TURNS):
         messages.append(message(turn, rng))
         content += len(messages[-1]["content"])
+        start = time.perf_counter()
         await engine.save_state("conversation", {"messages": messages})
+        saves.append((time.perf_counter() - start) * 1000)
     loads = []
     for _ in range(15):
         fresh = Engine(store)  # no cached shapes: a cold load, as after a restart
@@ -85,7 +93,40 @@ async def resumable_run(directory: Path) -> tuple[int, int, int, list[float]]:
         loads.append((time.perf_counter() - start) * 1000)
         assert loaded == {"messages": messages}
     await engine.close()
-    return content, store.written, file_bytes(path) - empty, loads
+    return content, store.written, file_bytes(path) - empty, saves, loads
+
+
+async def memo_against_plain(directory: Path) -> dict[bool, list[float]]:
+    """Save times (ms) of the conversation with the leaf memo on and off.
+
+    The memo is a fast path (`SnapshotCodec(memo=True)`, what an Engine uses) beside
+    the plain path that encodes every leaf at every save; it stays only while it
+    wins. The two save the same turns in turn, each to its own SQLite file.
+    """
+    paths: dict[bool, Snapshots] = {}
+    for memo in (True, False):
+        store = SQLiteStore(f"sqlite:///{directory / f'memo-{memo}.db'}")
+        await store.open()
+        paths[memo] = Snapshots(store, Serde(), memo=memo)
+    parents: dict[bool, str | None] = dict.fromkeys(paths)
+    times: dict[bool, list[float]] = {memo: [] for memo in paths}
+    rng = random.Random(7)
+    messages: list[dict[str, str]] = []
+    for turn in range(TURNS):
+        messages.append(message(turn, rng))
+        for memo, snapshots in paths.items():
+            start = time.perf_counter()
+            record = await snapshots.save(
+                "conversation",
+                {"messages": messages},
+                now_ms=turn,
+                parent_id=parents[memo],
+            )
+            times[memo].append((time.perf_counter() - start) * 1000)
+            parents[memo] = record.checkpoint_id
+    for snapshots in paths.values():
+        await snapshots.store.close()
+    return times
 
 
 def whole_state_baseline(directory: Path) -> tuple[int, int]:
@@ -111,8 +152,9 @@ def whole_state_baseline(directory: Path) -> tuple[int, int]:
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        content, written, grown, loads = await resumable_run(Path(tmp))
+        content, written, grown, saves, loads = await resumable_run(Path(tmp))
         base_written, base_grown = whole_state_baseline(Path(tmp))
+        paths = await memo_against_plain(Path(tmp))
     kb = 1024
     rows: list[tuple[str, ...]] = [
         ("saver", "bytes written", "file growth", "x new content (written)"),
@@ -133,6 +175,15 @@ async def main() -> None:
         f"{TURNS} turns, one {MESSAGE_BYTES}-byte message per turn: {content / kb:.0f} KB of new content"
     )
     print(table(rows))
+    print(
+        f"save (warm engine): median {statistics.median(saves):.2f} ms, "
+        f"last {TURNS // 10} saves median {statistics.median(saves[-TURNS // 10 :]):.2f} ms"
+    )
+    on, off = (statistics.median(paths[memo]) for memo in (True, False))
+    print(
+        f"save, leaf memo on / off (the plain path): median {on:.2f} / {off:.2f} ms, "
+        f"off / on {off / on:.2f}x"
+    )
     print(
         f"load latest (cold engine): median {statistics.median(loads):.2f} ms, "
         f"max {max(loads):.2f} ms over {len(loads)} loads (target < 5 ms)"

@@ -9,9 +9,9 @@ import pydantic
 import pytest
 
 from resumable import Engine, ResumableError, SerializationError, register
-from resumable._engine import snapshots
 from resumable._engine.packs import snapshot_place
-from resumable._engine.snapshots import FULL_EVERY, SEGMENT
+from resumable._engine.snapshot_codec import SEGMENT, Bodies
+from resumable._engine.snapshots import FULL_EVERY
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 
 
@@ -104,70 +104,6 @@ async def test_unchanged_messages_are_never_written_twice(store: Store) -> None:
     assert 40 <= sum(written) <= 40 + segments
 
 
-class Counted:
-    """Counts the codec's encodings of state leaves (what the memo saves)."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.leaves = 0
-        codec = engine.serde.codec
-        real_encode = codec.encode
-
-        def encode(value: object, *, root: str = "value") -> bytes:
-            if root == "state":
-                self.leaves += 1
-            return real_encode(value, root=root)
-
-        codec.encode = encode  # type: ignore[method-assign]  # spy on the real codec
-
-
-async def test_saving_again_encodes_only_the_new_leaves(store: Store) -> None:
-    engine = Engine(store)
-    counted = Counted(engine)
-    messages = [message(i) for i in range(30)]
-    await engine.save_state("conv", {"messages": messages})
-    assert counted.leaves == 30
-    messages.append(message(30))
-    await engine.save_state("conv", {"messages": messages})
-    assert counted.leaves == 31
-    assert await Engine(store).load_state("conv") == {"messages": messages}
-
-
-async def test_saving_what_was_loaded_encodes_only_the_new_leaves(store: Store) -> None:
-    """A chat turn: load the thread in a new process, add a message, save."""
-    await Engine(store).save_state(
-        "conv",
-        {"messages": [Draft(text=f"turn {i}", tags=["t"] * 20) for i in range(30)]},
-    )
-    engine = Engine(store)  # nothing of the thread in its caches
-    counted = Counted(engine)
-    state = await engine.load_state("conv")
-    state["messages"].append(Draft(text="turn 30", tags=[]))
-    state["messages"][3].tags.append("edited in place")
-    await engine.save_state("conv", state)
-    assert counted.leaves == 2  # the new message and the one changed since the load
-    assert await Engine(store).load_state("conv") == state
-    older = await engine.state_history("conv")
-    # a load of an older checkpoint is not what the next save extends: not memorized
-    await engine.load_state("conv", checkpoint_id=older[-1].checkpoint_id)
-    await engine.save_state("conv", state)
-    assert counted.leaves == 2
-
-
-async def test_a_load_notes_the_chunks_it_read_for_the_next_save(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(snapshots, "_STORED_MAX", 0)  # each note forgets the others
-    engine = Engine(store)
-    messages = [message(i) for i in range(10)]
-    await engine.save_state("conv", {"messages": messages})
-    await engine.save_state("conv", {"messages": [*messages, message(10)]})
-    counted = Counted(engine)
-    state = await engine.load_state("conv")  # the shape this engine saved last
-    state["messages"].append(message(11))
-    await engine.save_state("conv", state)
-    assert counted.leaves == 1  # not the eleven it read, as chunks it must write again
-
-
 async def test_a_load_reads_no_chunk_this_engine_saved_or_loaded(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -189,14 +125,11 @@ async def test_a_load_reads_no_chunk_this_engine_saved_or_loaded(
     assert len(read) == 12  # then neither those nor the one it saved
 
 
-def test_kept_chunk_bodies_are_bounded_in_bytes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(snapshots, "_BODIES_MAX_BYTES", 10_000)
-    bodies = snapshots._Bodies()
+def test_kept_chunk_bodies_are_bounded_in_bytes() -> None:
+    bodies = Bodies(max_bytes=10_000)
     for i in range(100):
         bodies.keep(f"d{i}", bytes(1000))
-        assert bodies._bytes <= 10_000
+        assert bodies.held_bytes <= 10_000
     assert set(bodies.get_all(["d0", "d99"])) == {"d99"}  # the oldest went first
     bodies.keep("big", bytes(6000))  # over half the bound: not kept
     assert bodies.get_all(["big"]) == {}
@@ -239,7 +172,7 @@ async def test_a_load_after_a_save_reads_no_delta_chain(store: Store) -> None:
         pytest.param(lambda m: m.update(n=True), id="int to bool"),
         pytest.param(lambda m: m.update(n=Level.ONE), id="int to IntEnum"),
         # marshal writes bytes-like values as bytes; a leaf that held none had no
-        # bytes in its image, so the image changes (see SnapshotCodec._unchanged)
+        # bytes in its image, so the image changes (see LeafMemo._unchanged)
         pytest.param(
             lambda m: m.update(content=bytearray(b"x" * 100)), id="text to bytearray"
         ),
@@ -290,49 +223,6 @@ async def test_a_leaf_changed_while_it_was_encoded_is_encoded_again_next_time(
     assert await Engine(store).load_state("doc") == {
         "items": [{"content": "x" * 100, "n": 2}]
     }
-
-
-def test_the_leaf_memo_is_bounded_in_entries_and_bytes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(snapshots, "_MEMO_MAX", 50)
-    monkeypatch.setattr(snapshots, "_MEMO_MAX_BYTES", 20_000)
-    codec = snapshots.SnapshotCodec(Engine("memory://").serde)
-    leaves: list[object] = [{"text": f"{i} " + "x" * 1000} for i in range(250)]
-    texts = [f"{i} " + "y" * 1000 for i in range(250)]  # text: its own image
-    peak_entries = peak_bytes = peak_texts = 0
-    for leaf in leaves + texts:
-        codec.leaf(leaf, {})
-        peak_entries = max(peak_entries, len(codec._memo))
-        peak_bytes = max(peak_bytes, codec._memo_bytes)
-        held = sum(type(entry[0]) is str for entry in codec._memo.values())
-        peak_texts = max(peak_texts, held)
-    assert peak_entries <= 50
-    assert peak_bytes <= 20_000 + 1100  # one image past the bound before it clears
-    assert peak_texts <= 21  # texts count by their length, not their empty image
-    first = {"text": "0 " + "x" * 1000}
-    chunks: dict[str, bytes] = {}
-    assert codec.leaf(leaves[0], chunks) == codec.leaf(first, chunks)
-
-
-def test_a_full_memo_forgets_the_leaves_it_met_first(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A chat turn loads the thread as new objects: last turn's are the ones to drop."""
-    monkeypatch.setattr(snapshots, "_MEMO_MAX", 50)
-    engine = Engine("memory://")
-    codec = snapshots.SnapshotCodec(engine.serde)
-    chunks: dict[str, bytes] = {}
-    state: list[dict[str, str]] = []
-    for turn in range(3):
-        state = [{"text": f"message {i}: " + "x" * 100} for i in range(20 + turn)]
-        for leaf in state:
-            codec.leaf(leaf, chunks)
-    counted = Counted(engine)
-    for leaf in state:
-        codec.leaf(leaf, chunks)
-    assert counted.leaves == 0  # this turn's leaves were all still remembered
-    assert len(codec._memo) <= 50
 
 
 async def test_a_field_outside_the_instance_dict_changed_in_place_is_saved(
@@ -437,7 +327,7 @@ async def test_a_leaf_changed_in_place_in_a_long_list_is_saved_as_it_now_is(
     change: Callable[[Any], object],
     position: int,
 ) -> None:
-    """A long list's remembered leaves are checked as one run (`_remembered`): a
+    """A long list's remembered leaves are checked as one run (`LeafMemo.find_run`): a
     change to any one of them, wherever it is, is seen."""
     engine = Engine(store)
     items = [make(i) for i in range(24)]
@@ -448,45 +338,6 @@ async def test_a_leaf_changed_in_place_in_a_long_list_is_saved_as_it_now_is(
     loaded = await Engine(store).load_state("doc")
     encode = engine.serde.codec.encode
     assert encode(loaded) == encode({"items": items})  # == takes 1 and True alike
-
-
-async def test_a_long_list_saved_again_calls_leaf_only_for_its_new_items(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    engine = Engine(store)
-    messages = [Draft(text=f"turn {i} " * 20, tags=["t"]) for i in range(30)]
-    await engine.save_state("conv", {"messages": messages})
-    called: list[object] = []
-    real_leaf = snapshots.SnapshotCodec.leaf
-
-    def leaf(self: snapshots.SnapshotCodec, value: object, *args: object) -> object:
-        called.append(value)
-        return real_leaf(self, value, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(snapshots.SnapshotCodec, "leaf", leaf)
-    messages.append(Draft(text="turn 30 " * 20, tags=["t"]))
-    messages[3], messages[4] = messages[4], messages[3]  # reordered: still known
-    await engine.save_state("conv", {"messages": messages})
-    assert called == [messages[-1]]
-    assert await Engine(store).load_state("conv") == {"messages": messages}
-
-
-def test_a_memo_ends_with_its_proofs_fields_in_order() -> None:
-    """`_Memo(leaf, kind, digest, shape, *proof)` relies on it."""
-    proof_fields = snapshots._Proof._fields
-    assert snapshots._Memo._fields[-len(proof_fields) :] == proof_fields
-
-
-def test_a_leaf_with_an_unset_field_is_remembered_and_its_change_seen() -> None:
-    register(Loose)
-    codec = snapshots.SnapshotCodec(Engine("memory://").serde)
-    note = Loose.__new__(Loose)  # `text`'s slot never set: reading it raises
-    note.tags = ["tag"] * 20
-    chunks: dict[str, bytes] = {}
-    first = codec.leaf(note, chunks)
-    assert codec.leaf(note, chunks) is codec._memo[id(note)].shape  # remembered
-    note.text = "now set"
-    assert codec.leaf(note, chunks) != first
 
 
 async def test_a_state_with_a_reference_cycle_is_refused_as_unserializable(
@@ -577,7 +428,7 @@ async def test_a_model_changed_in_place_is_saved_as_it_now_is(store: Store) -> N
 async def test_a_model_whose_fields_set_changed_in_place_is_saved_as_it_now_is(
     store: Store,
 ) -> None:
-    """The fields set is compared, not imaged (SnapshotCodec._imager): a name
+    """The fields set is compared, not imaged (LeafMemo._imager): a name
     dropped from it, then added back, is seen each time."""
     engine = Engine(store)
     note = Draft(text="first draft " * 10, tags=["a"])

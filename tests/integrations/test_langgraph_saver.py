@@ -30,7 +30,7 @@ from langgraph.graph.message import add_messages
 from conftest import store_url
 from resumable import Engine, ResumableError, SerializationError
 from resumable._engine import packs
-from resumable._engine.snapshots import chunk_place
+from resumable._engine.shapes import chunk_place
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
 from resumable.stores.sqlite import SQLiteStore

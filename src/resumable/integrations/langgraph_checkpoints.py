@@ -450,7 +450,7 @@ class CheckpointStorage:
 
         The noise tells apart processes writing at the same µs; it needs no secrecy,
         and `random` (reseeded in a forked child) costs no syscall, as
-        `secrets` does (~8 us here, a tenth of put_writes' CPU).
+        `secrets` does (put_writes runs at every LangGraph step).
         """
         self._last_us = max(time.time_ns() // 1000, self._last_us + 1)
         noise = random.getrandbits(12)

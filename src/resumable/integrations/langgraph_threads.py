@@ -15,7 +15,7 @@ INDEX_THREAD  <thread>          "thread"         None                 None
 - A checkpoint's value is LangGraph's checkpoint dict without `id`, `ts` and `v`
   (kept in the record and its metadata), under short keys because every delta
   names them: `values` (channel_values, split by channel, a `messages` list element
-  by element; see `_engine/snapshots.py`), `versions`, `seen` (versions_seen),
+  by element; see `_engine/shapes.py`), `versions`, `seen` (versions_seen),
   `updated` (updated_channels), and `extra` for any other key. `lg` is LangGraph's
   `CheckpointMetadata`.
 - `metadata["parent"]` is present only when LangGraph's parent differs from the

@@ -323,7 +323,7 @@ class RedisStore:
                     retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3),
                     socket_connect_timeout=5.0,
                     # no per-command timeout: on Python 3.11 redis-py enforces it with
-                    # asyncio.wait_for, a task per command (~20 us, a fifth of a step);
+                    # asyncio.wait_for, a task per command (a large share of a step);
                     # a dead peer is found by TCP keepalive within ~25 s instead
                     socket_timeout=None,
                     socket_keepalive=True,

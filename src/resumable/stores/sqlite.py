@@ -12,7 +12,7 @@ file's write lock is free at once. With
 `durability=normal` (no fsync per commit) every write tries it; with `full`, only
 a write whose run also made the write before it, with none queued: a single
 workflow skips the hop, while the writes of concurrent runs interleave and share
-fsyncs on the store thread (50 runs at once: ~40 us a step, against ~200 inline).
+fsyncs on the store thread (the 50-runs-at-once row of benchmarks/step_overhead.py).
 Otherwise (another process is writing, another caller holds the inline
 connection) the write queues as usual. With `full` an inline commit checkpoints a
 WAL of 100 pages itself (the store thread's at SQLite's default, 1000); with
@@ -24,8 +24,8 @@ durable write then fsyncs the WAL itself (`_sync_wal`) before its call returns,
 once SQLite's write lock is free, so the next write commits while the disk works.
 In WAL mode that is what `synchronous=FULL` does (it syncs the WAL at each commit;
 checkpoints sync the same at either setting), without statements to switch the
-setting off around each write that need not sync (two, ~10 us each in a busy
-process). One difference: another connection may read a commit a moment before
+setting off around each write that need not sync (two statements more a
+write). One difference: another connection may read a commit a moment before
 its fsync ends. A power cut in that moment loses it, and with it every commit
 after it (see below: the WAL is replayed in order), among them whatever was
 written from it.
@@ -34,21 +34,21 @@ Lease writes (acquire, renew, release) commit without an fsync, whatever the
 durability. A lease only keeps live processes apart, and a WAL file is shared
 only by processes of one machine (its index is shared memory), which a power cut
 ends together. The next durable commit fsyncs the WAL, and with it every lease
-write before it. A resume takes its lease 0.25 ms sooner here, far more on a disk
-with slow fsyncs, and a heartbeat costs no fsync. So does a pack swap
+write before it. A resume takes its lease an fsync sooner (much time on a disk
+with slow fsyncs), and a heartbeat costs no fsync. So does a pack swap
 (`replace_snapshots`): it only saves space, and a power cut before the next
 durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
-steps; each swap paid an fsync, ~0.4 ms here.
+steps; each swap paid an fsync.
 
 Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store
 is queued (which they would have to see). No other thread has to wake, which on a
-busy machine takes longer than the read: two wake-ups cost ~0.2 ms here, and a
-LangGraph `get_tuple` makes several reads. A journal load, most of a resume,
+busy machine takes longer than the read (two wake-ups a read), and a LangGraph
+`get_tuple` makes several reads. A journal load, most of a resume,
 then makes its records on the thread that replays them, still in its CPU's cache
-(the replay of 1000 steps: 5.0 ms, against 6.0). The loop is busy meanwhile, ~3 us
-per recorded step; on the store thread the load would hold the GIL for most of
+(benchmarks/resume_latency.py). The loop is busy meanwhile, making each record;
+on the store thread the load would hold the GIL for most of
 that time anyway, making the records. Scans of every run (`list_runs`, the
 payload scan of key rotation) stay on the store thread.
 
@@ -1335,7 +1335,7 @@ class _PresentChunks:
     """The chunks a store saw stored, which its next saves need not look up.
 
     A save must not name a chunk that a collection deleted (`ChunksMissing`). Looked
-    up in the save's transaction, each named chunk costs an index lookup, ~12 us in
+    up in the save's transaction, each named chunk costs an index lookup, slow in
     a busy process whose caches are cold (a LangGraph step names two or three).
     Chunks go only by `delete_unreferenced_chunks`. One this store runs forgets
     them all (`forget`, in its transaction). One that another connection commits
