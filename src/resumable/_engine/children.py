@@ -11,15 +11,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from resumable._engine import outcome
+from resumable._engine.commits import commit
 from resumable._engine.context import RunContext
 from resumable._engine.ids import derived_id
 from resumable._engine.specs import WorkflowSpec
-from resumable._engine.steps import (
-    commit,
-    decide_call,
-    observe_start,
-    replayed,
-)
+from resumable._engine.steps import decide_call, observe_start, replayed
 from resumable.errors import WorkflowFailed
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord

@@ -34,8 +34,8 @@ from collections.abc import Generator
 from typing import Any
 
 from resumable._engine.bridge import wait_on
+from resumable._engine.commits import commit
 from resumable._engine.context import RunContext, active_run, def_workflow_run
-from resumable._engine.steps import commit
 from resumable.errors import NotInRun
 from resumable.stores.journal import is_step
 from resumable.stores.places import step_place

@@ -9,12 +9,13 @@ import time
 from typing import Any
 
 from resumable._engine import outcome
+from resumable._engine.commits import dumps_for, durably, put_sealed
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.journal import load_journal
 from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
 from resumable._engine.specs import WorkflowSpec
-from resumable._engine.steps import dumps_for, durably, put_sealed, start_noting_replays
+from resumable._engine.steps import start_noting_replays
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (

@@ -7,29 +7,23 @@ encode and one store write; a replayed step costs one decode.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import random
-import time
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
-from resumable._engine.context import RunContext, Runtime, StepScope, _step
+from resumable._engine.commits import commit, dumps_for, log_fields
+from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
     BudgetExceeded,
-    CheckpointWriteError,
-    LeaseLost,
     ResumableError,
     SerializationError,
     StepFailed,
-    StoreError,
 )
 from resumable.serde.chunked import SealedStream
 from resumable.stores.journal import JournalKind, seq_of
-from resumable.stores.offload import OffloadStore
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 
@@ -419,17 +413,6 @@ def observe_start(
     return observer.step_started(ctx, seq, name, attempt, child=child)
 
 
-def log_fields(ctx: RunContext, seq: int, name: str, attempt: int) -> dict[str, Any]:
-    """The `extra` of a log record about a step: run_id, seq, step, attempt."""
-    return {
-        "run_id": ctx.run_id,
-        "workflow": ctx.workflow,
-        "seq": seq,
-        "step": name,
-        "attempt": attempt,
-    }
-
-
 def _spend(ctx: RunContext, calls: list[Usage]) -> None:
     """Add calls to the run's incurred spend (tracked only where a budget needs it)."""
     if calls and ctx.budget is not None:
@@ -514,122 +497,6 @@ async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) ->
             finished_at_ms=now_ms,
         ),
     )
-
-
-def dumps_for(runtime: Runtime, result: object, *, place: str) -> bytes | SealedStream:
-    """A result's frame; made on demand when it is large and will be offloaded.
-
-    Raises:
-        SerializationError: As `Serde.dumps`.
-    """
-    store = runtime.store
-    if isinstance(store, OffloadStore) and store.streams:
-        return runtime.serde.dumps_stream(result, place=place)
-    return runtime.serde.dumps(result, place=place)
-
-
-async def put_sealed(
-    ctx: RunContext, sealed: SealedStream, *, seq: int | None
-) -> bytes:
-    """Upload a frame `dumps_for` made on demand (retried as writes are).
-
-    Returns:
-        The reference the row keeps in its place.
-
-    Raises:
-        CheckpointWriteError: the object store still failed when the time ran out.
-    """
-    store = ctx.runtime.store
-    assert isinstance(store, OffloadStore)  # noqa: S101 - dumps_for made it for one
-    refs: list[bytes] = []
-
-    async def put() -> None:
-        refs.append(await store.put_sealed(sealed, run_id=ctx.run_id, seq=seq))
-
-    await durably(ctx, put, seq=seq)
-    return refs[-1]
-
-
-async def commit(
-    ctx: RunContext, record: StepRecord, *, sealed: SealedStream | None = None
-) -> None:
-    """Make a step record durable before anyone sees the outcome it records.
-
-    With `sealed`, the record's output is that frame, uploaded to the object
-    store first (its reference goes in the row). If the store cannot take it
-    (after `store_retry_s` of retries), or the lease was lost, the run is
-    poisoned: this and every later step raise the error, and the run ends with it.
-    """
-    observer = ctx.runtime.observer
-    started_s = time.perf_counter() if observer is not None else 0.0
-    try:
-        if sealed is not None:
-            output = await put_sealed(ctx, sealed, seq=record.seq)
-            record = dataclasses.replace(record, output=output)
-        await durably(
-            ctx,
-            lambda: ctx.runtime.store.commit_step(record, fence=ctx.fence),
-            seq=record.seq,
-        )
-    except (LeaseLost, CheckpointWriteError) as exc:
-        ctx.failure = exc
-        if observer is not None:
-            observer.checkpoint_written(
-                ctx, record, duration_s=time.perf_counter() - started_s, error=exc
-            )
-        log.error(
-            "run %r, step #%d %r: its record could not be written (%s); the run stops",
-            ctx.run_id,
-            record.seq,
-            record.name,
-            type(exc).__name__,
-            extra=log_fields(ctx, record.seq, record.name, record.attempts),
-        )
-        raise
-    if observer is not None:
-        observer.checkpoint_written(
-            ctx, record, duration_s=time.perf_counter() - started_s, error=None
-        )
-
-
-async def durably(
-    ctx: RunContext, write: Callable[[], Awaitable[None]], *, seq: int | None
-) -> None:
-    """Run a fenced store write; retry it with backoff for `store_retry_s` once it fails.
-
-    Every fenced write is an idempotent upsert guarded by the fence, so a retry
-    cannot duplicate it. LeaseLost is not retried, nor a record the store refused
-    as data (`CheckpointWriteError.transient` is False): it would fail again.
-
-    Raises:
-        CheckpointWriteError: the store still failed when the time ran out.
-    """
-    runtime = ctx.runtime
-    deadline = runtime.clock.now_ms() + int(runtime.store_retry_s * 1000)
-    delay = 0.05
-    while True:
-        try:
-            # no attempt outlasts the window: a store that hangs (a pool waiting
-            # for a server that is gone) fails the write when store_retry_s says
-            remaining_s = max(deadline - runtime.clock.now_ms(), 0) / 1000
-            async with asyncio.timeout(remaining_s):
-                await write()
-        except (CheckpointWriteError, StoreError, TimeoutError) as exc:
-            if runtime.observer is not None:
-                runtime.observer.store_error(ctx, exc)
-            if isinstance(exc, CheckpointWriteError) and not exc.transient:
-                raise
-            if runtime.clock.now_ms() + delay * 1000 >= deadline:
-                if isinstance(exc, CheckpointWriteError):
-                    raise
-                detail = str(exc) or "the store did not answer in time"
-                raise CheckpointWriteError(
-                    run_id=ctx.run_id, seq=seq, detail=detail
-                ) from exc
-            await runtime.clock.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        else:
-            return
 
 
 LEDGER_STEP = "resumable.ledger"
