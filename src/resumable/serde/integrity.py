@@ -20,8 +20,6 @@ for up to about 2**32 frames per key: rotate keys well before that.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import importlib
 import io
 import os
@@ -29,11 +27,12 @@ import struct
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any, Final, Protocol, TypeAlias, cast
+from typing import Any, Final, TypeAlias
 
 from resumable.errors import CorruptCheckpointError
+from resumable.serde.keys import KeyRing, invalid_tag
 from resumable.serde.streams import STREAM_OVER, build, compressed
 
 __all__ = ["Envelope", "KeyRing"]
@@ -53,35 +52,12 @@ _PLAIN_FRAME_CRC: Final = zlib.crc32(_PLAIN_FRAME)
 _OFFLOADED: Final = b"\x00RBLOB1"  # resumable.stores.offload.REFERENCE_MAGIC
 _NONCE_SIZE = 12
 _GCM_TAG_SIZE = 16
-_KEY_SIZE = 32
 # level 1: on LLM-like text (benchmarks/compression.py) within 1% of level 3's
 # ratio (2.96x against 2.98x), and on a LangGraph thread's packs of manifests
 # smaller still; 10% faster on a chat message, 40% on a 90 KB pack
 _ZSTD_LEVEL = 1
-_GENERATE_KEY_HINT = (
-    'generate one with: python -c "import base64, os; '
-    'print(base64.b64encode(os.urandom(32)).decode())"'
-)
 
 
-class Aead(Protocol):
-    """The part of cryptography's `AESGCM` this module uses."""
-
-    def encrypt(
-        self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None
-    ) -> bytes:
-        """Encrypt and authenticate `data`; return ciphertext + tag."""
-        ...
-
-    def decrypt(
-        self, nonce: bytes, data: bytes | memoryview, associated_data: bytes | None
-    ) -> bytes:
-        """Check the tag and decrypt; raise `InvalidTag` on failure."""
-        ...
-
-
-# The optional extras are imported by name at run time, so type checkers of a
-# checkout without them installed see no unresolved import.
 def _import_optional(name: str) -> ModuleType | None:
     # every compressed frame asks: an imported module skips importlib's frames
     module = sys.modules.get(name)
@@ -91,174 +67,6 @@ def _import_optional(name: str) -> ModuleType | None:
         return importlib.import_module(name)
     except ImportError:
         return None
-
-
-def _new_aead(key: bytes) -> Aead:
-    module = _import_optional("cryptography.hazmat.primitives.ciphers.aead")
-    if module is None:
-        raise ImportError(
-            "encryption needs the cryptography package: "
-            "pip install 'resumable[encryption]'"
-        )
-    return cast("Aead", module.AESGCM(key))
-
-
-def _invalid_tag() -> type[Exception]:
-    module = importlib.import_module("cryptography.exceptions")
-    return cast("type[Exception]", module.InvalidTag)
-
-
-class KeyRing:
-    """AES-256 keys by id: new frames use `current`, old frames name their key.
-
-    Keeping retired keys in the ring keeps the frames they wrote readable, which is
-    how keys are rotated. Key material never appears in `repr()` or in messages.
-
-    Raises:
-        ValueError: A key is not 32 bytes, an id is empty or too long, or
-            `current` is not one of the ids.
-        TypeError: A key is not bytes.
-    """
-
-    __slots__ = ("_ciphers", "_current", "_keys")
-
-    def __init__(self, keys: Mapping[str, bytes], *, current: str) -> None:
-        if not keys:
-            raise ValueError("a KeyRing needs at least one key")
-        checked = {key_id: _checked_key(key_id, key) for key_id, key in keys.items()}
-        if current not in checked:
-            raise ValueError(
-                f"current key id {current!r} is not one of {list(checked)}"
-            )
-        self._keys = checked
-        self._current = current
-        self._ciphers: dict[str, Aead] = {}
-
-    @classmethod
-    def from_env(cls, value: str) -> KeyRing:
-        """Parse the `RESUMABLE_ENCRYPTION_KEY` format.
-
-        Either `"id1:base64key,id2:base64key"` (the first is current) or a single
-        base64 key, which gets the id `"k1"`. Standard and URL-safe base64 are
-        accepted, with or without padding.
-
-        Raises:
-            ValueError: The value is malformed; the message says where, never what
-                the key material is.
-        """
-        text = value.strip()
-        if not text:
-            raise ValueError(
-                "RESUMABLE_ENCRYPTION_KEY is empty; set it to a base64 32-byte key, "
-                f"or to 'id1:key1,id2:key2' with the current key first ({_GENERATE_KEY_HINT})"
-            )
-        if ":" not in text and "," not in text:
-            return cls({"k1": _decode_key(text, "k1")}, current="k1")
-        keys: dict[str, bytes] = {}
-        for number, item in enumerate(text.split(","), start=1):
-            key_id, colon, encoded = item.strip().partition(":")
-            key_id = key_id.strip()
-            if not colon or not key_id or not encoded.strip():
-                raise ValueError(
-                    f"RESUMABLE_ENCRYPTION_KEY entry {number} is not 'id:base64key' "
-                    f"(entries are separated by commas, the current key first)"
-                )
-            if key_id in keys:
-                raise ValueError(
-                    f"RESUMABLE_ENCRYPTION_KEY names key id {key_id!r} twice"
-                )
-            keys[key_id] = _decode_key(encoded, key_id)
-        return cls(keys, current=next(iter(keys)))
-
-    @property
-    def current(self) -> str:
-        """The id of the key new frames are encrypted with."""
-        return self._current
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        """Every key id in the ring."""
-        return tuple(self._keys)
-
-    def __repr__(self) -> str:
-        return f"KeyRing(ids={list(self._keys)!r}, current={self._current!r})"
-
-    def current_cipher(self) -> Aead:
-        """The AES-GCM cipher for the current key.
-
-        Raises:
-            ImportError: The `cryptography` package is not installed.
-        """
-        cipher = self.cipher(self._current)
-        if cipher is None:  # pragma: no cover - __init__ checks current is a key id
-            raise KeyError(self._current)
-        return cipher
-
-    def cipher(self, key_id: str) -> Aead | None:
-        """The AES-GCM cipher for a key id, or None if the ring lacks that id.
-
-        Raises:
-            ImportError: The `cryptography` package is not installed.
-        """
-        cipher = self._ciphers.get(key_id)
-        if cipher is None:
-            key = self._keys.get(key_id)
-            if key is None:
-                return None
-            cipher = self._ciphers[key_id] = _new_aead(key)
-        return cipher
-
-    def gcm(self, key_id: str, nonce: bytes, *, decrypt: bool) -> Any:
-        """A streaming AES-GCM context (cryptography's `CipherContext`) for a key id.
-
-        An encryptor, or a decryptor whose `finalize_with_tag(tag)` checks the
-        tag; they write what `Aead.encrypt`/`decrypt` do, a chunk at a time.
-        None when the ring lacks the key id.
-
-        Raises:
-            ImportError: The `cryptography` package is not installed.
-        """
-        key = self._keys.get(key_id)
-        if key is None:
-            return None
-        ciphers = importlib.import_module("cryptography.hazmat.primitives.ciphers")
-        cipher = ciphers.Cipher(ciphers.algorithms.AES(key), ciphers.modes.GCM(nonce))
-        return cipher.decryptor() if decrypt else cipher.encryptor()
-
-
-def _checked_key(key_id: object, key: object) -> bytes:
-    # Typed as object: keys often come from config code that mypy never saw.
-    if not isinstance(key_id, str) or not key_id:
-        raise ValueError("key ids must be non-empty strings")
-    if len(key_id.encode("utf-8")) > 255:
-        raise ValueError(f"key id {key_id[:20]!r}... is longer than 255 bytes")
-    if not isinstance(key, bytes | bytearray):
-        raise TypeError(f"key {key_id!r} must be bytes, not {type(key).__name__}")
-    if len(key) != _KEY_SIZE:
-        raise ValueError(
-            f"key {key_id!r} is {len(key)} bytes; AES-256 needs exactly "
-            f"{_KEY_SIZE} ({_GENERATE_KEY_HINT})"
-        )
-    return bytes(key)
-
-
-def _decode_key(encoded: str, key_id: str) -> bytes:
-    text = "".join(encoded.split())
-    text += "=" * (-len(text) % 4)
-    try:
-        altchars = b"-_" if "-" in text or "_" in text else None  # URL-safe form
-        key = base64.b64decode(text, altchars=altchars, validate=True)
-    except (binascii.Error, ValueError):
-        # from None: the decoder's message may quote the input, which is a secret.
-        raise ValueError(
-            f"key {key_id!r} in RESUMABLE_ENCRYPTION_KEY is not valid base64"
-        ) from None
-    if len(key) != _KEY_SIZE:
-        raise ValueError(
-            f"key {key_id!r} in RESUMABLE_ENCRYPTION_KEY decodes to {len(key)} bytes; "
-            f"AES-256 needs exactly {_KEY_SIZE} ({_GENERATE_KEY_HINT})"
-        )
-    return key
 
 
 class Envelope:
@@ -556,7 +364,7 @@ class Envelope:
                 detail=f"encrypted with key id {key_id!r}, which is not in the key "
                 f"ring {list(keys.ids)}; add that key to RESUMABLE_ENCRYPTION_KEY",
             )
-        invalid_tag = _invalid_tag()
+        rejected = invalid_tag()
         nonce = bytes(data[header_size : header_size + _NONCE_SIZE])
         try:
             return cipher.decrypt(
@@ -564,7 +372,7 @@ class Envelope:
                 data[header_size + _NONCE_SIZE :],
                 _associated_data(header, place),
             )
-        except invalid_tag:
+        except rejected:
             raise CorruptCheckpointError(
                 place=place,
                 detail="decryption failed: the data was altered, was written for "
