@@ -46,7 +46,6 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Collection,
-    Iterable,
     Mapping,
     Sequence,
 )
@@ -68,7 +67,7 @@ from resumable.errors import (
     StoreError,
 )
 from resumable.stores import _postgres_archive as _archive
-from resumable.stores import _rules, _sql, redact
+from resumable.stores import _rules, _sql, claims, redact
 from resumable.stores._postgres_sql import MIGRATION_STATE, Statements
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
@@ -483,7 +482,9 @@ class PostgresStore:
             return []
         allowed = None if versions is None else [_t(v) for v in versions]
         expires_at_ms = now_ms + ttl_ms
-        admission = _Admission({_t(name): policy for name, policy in queues.items()})
+        admission = claims.Admission(
+            {_t(name): policy for name, policy in queues.items()}
+        )
         names = [_t(name) for name in workflows]
         chosen: list[str] = []
         before: dict[str, DictRow] = {}  # the chosen rows as they were, locked
@@ -509,7 +510,7 @@ class PostgresStore:
                 )
                 for row in rows:
                     seen.append(row["run_id"])
-                    if admission.admits(
+                    if admission.admit(
                         row["queue"], is_start=row["status"] == "queued"
                     ):
                         chosen.append(row["run_id"])
@@ -547,14 +548,14 @@ class PostgresStore:
     async def _load_queues_txn(
         self,
         conn: Conn,
-        admission: _Admission,
+        admission: claims.Admission,
         rows: list[DictRow],
         now_ms: int,
         *,
         wait: bool,
     ) -> None:
         """Lock the queues first met in `rows` and count their leases and starts."""
-        names = admission.unknown(row["queue"] for row in rows)
+        names = admission.needs_load(row["queue"] for row in rows)
         if not names:
             return
         params = {"schema": self.schema, "queues": names}
@@ -563,7 +564,9 @@ class PostgresStore:
         else:
             cur = await conn.execute(self._sql.try_lock_queues, params)
             locked = {row["queue"] for row in await cur.fetchall()}
-            admission.closed.update(n for n in names if n not in locked)
+            for name in names:
+                if name not in locked:
+                    admission.close(name)
             names = [n for n in names if n in locked]
             if not names:
                 return
@@ -573,14 +576,15 @@ class PostgresStore:
             {
                 "queues": names,
                 "since_ms": [
-                    None if policies[n].rate is None else now_ms - policies[n].period_ms
-                    for n in names
+                    claims.rate_window_start_ms(policies[n], now_ms) for n in names
                 ],
                 "now_ms": now_ms,
             },
         )
         for row in await cur.fetchall():
-            admission.load[row["queue"]] = (row["active"], row["started"])
+            admission.set_load(
+                row["queue"], claims.QueueLoad(row["active"], row["started"])
+            )
 
     async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
         ids = [_t(run_id) for run_id in run_ids]
@@ -988,53 +992,6 @@ class PostgresStore:
             raise
         self._listener = conn
         return conn
-
-
-class _Admission:
-    """Queue policy bookkeeping inside one claim transaction (which holds the locks)."""
-
-    def __init__(self, policies: Mapping[str, QueuePolicy]) -> None:
-        self.policies = policies
-        self.load: dict[str, tuple[int, int]] = {}
-        """Per queue: runs holding a live lease, and starts in the current period."""
-        self.closed: set[str] = set()
-        """Queues that admit nothing more in this claim."""
-        self.unstartable: set[str] = set()
-        """Queues that admit no more starts (rate) in this claim."""
-        self.starts: list[str] = []
-        """The queue of every queued run admitted, to count against its rate."""
-
-    def unknown(self, names: Iterable[str | None]) -> list[str]:
-        """The queues among `names` with a policy and not yet counted, sorted."""
-        return sorted(
-            {
-                n
-                for n in names
-                if n is not None
-                and n in self.policies
-                and n not in self.load
-                and n not in self.closed
-            }
-        )
-
-    def admits(self, queue: str | None, *, is_start: bool) -> bool:
-        """Whether a run of `queue` may be claimed now; if so, count it."""
-        policy = self.policies.get(queue) if queue is not None else None
-        if queue is None or policy is None:
-            return True
-        if queue in self.closed:
-            return False
-        active, started = self.load[queue]
-        if policy.concurrency is not None and active >= policy.concurrency:
-            self.closed.add(queue)
-            return False
-        if is_start and policy.rate is not None:
-            if started >= policy.rate:
-                self.unstartable.add(queue)
-                return False
-            self.starts.append(queue)
-        self.load[queue] = (active + 1, started + int(is_start))
-        return True
 
 
 def _columns(batch: list[_Pending]) -> tuple[list[object], ...]:

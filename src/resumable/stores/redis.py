@@ -33,7 +33,7 @@ slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
 Lua scripts (`resumable.stores.redis_scripts`) keep the indexes in step with the
 runs; the run hash is the truth and the scripts re-check it before acting. A claim
 promotes at most 1000 due timers and, like the SQL stores, looks at the oldest
-`limit * 4 + 16` claimable runs per workflow.
+`claims.candidate_window(limit)` claimable runs per workflow.
 
 A dropped connection (a killed client, a restarted server) is reopened and the
 command sent again by redis-py (3 retries, jittered backoff from 50 ms); past that
@@ -75,7 +75,7 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _redis_payloads, _rules, redact
+from resumable.stores import _redis_payloads, _rules, claims, redact
 from resumable.stores._records import converter, schema_version_of
 from resumable.stores._redis_packing import escape_glob as _escape_glob
 from resumable.stores._redis_packing import pack as _pack
@@ -744,16 +744,22 @@ class RedisStore:
             _num(now_ms),
             _num(expires),
             _num(limit),
+            _num(
+                claims.candidate_window(
+                    limit, skips_versions_after_reading=versions is not None
+                )
+            ),
             _num(len(names)),
             *(_b(name) for name in names),
             _num(len(queues)),
         ]
         for queue, policy in queues.items():
+            since_ms = claims.rate_window_start_ms(policy, now_ms)
             args += [
                 _b(queue),
                 b"" if policy.concurrency is None else _num(policy.concurrency),
                 b"" if policy.rate is None else _num(policy.rate),
-                _num(policy.period_ms),
+                b"" if since_ms is None else _num(since_ms),
             ]
         if versions is None:
             args.append(_num(-1))

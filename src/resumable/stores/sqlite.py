@@ -90,8 +90,9 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _rules, _sql
+from resumable.stores import _sql
 from resumable.stores import _sqlite_archive as _archive
+from resumable.stores import _sqlite_claims as _claims
 from resumable.stores._records import schema_version_of
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -160,14 +161,6 @@ _COMMIT_STEP: Final = (
     f"SELECT {', '.join('?' * len(_sql.STEP_COLUMNS))} WHERE EXISTS "
     "(SELECT 1 FROM resumable_runs WHERE run_id = ? AND fence = ?)"
 )
-_ACQUIRE: Final = f"""
-UPDATE resumable_runs
-   SET status = 'running', lease_owner = ?, lease_expires_at_ms = ?,
-       fence = fence + 1, updated_at_ms = ?
- WHERE run_id = ? AND status NOT IN {_TERMINAL_SQL}
-   AND (status != 'running' OR lease_owner IS NULL OR lease_expires_at_ms <= ?
-        OR lease_owner = ? OR lease_owner = ?)
-"""  # noqa: S608 - built from constants
 # payload bytes of the runs `delete_runs` is about to delete ({marks}: placeholders)
 _PAYLOAD_BYTES: Final = (
     "SELECT total(length(input)) + total(length(output)) FROM resumable_runs"
@@ -194,23 +187,6 @@ UPDATE resumable_runs
        fence = fence + 1, wake_at_ms = NULL, updated_at_ms = ?
  WHERE run_id = ? AND status NOT IN {_TERMINAL_SQL}
 """  # noqa: S608 - built from constants
-_RUNNABLE: Final = """
-SELECT run_id, status, queue FROM resumable_runs
- WHERE workflow IN (SELECT value FROM json_each(?))
-   AND (? IS NULL OR version IN (SELECT value FROM json_each(?)))
-   AND (status = 'queued'
-        OR (status = 'running' AND lease_expires_at_ms <= ?)
-        OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= ?))
- ORDER BY created_at_ms, run_id
- LIMIT ?
-"""
-_QUEUE_ACTIVE: Final = """
-SELECT count(*) FROM resumable_runs
- WHERE queue = ? AND status = 'running' AND lease_expires_at_ms > ?
-"""
-_QUEUE_STARTS: Final = (
-    "SELECT count(*) FROM resumable_queue_starts WHERE queue = ? AND started_at_ms > ?"
-)
 _WAKE: Final = """
 UPDATE resumable_runs SET status = 'queued', wake_at_ms = NULL, updated_at_ms = ?
  WHERE run_id = ? AND status = 'waiting'
@@ -806,7 +782,7 @@ class SQLiteStore:
         take_over: str | None = None,
     ) -> Lease | None:
         def acquire(conn: Conn) -> Lease | None:
-            return _acquire_txn(
+            return _claims.acquire_txn(
                 conn,
                 run_id=run_id,
                 owner=owner,
@@ -880,43 +856,17 @@ class SQLiteStore:
         queues: Mapping[str, QueuePolicy],
         versions: Collection[str] | None = None,
     ) -> list[Lease]:
-        names = json.dumps(sorted(_t(name) for name in workflows))
-        # NULL: any version (json_each of NULL is empty, so NULL also admits none)
-        allowed = None if versions is None else json.dumps(sorted(map(_t, versions)))
-
         def claim(conn: Conn) -> list[Lease]:
-            claimed: list[Lease] = []
-            rows = conn.execute(
-                _RUNNABLE, (names, allowed, allowed, now_ms, now_ms, limit * 4 + 16)
-            ).fetchall()
-            for row in rows:
-                if len(claimed) >= limit:
-                    break
-                queue_name = _sql.maybe_from_text(row["queue"])
-                is_start = row["status"] == "queued"
-                if queue_name is not None:
-                    policy = queues.get(queue_name)
-                    if policy is not None and not _queue_admits_txn(
-                        conn, queue_name, policy, now_ms, is_start=is_start
-                    ):
-                        continue
-                lease = _acquire_txn(
-                    conn,
-                    run_id=_sql.from_text(row["run_id"]),
-                    owner=owner,
-                    now_ms=now_ms,
-                    ttl_ms=ttl_ms,
-                    take_over=None,
-                )
-                if lease is None:
-                    continue
-                if queue_name is not None and is_start:
-                    conn.execute(
-                        "INSERT INTO resumable_queue_starts (queue, started_at_ms) VALUES (?, ?)",
-                        (_t(queue_name), now_ms),
-                    )
-                claimed.append(lease)
-            return claimed
+            return _claims.claim_txn(
+                conn,
+                owner=owner,
+                now_ms=now_ms,
+                ttl_ms=ttl_ms,
+                limit=limit,
+                workflows=workflows,
+                queues=queues,
+                versions=versions,
+            )
 
         return await self._call(claim, write=True)
 
@@ -1399,62 +1349,6 @@ def _resolve(items: list[tuple[_Job, bool, Any]]) -> None:
             job.future.set_result(value)
         else:
             job.future.set_exception(value)
-
-
-def _acquire_txn(
-    conn: Conn,
-    *,
-    run_id: str,
-    owner: str,
-    now_ms: int,
-    ttl_ms: int,
-    take_over: str | None,
-) -> Lease | None:
-    expires, key, who = now_ms + ttl_ms, _t(run_id), _t(owner)
-    # read before the update, inside its write transaction: whom the lease is taken from
-    before = conn.execute(
-        "SELECT status, lease_owner FROM resumable_runs WHERE run_id = ?", (key,)
-    ).fetchone()
-    if before is None:
-        raise RunNotFound(run_id=run_id)
-    changed = conn.execute(
-        _ACQUIRE, (who, expires, now_ms, key, now_ms, who, _sql.maybe_text(take_over))
-    ).rowcount
-    if not changed:
-        return None
-    row = conn.execute(
-        "SELECT fence FROM resumable_runs WHERE run_id = ?", (key,)
-    ).fetchone()
-    taken_from = _rules.lease_taken_from(
-        before["status"], _sql.maybe_from_text(before["lease_owner"]), owner
-    )
-    return Lease(
-        run_id=run_id,
-        owner=owner,
-        fence=row["fence"],
-        expires_at_ms=expires,
-        taken_from=taken_from,
-    )
-
-
-def _queue_admits_txn(
-    conn: Conn, queue_name: str, policy: QueuePolicy, now_ms: int, *, is_start: bool
-) -> bool:
-    queue_name = _t(queue_name)
-    if policy.concurrency is not None:
-        (active,) = conn.execute(_QUEUE_ACTIVE, (queue_name, now_ms)).fetchone()
-        if active >= policy.concurrency:
-            return False
-    if policy.rate is not None and is_start:
-        since = now_ms - policy.period_ms
-        conn.execute(
-            "DELETE FROM resumable_queue_starts WHERE queue = ? AND started_at_ms <= ?",
-            (queue_name, since),
-        )
-        (started,) = conn.execute(_QUEUE_STARTS, (queue_name, since)).fetchone()
-        if started >= policy.rate:
-            return False
-    return True
 
 
 def _snapshot(row: sqlite3.Row) -> SnapshotRecord:
