@@ -35,7 +35,7 @@ from resumable._engine.snapshots import chunk_place
 from resumable.integrations.langgraph import _DURABILITY_KEY as DURABILITY
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
-from resumable.stores import sqlite as sqlite_store
+from resumable.stores import _sqlite_thread as sqlite_store
 from resumable.stores import syncs
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -441,7 +441,7 @@ def test_put_writes_lets_the_put_called_just_after_it_go_first(
 
         monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
         monkeypatch.setattr(syncs, "DEFER_S", 60.0)  # only put's turn ends the wait
-        inline = saver.engine.store._inline  # type: ignore[attr-defined]
+        inline = saver.engine.store._db._inline  # type: ignore[attr-defined]
         inline.set_trace_callback(traced)
 
         in_sync_run: Any = {
