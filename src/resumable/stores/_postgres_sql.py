@@ -6,11 +6,15 @@ name; values are always parameters, never pasted in.
 
 from __future__ import annotations
 
-from typing import Final, LiteralString
+from typing import Any, Final, LiteralString
 
 from psycopg import sql
+from psycopg.rows import DictRow
 
 from resumable.stores import _sql
+from resumable.stores.protocol import RunQuery, SnapshotRecord
+
+_t = _sql.to_text
 
 __all__ = ["MIGRATION_STATE", "Statements"]
 
@@ -400,6 +404,7 @@ class Statements:
     """Every statement of one store, composed once with its schema's quoted name."""
 
     def __init__(self, schema: str) -> None:
+        self.schema = schema
         name = sql.Identifier(schema)
 
         def compose(template: LiteralString) -> bytes:
@@ -471,3 +476,39 @@ class Statements:
         self.lock_references = compose(_LOCK_REFERENCES)
         self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
         self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
+    """The named parameters of the row `_postgres_sql._insert_snapshot` inserts."""
+    return {
+        "thread_id": _t(snapshot.thread_id),
+        "namespace": _t(snapshot.namespace),
+        "checkpoint_id": _t(snapshot.checkpoint_id),
+        "parent_id": _sql.maybe_text(snapshot.parent_id),
+        "manifest": snapshot.manifest,
+        "label": _sql.maybe_text(snapshot.label),
+        "metadata": snapshot.metadata,
+        "created_at_ms": snapshot.created_at_ms,
+        "chunk_refs": list(snapshot.chunk_refs),
+    }
+
+
+def snapshot_from_row(row: DictRow) -> SnapshotRecord:
+    """The snapshot a row of resumable_snapshots holds."""
+    return _sql.snapshot_from_row(row, row["chunk_refs"])
+
+
+def run_filters(query: RunQuery) -> dict[str, object]:
+    """The parameters of `_RUN_FILTERS` for a run query."""
+    return {
+        "status": list(query.status),
+        "workflow": _sql.maybe_text(query.workflow),
+        "parent_id": _sql.maybe_text(query.parent_id),
+        "forked_from": _sql.maybe_text(query.forked_from),
+        "queue": _sql.maybe_text(query.queue),
+        "updated_before_ms": query.updated_before_ms,
+        "version": _sql.maybe_text(query.version),
+        "run_id_prefix": _sql.maybe_text(query.run_id_prefix),
+        "created_since_ms": query.created_since_ms,
+        "created_before_ms": query.created_before_ms,
+    }
