@@ -49,21 +49,18 @@ The server must persist (`appendonly yes`): opening the store logs a warning on 
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-from collections import Counter
-from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, cast
+from collections.abc import Collection, Mapping, Sequence
 
 from redis.asyncio import Redis
 
 from resumable.errors import (
-    ChunksMissing,
     LeaseLost,
     RunNotFound,
 )
-from resumable.stores import _redis_payloads, _rules, claims
+from resumable.stores import _redis_listing as _listing
+from resumable.stores import _redis_payloads, claims
 from resumable.stores import _redis_records as _rec
+from resumable.stores import _redis_snapshots as _snapshots
 from resumable.stores._redis_client import (
     DEFAULT_PREFIX,
     SCHEMA_VERSION,
@@ -91,16 +88,7 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
-    check_pack,
 )
-
-if TYPE_CHECKING:
-    pass
-
-_PAGE_MAX: Final = 500
-_HMGET_SLICE: Final = 1000
-_PUT_BATCH_BYTES: Final = 4 << 20
-
 
 __all__ = ["DEFAULT_PREFIX", "SCHEMA_VERSION", "RedisStore", "parse_url"]
 
@@ -160,10 +148,12 @@ class RedisStore:
     async def scan_payloads(
         self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
     ) -> list[Payload]:
-        return await _redis_payloads.scan_payloads(self, kind, after=after, limit=limit)
+        return await _redis_payloads.scan_payloads(
+            self._conn, kind, after=after, limit=limit
+        )
 
     async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
-        return await _redis_payloads.replace_payload(self, payload, data=data)
+        return await _redis_payloads.replace_payload(self._conn, payload, data=data)
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:
@@ -187,47 +177,10 @@ class RedisStore:
         return _rec.run_from_hash(run_id, _rec.bytes_dict(found)) if found else None
 
     async def list_runs(self, query: RunQuery) -> list[RunRecord]:
-        if query.limit <= 0:
-            return []
-        client = await self._ready()
-        page = min(max(query.limit * 2, 32), _PAGE_MAX)
-        found: list[RunRecord] = []
-        seen: set[bytes] = set()
-        batch: list[bytes] = []
-        scan = self._newest_first(client, self._index_keys(query), page, query.after)
-        # the narrowest index drives the scan; the other filters apply in Python
-        with self._boundary("list runs"):
-            async with contextlib.aclosing(scan):
-                async for member in scan:
-                    if member in seen:  # a run whose status changed mid-scan
-                        continue
-                    seen.add(member)
-                    batch.append(member)
-                    if len(batch) >= page:
-                        found += await self._matching(client, batch, query)
-                        batch = []
-                        if len(found) >= query.limit:
-                            break
-            if batch and len(found) < query.limit:
-                found += await self._matching(client, batch, query)
-        found.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
-        return found[: query.limit]
+        return await _listing.list_runs(self._conn, query)
 
     async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
-        if not _is_counted(query):
-            return await self.count_runs_by_reading(query)
-        client = await self._ready()
-        with self._boundary("count runs"):
-            found = _rec.bytes_dict(await client.hgetall(self._keys.counts))
-        counts: dict[tuple[str, str | None], int] = {}
-        for field, value in found.items():
-            status, _, queue = _s(field).partition("\n")
-            key = (status, None if queue == "-" else queue[1:])
-            n = int(value)
-            wanted = not query.status or status in query.status
-            if n > 0 and wanted and query.queue in (None, key[1]):
-                counts[key] = n
-        return counts
+        return await _listing.count_runs(self._conn, query)
 
     async def count_runs_by_reading(
         self, query: RunQuery
@@ -237,82 +190,7 @@ class RedisStore:
         The plain version of the counts the scripts keep (for the filters those
         cannot answer: workflow, parent, fork, version, prefix, time).
         """
-        client = await self._ready()
-        counts: Counter[tuple[str, str | None]] = Counter()
-        batch: list[bytes] = []
-        scan = self._newest_first(client, self._index_keys(query), _PAGE_MAX, None)
-        # no count index: every run the narrowest index holds is read and matched
-        with self._boundary("count runs"):
-            async with contextlib.aclosing(scan):
-                async for member in scan:
-                    batch.append(member)
-                    if len(batch) >= _PAGE_MAX:
-                        counts.update(
-                            (run.status, run.queue)
-                            for run in await self._matching(client, batch, query)
-                        )
-                        batch = []
-            counts.update(
-                (run.status, run.queue)
-                for run in await self._matching(client, batch, query)
-            )
-        return dict(counts)
-
-    def _index_keys(self, query: RunQuery) -> list[bytes]:
-        keys = self._keys
-        for kind, value in (
-            (b"parent:", query.parent_id),
-            (b"forks:", query.forked_from),
-            (b"queue:", query.queue),
-            (b"wf:", query.workflow),
-        ):
-            if value is not None:
-                return [keys.of(kind, value)]
-        if query.status:
-            return [keys.of(b"st:", status) for status in sorted(set(query.status))]
-        return [keys.runs]
-
-    async def _newest_first(
-        self,
-        client: Redis,
-        keys: list[bytes],
-        page: int,
-        after: tuple[int, str] | None,
-    ) -> AsyncGenerator[bytes, None]:
-        """Members of a few zsets merged by (score, member), highest first.
-
-        With `after`, only those listed after that (created_at_ms, run_id).
-        """
-        cursors = [_Cursor(key, after) for key in keys]
-        for cursor in cursors:
-            await cursor.fill(client, page)
-        while True:
-            live = [cursor for cursor in cursors if cursor.rows]
-            if not live:
-                return
-            best = max(live, key=lambda cursor: cursor.rows[-1])
-            yield best.rows.pop()[1]
-            if not best.rows and not best.done:
-                await best.fill(client, page)
-
-    async def _matching(
-        self, client: Redis, members: list[bytes], query: RunQuery
-    ) -> list[RunRecord]:
-        if query.run_id_prefix is not None:  # by id alone: no run read for the rest
-            prefix = _b(query.run_id_prefix)
-            members = [member for member in members if member.startswith(prefix)]
-        if not members:
-            return []
-        async with client.pipeline(transaction=False) as pipe:
-            for member in members:
-                pipe.hgetall(self._keys.base + b"run:" + member)
-            hashes = await pipe.execute()
-        runs = (
-            _rec.run_from_hash(_s(member), _rec.bytes_dict(found))
-            for member, found in zip(members, hashes, strict=True)
-            if found
-        )
-        return [run for run in runs if _rules.matches(run, query)]
+        return await _listing.count_runs_by_reading(self._conn, query)
 
     async def acquire_lease(
         self,
@@ -617,89 +495,24 @@ class RedisStore:
             )
         return sorted(records, key=lambda rec: (rec.sent_at_ms, rec.key))
 
-    # --- snapshots --------------------------------------------------------------
+    # --- snapshots (transactions in _redis_snapshots) ---------------------------
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
-        keys = [self._keys.chunks, self._keys.chunkrefs, self._keys.orphans]
-        args: list[bytes] = [self._keys.base]
-        size = 0
-        for digest, data in chunks.items():
-            args += [_b(digest), data]
-            size += len(data)
-            if size >= _PUT_BATCH_BYTES:  # chunks are independent: batches may split
-                await self._script("put_chunks", keys, args)
-                args, size = [self._keys.base], 0
-        if len(args) > 1:
-            await self._script("put_chunks", keys, args)
+        await _snapshots.put_chunks(self._conn, chunks)
 
     async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
-        wanted = list(dict.fromkeys(hashes))
-        if not wanted:
-            return {}
-        client = await self._ready()
-        found: dict[str, bytes] = {}
-        with self._boundary("get chunks"):
-            for start in range(0, len(wanted), _HMGET_SLICE):
-                part = wanted[start : start + _HMGET_SLICE]
-                values = await client.hmget(self._keys.chunks, [_b(h) for h in part])
-                found.update(
-                    (digest, _rec.as_bytes(value))
-                    for digest, value in zip(part, values, strict=True)
-                    if value is not None
-                )
-        return found
+        return await _snapshots.get_chunks(self._conn, hashes)
 
     async def save_snapshot(
         self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
     ) -> None:
-        ids_key, records_key = self._keys.snapshots(
-            snapshot.thread_id, snapshot.namespace
-        )
-        missing = await self._script(
-            "save_snapshot",
-            [
-                ids_key,
-                records_key,
-                self._keys.of(b"nss:", snapshot.thread_id),
-                self._keys.chunks,
-                self._keys.chunkrefs,
-                self._keys.orphans,
-                self._keys.threads,
-            ],
-            [
-                self._keys.base,
-                _b(snapshot.checkpoint_id),
-                _rec.snapshot_packed(snapshot),
-                _b(snapshot.namespace),
-                str(len(snapshot.chunk_refs)).encode(),
-                *(_b(ref) for ref in snapshot.chunk_refs),
-                _b(snapshot.thread_id),
-                _rec.num(snapshot.created_at_ms),
-                *itertools.chain.from_iterable(
-                    (_b(digest), data) for digest, data in chunks.items()
-                ),
-            ],
-        )
-        if missing:
-            raise ChunksMissing(
-                store=self.url,
-                thread_id=snapshot.thread_id,
-                hashes=tuple(_s(ref) for ref in missing),
-            )
+        await _snapshots.save_snapshot(self._conn, snapshot, chunks=chunks)
 
     async def load_snapshot(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
     ) -> SnapshotRecord | None:
-        result = await self._script(
-            "load_snapshot",
-            list(self._keys.snapshots(thread_id, namespace)),
-            [
-                b"0" if checkpoint_id is None else b"1",
-                _b(checkpoint_id or ""),
-            ],
+        return await _snapshots.load_snapshot(
+            self._conn, thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
-        if not result:
-            return None
-        return _rec.snapshot_from_packed(thread_id, namespace, _s(result[0]), result[1])
 
     async def list_snapshots(
         self,
@@ -709,27 +522,9 @@ class RedisStore:
         before: str | None = None,
         limit: int | None = None,
     ) -> list[SnapshotRecord]:
-        flat = await self._script(
-            "list_snapshots",
-            [self._keys.of(b"nss:", thread_id)],
-            [
-                self._keys.base,
-                _b(thread_id),
-                b"1" if namespace is None else b"0",
-                _b(namespace or ""),
-                b"0" if before is None else b"1",
-                _b(before or ""),
-                _rec.num(-1 if limit is None else limit),
-            ],
+        return await _snapshots.list_snapshots(
+            self._conn, thread_id, namespace=namespace, before=before, limit=limit
         )
-        found = [
-            _rec.snapshot_from_packed(
-                thread_id, _s(flat[i]), _s(flat[i + 1]), flat[i + 2]
-            )
-            for i in range(0, len(flat), 3)
-        ]
-        found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
-        return found if limit is None else found[:limit]
 
     async def replace_snapshots(
         self,
@@ -739,36 +534,12 @@ class RedisStore:
         *,
         by: SnapshotRecord,
     ) -> bool:
-        check_pack(thread_id, by)
-        replaced = await self._script(
-            "replace_snapshots",
-            [
-                *self._keys.snapshots(thread_id, namespace),
-                *self._keys.snapshots(by.thread_id, by.namespace),
-                self._keys.of(b"nss:", by.thread_id),
-                self._keys.threads,
-            ],
-            [
-                self._keys.base,
-                _b(by.checkpoint_id),
-                _rec.snapshot_packed(by),
-                _b(by.namespace),
-                str(len(by.chunk_refs)).encode(),
-                *(_b(ref) for ref in by.chunk_refs),
-                _b(by.thread_id),
-                _rec.num(by.created_at_ms),
-                *(_b(checkpoint_id) for checkpoint_id in set(checkpoint_ids)),
-            ],
+        return await _snapshots.replace_snapshots(
+            self._conn, thread_id, namespace, checkpoint_ids, by=by
         )
-        return bool(replaced)
 
     async def delete_thread(self, thread_id: str) -> int:
-        deleted = await self._script(
-            "delete_thread",
-            [self._keys.of(b"nss:", thread_id), self._keys.threads],
-            [self._keys.base, _b(thread_id)],
-        )
-        return int(deleted)
+        return await _snapshots.delete_thread(self._conn, thread_id)
 
     async def list_threads(
         self,
@@ -777,77 +548,9 @@ class RedisStore:
         after: tuple[int, str] | None = None,
         limit: int = 100,
     ) -> list[ThreadRecord]:
-        client = await self._ready()
-        cursor = _Cursor(self._keys.threads, after)
-        wanted = None if prefix is None else _b(prefix)
-        found: list[ThreadRecord] = []
-        # a prefix is matched while paging: the zset is ordered by time, not by id
-        with self._boundary("list threads"):
-            while len(found) < limit:
-                if not cursor.rows:
-                    await cursor.fill(client, _PAGE_MAX)
-                    if not cursor.rows:
-                        break
-                score, member = cursor.rows.pop()
-                if wanted is None or member.startswith(wanted):
-                    found.append(
-                        ThreadRecord(thread_id=_s(member), updated_at_ms=int(score))
-                    )
-        return found
+        return await _snapshots.list_threads(
+            self._conn, prefix=prefix, after=after, limit=limit
+        )
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
-        if limit <= 0:
-            return 0
-        deleted = await self._script(
-            "delete_unreferenced_chunks",
-            [self._keys.chunks, self._keys.chunkrefs, self._keys.orphans],
-            [_rec.num(limit)],
-        )
-        return int(deleted)
-
-
-def _is_counted(query: RunQuery) -> bool:
-    """Whether the kept counts answer the query: filtered by status and queue only."""
-    return (
-        query.workflow is None
-        and query.parent_id is None
-        and query.forked_from is None
-        and query.updated_before_ms is None
-        and query.version is None
-        and query.run_id_prefix is None
-        and query.created_since_ms is None
-        and query.created_before_ms is None
-    )
-
-
-class _Cursor:
-    """Pages through one zset from its highest (score, member) down."""
-
-    def __init__(self, key: bytes, after: tuple[int, str] | None = None) -> None:
-        self.key = key
-        self.offset = 0
-        self.done = False
-        self.rows: list[tuple[float, bytes]] = []  # lowest first: pop() is the next
-        self.top: float | str = "+inf" if after is None else after[0]
-        self.after = None if after is None else (float(after[0]), _b(after[1]))
-
-    async def fill(self, client: Redis, page: int) -> None:
-        self.rows = []
-        while not self.rows and not self.done:
-            found = cast(
-                "list[tuple[bytes, float]]",
-                await client.zrevrangebyscore(
-                    self.key,
-                    self.top,
-                    "-inf",
-                    start=self.offset,
-                    num=page,
-                    withscores=True,
-                ),
-            )
-            self.offset += len(found)
-            self.done = len(found) < page
-            rows = [(float(score), _rec.as_bytes(member)) for member, score in found]
-            # runs created in the same ms as `after` and listed before it
-            self.rows = [row for row in rows if self.after is None or row < self.after]
-        self.rows.reverse()
+        return await _snapshots.delete_unreferenced_chunks(self._conn, limit)
