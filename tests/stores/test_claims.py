@@ -114,3 +114,14 @@ def test_a_closed_queue_admits_nothing_and_needs_no_load() -> None:
     admission.close("q")
     assert admission.needs_load(["q"]) == []
     assert not admission.admit("q", is_start=False)
+
+
+def test_the_redis_claim_script_takes_the_window_instead_of_computing_it() -> None:
+    from importlib import resources
+
+    script = (
+        resources.files("resumable.stores.redis_scripts") / "claim_runs.lua"
+    ).read_text("utf-8")
+    assert "limit * 4" not in script
+    assert "limit * 16" not in script
+    assert "ZRANGE', ready, 0, window - 1" in script

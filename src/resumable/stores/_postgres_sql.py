@@ -412,37 +412,10 @@ class Statements:
 
         self.compose = compose
         # rekey's payload scans and swaps: identifiers composed, values parameters
-        self.payloads: dict[str, tuple[bytes, bytes, bytes]] = {}
-        for kind, (table, ids, extra, column) in _sql.PAYLOAD_COLUMNS.items():
-            keys = sql.SQL(", ").join(map(sql.Identifier, ids))
-            target = sql.SQL("{schema}.{table}").format(
-                schema=name, table=sql.Identifier(table)
-            )
-            selected = sql.SQL(
-                "SELECT {cols} FROM {target} WHERE {col} IS NOT NULL"
-            ).format(
-                cols=sql.SQL(", ").join(map(sql.Identifier, (*ids, *extra, column))),
-                target=target,
-                col=sql.Identifier(column),
-            )
-            order = sql.SQL(" ORDER BY {keys} LIMIT %s").format(keys=keys)
-            after = sql.SQL(" AND ({keys}) > ({marks})").format(
-                keys=keys, marks=sql.SQL(", ").join(sql.Placeholder() * len(ids))
-            )
-            replace = sql.SQL(
-                "UPDATE {target} SET {col} = %s WHERE {match} AND {col} = %s"
-            ).format(
-                target=target,
-                col=sql.Identifier(column),
-                match=sql.SQL(" AND ").join(
-                    sql.SQL("{} = %s").format(sql.Identifier(part)) for part in ids
-                ),
-            )
-            self.payloads[kind] = (
-                sql.Composed([selected, order]).as_bytes(None),
-                sql.Composed([selected, after, order]).as_bytes(None),
-                replace.as_bytes(None),
-            )
+        self.payloads = {
+            kind: _payload_statements(name, *columns)
+            for kind, columns in _sql.PAYLOAD_COLUMNS.items()
+        }
         self.select_run = compose(_SELECT_RUN)
         self.create_run = compose(_CREATE_RUN)
         self.list_runs = compose(_LIST_RUNS)
@@ -476,6 +449,43 @@ class Statements:
         self.lock_references = compose(_LOCK_REFERENCES)
         self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
         self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _payload_statements(
+    name: sql.Identifier,
+    table: str,
+    ids: tuple[str, ...],
+    extra: tuple[str, ...],
+    column: str,
+) -> tuple[bytes, bytes, bytes]:
+    """A payload kind's first-page scan, next-page scan and compare-and-swap."""
+    keys = sql.SQL(", ").join(map(sql.Identifier, ids))
+    target = sql.SQL("{schema}.{table}").format(
+        schema=name, table=sql.Identifier(table)
+    )
+    selected = sql.SQL("SELECT {cols} FROM {target} WHERE {col} IS NOT NULL").format(
+        cols=sql.SQL(", ").join(map(sql.Identifier, (*ids, *extra, column))),
+        target=target,
+        col=sql.Identifier(column),
+    )
+    order = sql.SQL(" ORDER BY {keys} LIMIT %s").format(keys=keys)
+    after = sql.SQL(" AND ({keys}) > ({marks})").format(
+        keys=keys, marks=sql.SQL(", ").join(sql.Placeholder() * len(ids))
+    )
+    replace = sql.SQL(
+        "UPDATE {target} SET {col} = %s WHERE {match} AND {col} = %s"
+    ).format(
+        target=target,
+        col=sql.Identifier(column),
+        match=sql.SQL(" AND ").join(
+            sql.SQL("{} = %s").format(sql.Identifier(part)) for part in ids
+        ),
+    )
+    return (
+        sql.Composed([selected, order]).as_bytes(None),
+        sql.Composed([selected, after, order]).as_bytes(None),
+        replace.as_bytes(None),
+    )
 
 
 def snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
