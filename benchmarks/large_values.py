@@ -1,8 +1,8 @@
 """Memory for one large step result: how many copies of it a write and a read hold.
 
 A workflow with one step returning SIZE bytes of text (`os.urandom(SIZE // 2).hex()`,
-which zstd shrinks to about half) or of random `bytes` (which it cannot shrink)
-runs on a fresh SQLite file, with every payload in the row ("none"), offloaded to
+which zstd shrinks to about half), of random `bytes` (which it cannot shrink), or
+a dict holding such a text, runs on a fresh SQLite file, with every payload in the row ("none"), offloaded to
 a local folder ("file"), or to moto's S3 server on 127.0.0.1 ("s3"). Each phase
 runs in a fresh process:
 
@@ -18,7 +18,10 @@ each in MB and as copies (that peak / SIZE). The ratio column compares a run
 against the figures of a baseline JSON file passed with `--baseline` (measured by
 the same script on an earlier commit). Medians of RUNS runs of each phase.
 
-    python benchmarks/large_values.py [--sizes 100,500] [--json out.json] [--baseline before.json]
+With `--encrypt`, the engine encrypts (a fixed test key).
+
+    python benchmarks/large_values.py [--sizes 100,500] [--kinds str,bytes,dict]
+        [--offloads none,file,s3] [--encrypt] [--json out.json] [--baseline before.json]
 """
 
 from __future__ import annotations
@@ -61,10 +64,14 @@ async def one_large() -> int:
     return len(await produce())
 
 
+KEY = "k1:" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="  # 32 bytes, base64
+
+
 def make_value(kind: str, size: int) -> Any:
     if kind == "bytes":
         return os.urandom(size)
-    return os.urandom(size // 2).hex()
+    text = os.urandom(size // 2).hex()
+    return {"text": text, "n": 1} if kind == "dict" else text
 
 
 def rss_bytes() -> int:
@@ -107,7 +114,11 @@ async def phase(args: argparse.Namespace) -> dict[str, float]:
     blobs = blobs_for(args.offload, args.folder, args.endpoint, args.bucket)
     size = args.size * MB
     async with Engine(
-        url, blobs=blobs, max_payload_bytes=None, store_retry_s=600
+        url,
+        blobs=blobs,
+        max_payload_bytes=None,
+        store_retry_s=600,
+        encryption_key=KEY if args.encrypt else None,
     ) as engine:
         if args.phase == "write":
             VALUE.append(make_value(args.kind, size))
@@ -122,7 +133,7 @@ async def phase(args: argparse.Namespace) -> dict[str, float]:
         else:
             value = (await engine.history("large"))[0].output()
             value_size = size
-            assert len(value) == size
+            assert len(value) == (2 if args.kind == "dict" else size)
         seconds = time.perf_counter() - start
         _, traced = tracemalloc.get_traced_memory()
         tracemalloc.stop()
@@ -142,6 +153,7 @@ def run_phase(
     offload: str,
     folder: str,
     s3: tuple[str, str],
+    encrypt: bool,
 ) -> dict[str, float]:
     command = [
         sys.executable,
@@ -160,6 +172,7 @@ def run_phase(
         s3[0],
         "--bucket",
         s3[1],
+        *(["--encrypt"] if encrypt else []),
     ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -168,13 +181,15 @@ def run_phase(
     return figures
 
 
-def measure(sizes: list[int], offloads: list[str]) -> dict[str, dict[str, float]]:
+def measure(
+    sizes: list[int], kinds: list[str], offloads: list[str], *, encrypt: bool
+) -> dict[str, dict[str, float]]:
     """Medians of RUNS write/read pairs per case, keyed "kind size offload phase"."""
     results: dict[str, dict[str, float]] = {}
     with ExitStack() as stack:
         endpoint = stack.enter_context(moto_server()) if "s3" in offloads else ""
         for size in sizes:
-            for kind in ("str", "bytes"):
+            for kind in kinds:
                 for offload in offloads:
                     samples: dict[str, list[dict[str, float]]] = {
                         "write": [],
@@ -192,6 +207,7 @@ def measure(sizes: list[int], offloads: list[str]) -> dict[str, dict[str, float]
                                         offload=offload,
                                         folder=folder,
                                         s3=(endpoint, bucket),
+                                        encrypt=encrypt,
                                     )
                                 )
                     for phase_name, runs in samples.items():
@@ -244,7 +260,8 @@ def report(
         )
     print(
         f"peak memory beyond the value, SQLite, medians of {RUNS} runs "
-        f"(copies = peak / value size)"
+        f"(copies = peak / value size; traced vs baseline = this traced peak / "
+        f"the baseline's)"
     )
     print(table(rows))
 
@@ -253,6 +270,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,500", help="MB, comma-separated")
     parser.add_argument("--offloads", default="none,file,s3")
+    parser.add_argument("--kinds", default="str,bytes,dict")
+    parser.add_argument("--encrypt", action="store_true", help="encrypt payloads")
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument("--baseline", help="figures of an earlier run to compare with")
     # one phase in this process (what the driver runs in a subprocess)
@@ -267,7 +286,12 @@ def main() -> None:
     if args.phase:
         print(json.dumps(asyncio.run(phase(args))))
         return
-    results = measure([int(s) for s in args.sizes.split(",")], args.offloads.split(","))
+    results = measure(
+        [int(s) for s in args.sizes.split(",")],
+        args.kinds.split(","),
+        args.offloads.split(","),
+        encrypt=args.encrypt,
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else {}

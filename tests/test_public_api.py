@@ -31,7 +31,7 @@ from resumable import (
 from resumable.cli import main
 
 PUBLIC = {
-    "BudgetExceeded", "CheckReport", "Checkpoint", "CheckpointNotFound",
+    "BudgetExceeded", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
     "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
     "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "LeaseLost", "Ledger",
     "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "ResumableError",
@@ -74,6 +74,7 @@ ERROR_TREE = {
     "RunConflict": "UsageError",
     "WorkflowNotRegistered": "UsageError",
     "CheckpointNotFound": "UsageError",
+    "CapabilityMissing": "UsageError",
 }
 
 

@@ -34,6 +34,7 @@ from resumable._engine.waits import sleep, wait_for
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
     BudgetExceeded,
+    CapabilityMissing,
     CheckpointNotFound,
     CheckpointWriteError,
     CorruptCheckpointError,
@@ -59,6 +60,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BudgetExceeded",
+    "CapabilityMissing",
     "CheckReport",
     "Checkpoint",
     "CheckpointNotFound",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from resumable._contract_records import T0, WEIRD_IDS, run_record, step_record
+from resumable.stores.journal import JournalKind, seq_of
 from resumable.stores.protocol import (
     ArchiveStub,
     InputRecord,
@@ -17,7 +18,8 @@ from resumable.stores.protocol import (
     SupportsArchive,
 )
 
-_KEYED = (1 << 62) + 12345  # a map_steps item's seq (batch.KEYED_SEQ_BASE + hash)
+_KEYED = seq_of(JournalKind.BATCH_ITEM, 12345)  # a map_steps item
+_LEDGER = seq_of(JournalKind.LEDGER, 1)  # an execution's ledger entry
 
 
 def _archiving(store: Store) -> SupportsArchive:
@@ -33,7 +35,7 @@ async def _finished_run(store: Store, run_id: str) -> ArchiveStub:
     await store.create_run(run_record(run_id))
     lease = await store.acquire_lease(run_id, owner="w", now_ms=T0, ttl_ms=1000)
     assert lease is not None
-    for seq in (1, 2, -1, _KEYED):
+    for seq in (1, 2, _LEDGER, _KEYED):
         await store.commit_step(
             step_record(run_id, seq, usage=b"u%d" % seq), fence=lease.fence
         )
@@ -68,7 +70,7 @@ class ArchiveStoreContract:
         stub = await _finished_run(store, "cold")
         journal = await store.load_journal("cold")
         inputs = await store.list_inputs("cold")
-        assert [s.seq for s in journal] == [-1, 1, 2, _KEYED]
+        assert [s.seq for s in journal] == [_LEDGER, 1, 2, _KEYED]
         assert await archive.load_archive_stub("cold") is None
         assert await archive.archive_journal(stub)
         assert await store.load_journal("cold") == []

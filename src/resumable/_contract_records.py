@@ -22,6 +22,20 @@ def must_raise(kind: type[BaseException]) -> Iterator[None]:
     raise AssertionError(f"expected {kind.__name__}")
 
 
+def needs(store: object, *parts: type) -> None:
+    """Skip the calling test unless `store` implements every Protocol of `parts`.
+
+    A store need only implement `RunStore`: the tests of the optional parts
+    (`SnapshotStore`, `RunListing`, `Maintenance`) skip on a store without them,
+    saying which part is missing, instead of failing.
+    """
+    import pytest  # the suite runs under pytest; importing resumable.testing does not
+
+    missing = [part.__name__ for part in parts if not isinstance(store, part)]
+    if missing:
+        pytest.skip(f"the store does not implement {', '.join(missing)}")
+
+
 def run_record(run_id: str, **fields: Any) -> RunRecord:
     """A queued run of workflow "wf" created at T0, with `fields` replaced."""
     base = RunRecord(

@@ -9,11 +9,13 @@ from typing import Any
 from resumable._contract_records import (
     T0,
     must_raise,
+    needs,
     snapshot_record,
 )
 from resumable.errors import ChunksMissing
 from resumable.stores.protocol import (
     SnapshotRecord,
+    SnapshotStore,
     Store,
 )
 
@@ -25,6 +27,7 @@ class SnapshotStoreContract:
     async def test_chunks_are_content_addressed_and_idempotent(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
         await store.put_chunks({"h1": b"one", "h2": b"two"})
         await store.put_chunks({"h1": b"one"})
         assert await store.get_chunks(["h1", "h2", "h3"]) == {
@@ -34,6 +37,7 @@ class SnapshotStoreContract:
         assert await store.get_chunks([]) == {}
 
     async def test_a_snapshot_saves_its_new_chunks_with_it(self, store: Store) -> None:
+        needs(store, SnapshotStore)
         await store.put_chunks({"old": b"kept"})
         snapshot = snapshot_record("t", "0001", ("old", "new"))
         await store.save_snapshot(snapshot, chunks={"new": b"N", "old": b"other"})
@@ -52,6 +56,7 @@ class SnapshotStoreContract:
     async def test_a_snapshot_naming_a_missing_chunk_is_refused_whole(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
         await store.put_chunks({"kept": b"K"})
         snapshot = snapshot_record("t", "0001", ("kept", "given", "gone"))
         refused: ChunksMissing | None = None
@@ -67,6 +72,7 @@ class SnapshotStoreContract:
     async def test_a_chunk_collected_after_a_save_named_it_is_missing_for_the_next(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
         await store.save_snapshot(
             snapshot_record("t", "0001", ("x",)), chunks={"x": b"X"}
         )
@@ -87,6 +93,7 @@ class SnapshotStoreContract:
     async def test_saves_racing_a_collection_never_keep_a_missing_chunk(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
         for n in range(30):
             chunk = f"loose-{n}"
             await store.put_chunks({chunk: b"L"})  # unreferenced: garbage until saved
@@ -105,6 +112,7 @@ class SnapshotStoreContract:
     async def test_snapshots_are_swapped_for_a_pack_in_one_step(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
         for n, refs in enumerate((("a",), ("a", "b"), ("c",)), start=1):
             await store.save_snapshot(snapshot_record("t", f"000{n}", refs))
@@ -132,6 +140,7 @@ class SnapshotStoreContract:
     async def test_a_pack_of_another_thread_is_refused_before_anything_changes(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
         for n in (1, 2):
             await store.save_snapshot(snapshot_record("t", f"000{n}", ()))
         pack = snapshot_record("other", "0001", (), namespace=":pack:", label="0002")
@@ -146,6 +155,7 @@ class SnapshotStoreContract:
     async def test_two_swaps_of_the_same_snapshots_cannot_both_happen(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
         await store.put_chunks({"a": b"A"})
         for n in range(1, 5):
             await store.save_snapshot(snapshot_record("t", f"000{n}", ("a",)))
@@ -166,6 +176,8 @@ class SnapshotStoreContract:
     async def test_threads_are_listed_newest_first_by_page_and_prefix(
         self, store: Store
     ) -> None:
+        needs(store, SnapshotStore)
+
         def saved(
             thread: str, checkpoint: str, ms: int, **fields: Any
         ) -> SnapshotRecord:
@@ -211,6 +223,7 @@ class SnapshotStoreContract:
         ]
 
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
+        needs(store, SnapshotStore)
         await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
         await store.save_snapshot(snapshot_record("t", "0001", ("a",)))
         await store.save_snapshot(

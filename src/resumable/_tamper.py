@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from resumable._engine.engine import Engine
 from resumable._tamper_scenario import EXECUTED, actions, populate
 from resumable.errors import ResumableError
-from resumable.stores.protocol import Store
+from resumable.stores.protocol import RunStore
 
 __all__ = [
     "Mutation",
@@ -73,7 +73,7 @@ class TamperSubject(Protocol):
     """Raw access to the rows of one fresh store, for the tamper suite."""
 
     @property
-    def store(self) -> Store:
+    def store(self) -> RunStore:
         """The store the suite fills and damages."""
         ...
 
@@ -90,8 +90,8 @@ class TamperSubject(Protocol):
         """Overwrite one value; False if the store's own types refuse it."""
         ...
 
-    async def reopen(self) -> Store:
-        """A new Store object on the same data, with nothing cached."""
+    async def reopen(self) -> RunStore:
+        """A new store object on the same data, with nothing cached."""
         ...
 
     async def clone(self) -> TamperSubject:

@@ -20,6 +20,7 @@ from resumable._tamper import StoredField, TamperSubject, TamperSuite
 from resumable.stores.blobref import REFERENCE_SIZE
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import OffloadStore
+from resumable.stores.partial import as_store
 from resumable.stores.protocol import Store
 
 __all__ = ["OFFLOAD_OVER", "ArchivingTamperSuite", "offload_subject"]
@@ -34,7 +35,7 @@ class _OffloadSubject:
         self._folder = folder
         self._over = offload_over
         self.store: Store = OffloadStore(
-            rows.store, FileBlobs(folder), offload_over=offload_over
+            as_store(rows.store), FileBlobs(folder), offload_over=offload_over
         )
         self._stores = [self.store]
 
@@ -54,7 +55,7 @@ class _OffloadSubject:
 
     async def reopen(self) -> Store:
         store = OffloadStore(
-            await self._rows.reopen(),
+            as_store(await self._rows.reopen()),
             FileBlobs(self._folder),
             offload_over=OFFLOAD_OVER,
         )

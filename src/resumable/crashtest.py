@@ -42,6 +42,7 @@ from resumable._engine.context import current_run
 from resumable._engine.engine import Engine
 from resumable.errors import ResumableError
 from resumable.stores import create_store
+from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import StepRecord, Store
 
 __all__ = ["CrashReport", "Trial", "crash_test", "record_effect"]
@@ -325,7 +326,8 @@ def _check(trial: Trial, report: CrashReport, want: Any, *, exactly_once: bool) 
     for key in report.effects.keys() | trial.effects.keys():
         seq, name = key
         ran, reference = trial.effects[key], report.effects[key]
-        in_flight = seq > 0 and seq not in trial.committed_before and not exactly_once
+        in_step = seq != 0  # an effect's seq is 0 in the workflow body
+        in_flight = in_step and seq not in trial.committed_before and not exactly_once
         allowed = (
             range(reference, 2 * reference + 1)
             if in_flight
@@ -357,7 +359,7 @@ class _KillingStore:
         return getattr(self._inner, name)
 
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
-        if step.seq < 0:  # a ledger entry, not a step
+        if step.kind is JournalKind.LEDGER:
             await self._inner.commit_step(step, fence=fence)
             return
         self.commits += 1

@@ -21,7 +21,8 @@ ResumableError
     ├── NotInRun            current_run(), wait_for(), ... called outside the run they need
     ├── RunConflict         a run id taken by another workflow or other arguments
     ├── WorkflowNotRegistered  a stored run's workflow is not importable in this process
-    └── CheckpointNotFound  a thread has no such state or checkpoint
+    ├── CheckpointNotFound  a thread has no such state or checkpoint
+    └── CapabilityMissing   the store does not implement what the call needs
 ```
 
 Errors of a run's own (`WorkflowFailed`, `StepFailed`, `BudgetExceeded`, ...) come
@@ -309,3 +310,15 @@ class CheckpointNotFound(UsageError):
     def __init__(self, *, thread_id: str, detail: str) -> None:
         super().__init__(f"thread {thread_id!r} {detail}")
         self.thread_id, self.detail = thread_id, detail
+
+
+class CapabilityMissing(UsageError):
+    """The store does not implement a part of the Store protocol the call needs."""
+
+    def __init__(self, *, store: str, capability: str, call: str) -> None:
+        super().__init__(
+            f"{call} needs a store that implements {capability}, and {store} does "
+            f"not; use a store that does (memory://, sqlite://, postgresql://, "
+            f"redis://) or add {capability}'s methods to yours (docs/stores.md)"
+        )
+        self.store, self.capability, self.call = store, capability, call

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 
 from resumable._contract_archive import ArchiveStoreContract
+from resumable._contract_maintenance import MaintenanceContract
 from resumable._contract_records import T0, run_record, snapshot_record, step_record
 from resumable._contract_runs import RunStoreContract
 from resumable._contract_snapshots import SnapshotStoreContract
@@ -82,5 +83,7 @@ class FakeClock:
         await asyncio.sleep(0)
 
 
-class StoreContract(RunStoreContract, SnapshotStoreContract, ArchiveStoreContract):
+class StoreContract(
+    RunStoreContract, SnapshotStoreContract, MaintenanceContract, ArchiveStoreContract
+):
     """Behaviour every Store must show. Subclass it and provide a `store` fixture."""

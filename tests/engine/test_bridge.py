@@ -1,4 +1,5 @@
-"""Where sync callers run coroutines: `run_here`, on the caller's own thread."""
+"""Where sync callers run coroutines: `run_here`, on the caller's own thread; the
+bridge module is the only crossing, on public asyncio API."""
 
 from __future__ import annotations
 
@@ -6,13 +7,17 @@ import asyncio
 import contextvars
 import gc
 import inspect
+import re
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from resumable import Engine, step, workflow
 from resumable._engine.bridge import run_here, running_loop
 
 _who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
@@ -56,25 +61,7 @@ def test_the_callers_context_variables_are_visible() -> None:
         _who.reset(token)
 
 
-def test_a_coroutine_that_never_waits_finishes_without_a_turn_of_the_loop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The common sync saver call: no selector poll, which hands the GIL away."""
-    _, loop = run_here(_where())
-
-    def no_turns(*_: object) -> None:
-        raise AssertionError("the loop ran")
-
-    monkeypatch.setattr(loop, "run_until_complete", no_turns)
-
-    async def no_wait() -> tuple[asyncio.AbstractEventLoop, int]:
-        return asyncio.get_running_loop(), 42
-
-    assert run_here(no_wait()) == (loop, 42)
-    assert running_loop() is None
-
-
-def test_a_coroutine_that_waits_carries_on_in_a_task_on_the_loop() -> None:
+def test_a_coroutine_runs_as_a_task_and_its_context_changes_stay_in_it() -> None:
     async def waits() -> tuple[str, str, asyncio.Task[Any] | None]:
         _who.set("inside")
         before = _who.get()
@@ -112,10 +99,68 @@ def test_an_error_raised_before_or_after_waiting_reaches_the_caller(
 
 async def test_run_here_refuses_a_thread_that_runs_a_loop() -> None:
     coro = _where()
-    with pytest.raises(RuntimeError, match="runs an event loop"):
+    with pytest.raises(
+        RuntimeError, match=r"runs an event loop.*await the coroutine on that loop"
+    ):
         run_here(coro)
     # closed, not left to warn "never awaited" (warnings are errors here)
     assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+
+
+def test_run_sync_works_from_plain_threads_and_from_a_thread_running_a_loop(
+    tmp_path: Path,
+) -> None:
+    @step
+    def double(x: int) -> int:
+        return 2 * x
+
+    @workflow
+    def total(n: int) -> int:
+        return sum(double(i) for i in range(n))
+
+    engine = Engine(f"sqlite:///{tmp_path / 'b.db'}")
+    with ThreadPoolExecutor(4) as pool:
+        found = list(
+            pool.map(lambda n: engine.run_sync(total, n, run_id=f"t{n}"), range(8))
+        )
+    assert found == [n * (n - 1) for n in range(8)]
+
+    async def in_a_loop() -> int:  # blocks this loop: the run goes on the bridge's
+        return engine.run_sync(total, 4, run_id="from-a-loop")
+
+    assert asyncio.run(in_a_loop()) == 12
+
+
+def test_run_sync_in_a_run_it_drives_raises_instead_of_deadlocking() -> None:
+    engine = Engine("memory://")
+
+    @workflow
+    async def inner() -> int:
+        return 1
+
+    @workflow
+    async def outer() -> str:
+        try:
+            engine.run_sync(inner, run_id="inner")
+        except RuntimeError as exc:
+            return str(exc)
+        return "no error"
+
+    assert "await engine.run(...) there instead" in engine.run_sync(outer, run_id="o")
+
+
+def test_src_uses_public_asyncio_api_only_and_crosses_in_the_bridge_module() -> None:
+    src = Path(__file__).parents[2] / "src" / "resumable"
+    private = re.compile(r"asyncio\.(events\.)?_[a-z]")
+    crossing = re.compile(r"run_coroutine_threadsafe|new_event_loop|run_until_complete")
+    found: dict[str, list[str]] = {"private": [], "crossing": []}
+    for path in src.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if private.search(text):
+            found["private"].append(path.name)
+        if crossing.search(text) and path.name != "bridge.py":
+            found["crossing"].append(path.name)
+    assert found == {"private": [], "crossing": []}
 
 
 _EXITING_STEP = """

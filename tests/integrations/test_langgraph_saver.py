@@ -15,28 +15,25 @@ from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, TypedDict
 from uuid import uuid4
 
 import pydantic
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.checkpoint.base import WRITES_IDX_MAP, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from conftest import store_url, until
+from conftest import store_url
 from resumable import Engine, ResumableError, SerializationError
 from resumable._engine import packs
 from resumable._engine.snapshots import chunk_place
-from resumable.integrations.langgraph import _DURABILITY_KEY as DURABILITY
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
-from resumable.stores import _sqlite_thread as sqlite_store
-from resumable.stores import syncs
+from resumable.stores.sqlite import SQLiteStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -361,114 +358,31 @@ async def test_a_sync_method_on_the_saver_loop_raises_instead_of_deadlocking(
             await saver._acall(call_sync())  # runs on the saver's own loop
 
 
-def test_put_and_put_writes_fsync_after_their_turn_and_return_once_synced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """LangGraph's `put` waits for the saver's turn while put_writes, called just
-    before from another thread, finishes: put_writes' fsync must not hold it."""
+def test_each_sync_call_returns_once_its_own_writes_are_on_disk(tmp_path: Path) -> None:
     events: list[str] = []
-    with sync_saver(tmp_path) as saver:
-        real = sqlite_store._fdatasync
 
-        def fdatasync(fd: int) -> None:
-            events.append(
-                "synced, turn free" if not saver._turns.lock.locked() else "x"
-            )
-            real(fd)
+    def sync_file(fd: int) -> None:
+        os.fsync(fd)
+        events.append("synced")
 
-        monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'sync.db'}", sync_file=sync_file)
+    engine = Engine(store)
+    with ResumableSaver(engine) as saver:
+        first = saver.put(config("t"), checkpoint(), {"step": -1}, {})  # indexes "t"
+        events.clear()
         value = "a value long enough to be a content-addressed chunk, not inline"
-        stored = saver.put(config("t"), checkpoint(x=value), {"step": 0}, {})
+        stored = saver.put(first, checkpoint(x=value), {"step": 0}, {})
         events.append("put returned")
         saver.put_writes(stored, [("x", value + "!")], "task")
         events.append("put_writes returned")
         assert saver.get_tuple(stored) is not None
+    asyncio.run(engine.close())  # the saver closes only an engine it opened
     assert events == [
-        "synced, turn free",
+        "synced",
         "put returned",
-        "synced, turn free",  # once, for the writes record and its chunk
+        "synced",  # once, for the writes record and its chunk
         "put_writes returned",
     ]
-
-
-@pytest.mark.parametrize(("durability", "deferred"), [("sync", 5), ("async", 0)])
-def test_put_writes_defers_its_turn_in_a_graph_run_with_durability_sync_alone(
-    tmp_path: Path, durability: Literal["sync", "async"], deferred: int
-) -> None:
-    """With "async" no step waits for put, and a deferral only costs a wake-up."""
-
-    class Count(TypedDict):
-        n: int
-
-    builder = StateGraph(Count)
-    builder.add_node("step", lambda state: {"n": state["n"] + 1})
-    builder.add_edge(START, "step")
-    builder.add_conditional_edges("step", lambda s: END if s["n"] >= 4 else "step")
-    with sync_saver(tmp_path) as saver:
-        defers: list[None] = []
-        real_defer = saver._turns._defer
-
-        def counted() -> None:
-            defers.append(None)
-            real_defer()
-
-        saver._turns._defer = counted  # type: ignore[method-assign]
-        graph = builder.compile(checkpointer=saver)
-        graph.invoke({"n": 0}, config("t"), durability=durability)
-        assert graph.get_state(config("t")).values == {"n": 4}
-    assert len(defers) == deferred  # the input's put_writes and each step's
-    assert DURABILITY == CONFIG_KEY_DURABILITY  # the key LangGraph sets
-
-
-def test_put_writes_lets_the_put_called_just_after_it_go_first(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A step with durability="sync" waits for put alone: put_writes' turn comes
-    after put's, and each call returns once its own writes are on disk."""
-    events: list[str] = []
-    with sync_saver(tmp_path) as saver:
-        value = "a value long enough to be a content-addressed chunk, not inline"
-        first = saver.put(config("t"), checkpoint(x=value), {"step": 0}, {})
-        real_sync = sqlite_store._fdatasync
-
-        def fdatasync(fd: int) -> None:
-            real_sync(fd)
-            events.append("synced")
-
-        def traced(sql: str) -> None:
-            if sql.startswith("INSERT OR REPLACE INTO resumable_snapshots"):
-                events.append("writes" if "':writes:'" in sql else "checkpoint")
-
-        monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
-        monkeypatch.setattr(syncs, "DEFER_S", 60.0)  # only put's turn ends the wait
-        inline = saver.engine.store._db._inline  # type: ignore[attr-defined]
-        inline.set_trace_callback(traced)
-
-        in_sync_run: Any = {
-            "configurable": {**first["configurable"], DURABILITY: "sync"}
-        }
-
-        def writes() -> None:
-            saver.put_writes(in_sync_run, [("x", value + "!")], "task")
-            events.append("put_writes returned")
-
-        with ThreadPoolExecutor(1) as pool:
-            done = pool.submit(writes)
-            until(lambda: bool(saver._turns._counts._waiters))  # type: ignore[attr-defined]
-            second = saver.put(first, checkpoint(x=value + "!"), {"step": 1}, {})
-            events.append("put returned")
-            done.result()
-        inline.set_trace_callback(None)
-        assert events.index("checkpoint") < events.index("writes")  # put went first
-        for wrote, returned in (
-            ("checkpoint", "put returned"),
-            ("writes", "put_writes returned"),
-        ):  # synced after its own commit, before it returned
-            assert "synced" in events[events.index(wrote) : events.index(returned)]
-        stored = saver.get_tuple(first)
-        assert stored is not None
-        assert stored.pending_writes == [("task", "x", value + "!")]
-        assert saver.get_tuple(second) is not None
 
 
 async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_taking_turns(

@@ -25,11 +25,9 @@ from resumable import (
 )
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql
-from resumable.stores import _sqlite_thread as sqlite_store
 from resumable.stores._sqlite_thread import CHECKPOINT_EVERY
 from resumable.stores.protocol import RunQuery
 from resumable.stores.sqlite import SQLiteStore, parse_url
-from resumable.stores.syncs import SharedTurns
 from resumable.testing import T0, run_record, snapshot_record, step_record
 
 
@@ -269,9 +267,34 @@ async def test_concurrent_first_calls_wait_for_the_open_to_finish(
         await store.close()
 
 
+class DiskSpy:
+    """A store's `sync_file`: records each WAL sync and makes it, or fails with `error`."""
+
+    def __init__(self, path: Path) -> None:
+        self.wal = Path(f"{path}-wal")
+        self.events: list[object] = []
+        self.error: OSError | None = None
+        self.before: Callable[[], None] = lambda: None  # runs before each sync
+
+    def __call__(self, fd: int) -> None:
+        if self.error is not None:
+            raise self.error
+        wal = os.stat(self.wal)
+        assert (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (wal.st_dev, wal.st_ino)
+        self.before()
+        self.events.append("WAL synced")
+        os.fsync(fd)
+
+
 @pytest.fixture
-async def opened(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
-    store = await SQLiteStore(f"sqlite:///{tmp_path / 'store.db'}").open()
+def disk(tmp_path: Path) -> DiskSpy:
+    return DiskSpy(tmp_path / "store.db")
+
+
+@pytest.fixture
+async def opened(tmp_path: Path, disk: DiskSpy) -> AsyncIterator[SQLiteStore]:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = await SQLiteStore(url, sync_file=disk).open()
     yield store
     await store.close()
 
@@ -392,27 +415,13 @@ async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
     assert [s.seq for s in await load] == [1]
 
 
-def _on_disk_spy(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[object]:
-    """Record each WAL fsync `_sync_wal` makes (and make it) in the returned list."""
-    events: list[object] = []
-    real = sqlite_store._fdatasync
-
-    def fdatasync(fd: int) -> None:
-        wal = os.stat(f"{store.path}-wal")
-        assert (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (wal.st_dev, wal.st_ino)
-        events.append("WAL synced")
-        real(fd)
-
-    monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
-    return events
-
-
 async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
-    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    opened: SQLiteStore, disk: DiskSpy
 ) -> None:
     store = opened
     fence = await _leased_run(store, "r")
-    events = _on_disk_spy(store, monkeypatch)
+    events = disk.events
+    events.clear()
     for on_thread in (False, True):  # inline, then on the store thread
         with store._db._inline_lock if on_thread else contextlib.nullcontext():
             await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
@@ -433,15 +442,14 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
 
 
 async def test_a_durable_write_syncs_the_wal_after_its_commit_with_the_write_lock_free(
-    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    opened: SQLiteStore, disk: DiskSpy
 ) -> None:
     """The next writer, of this process or another, commits while the disk works."""
     store = opened
     await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
     committed: list[list[str]] = []
-    real = sqlite_store._fdatasync
 
-    def fdatasync(fd: int) -> None:
+    def commit_elsewhere() -> None:
         other = sqlite3.connect(store.path, timeout=0, isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")  # raises while a writer holds the lock
@@ -450,9 +458,8 @@ async def test_a_durable_write_syncs_the_wal_after_its_commit_with_the_write_loc
             other.execute("ROLLBACK")
         finally:
             other.close()
-        real(fd)
 
-    monkeypatch.setattr(sqlite_store, "_fdatasync", fdatasync)
+    disk.before = commit_elsewhere
     await store.save_snapshot(snapshot_record("t", "0002", ()))
     with store._db._inline_lock:  # the same on the store thread
         await store.save_snapshot(snapshot_record("t", "0003", ()))
@@ -460,17 +467,13 @@ async def test_a_durable_write_syncs_the_wal_after_its_commit_with_the_write_loc
 
 
 async def test_a_failed_wal_fsync_on_the_store_thread_fails_the_durable_writes_alone(
-    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    opened: SQLiteStore, disk: DiskSpy
 ) -> None:
     """A lease write committed beside them stands: it never waited for the disk."""
     store = opened
     fence = await _leased_run(store, "r")
     busy, release = await _busy_thread(store)
-
-    def broken(_: int) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(sqlite_store, "_fdatasync", broken)
+    disk.error = OSError(5, "Input/output error")
     with store._db._inline_lock:  # both queue, and commit in one batch
         renew = asyncio.ensure_future(
             store.renew_lease("r", fence=fence, now_ms=T0 + 1, ttl_ms=60_000)
@@ -491,10 +494,11 @@ async def test_a_failed_wal_fsync_on_the_store_thread_fails_the_durable_writes_a
 
 
 async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
-    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    opened: SQLiteStore, disk: DiskSpy
 ) -> None:
     store = opened
-    events = _on_disk_spy(store, monkeypatch)
+    events = disk.events
+    events.clear()
     await store.save_snapshot(snapshot_record("t", "0001", ()))
     await store.save_snapshot(snapshot_record("t", "0002", ()))
     assert events == ["WAL synced"] * 2
@@ -510,73 +514,22 @@ async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
     assert [r.checkpoint_id for r in await store.list_snapshots("t")] == []
 
 
-async def test_writes_in_a_turn_fsync_the_wal_once_when_it_ends(
-    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = opened
-    await store.save_snapshot(snapshot_record("t", "0001", ()))  # opens inline
-    events = _on_disk_spy(store, monkeypatch)
-    with SharedTurns().turn():
-        await store.save_snapshot(snapshot_record("t", "0002", ()))
-        await store.save_snapshot(snapshot_record("t", "0003", ()))
-        events.append("turn done")
-    assert events == ["turn done", "WAL synced"]
-    await store.save_snapshot(snapshot_record("t", "0004", ()))  # outside: its own
-    events.append("0004 saved")
-    assert events == ["turn done", "WAL synced", "WAL synced", "0004 saved"]
-    events.clear()
-
-    async def write_then_fail() -> None:
-        with SharedTurns().turn():
-            await store.save_snapshot(snapshot_record("t", "0005", ()))
-            raise RuntimeError("after the write")
-
-    with pytest.raises(RuntimeError, match="after the write"):
-        await write_then_fail()
-    assert events == ["WAL synced"]  # owed, and paid though the turn raised
-    with SharedTurns().turn():  # no write: nothing owed
-        await store.load_snapshot("t")
-    assert events == ["WAL synced"]
-
-    later = asyncio.Event()
-
-    async def outlives_the_turn() -> None:
-        await later.wait()
-        await store.save_snapshot(snapshot_record("t", "0006", ()))
-
-    with SharedTurns().turn():
-        task = asyncio.ensure_future(outlives_the_turn())  # carries the turn's context
-    assert events == ["WAL synced"]
-    later.set()
-    await task  # the turn had ended: the write synced itself
-    assert events == ["WAL synced"] * 2
-
-
 async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(
-    opened: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+    opened: SQLiteStore, disk: DiskSpy
 ) -> None:
-    def broken(_: int) -> None:
-        raise OSError(5, "Input/output error")
-
-    monkeypatch.setattr(sqlite_store, "_fdatasync", broken)
-
-    async def save_in_turn() -> None:
-        with SharedTurns().turn():
-            await opened.save_snapshot(snapshot_record("t", "0001", ()))
-
+    disk.error = OSError(5, "Input/output error")
     with pytest.raises(StoreError, match=r"may not be on disk.*check the disk"):
-        await save_in_turn()
+        await opened.save_snapshot(snapshot_record("t", "0001", ()))  # inline
 
 
-async def test_a_store_without_fsyncs_owes_a_turn_none(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = await SQLiteStore(f"sqlite:///{tmp_path / 'n.db'}?durability=normal").open()
+async def test_a_store_without_fsyncs_never_syncs_its_wal(tmp_path: Path) -> None:
+    path = tmp_path / "n.db"
+    disk = DiskSpy(path)
+    url = f"sqlite:///{path}?durability=normal"
+    store = await SQLiteStore(url, sync_file=disk).open()
     try:
-        events = _on_disk_spy(store, monkeypatch)
-        with SharedTurns().turn():
-            await store.save_snapshot(snapshot_record("t", "0001", ()))
-        assert events == []
+        await store.save_snapshot(snapshot_record("t", "0001", ()))
+        assert disk.events == []
     finally:
         await store.close()
 

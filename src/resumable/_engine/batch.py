@@ -23,12 +23,11 @@ from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
 from resumable._engine.usage import usage_from
 from resumable.errors import NotInRun, StepFailed
+from resumable.stores.journal import JournalKind, seq_of
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-KEYED_SEQ_BASE = 1 << 62
-"""Item steps of map_steps live at seqs from here on (ordinary seqs never get there)."""
 _WINDOW_S = 60.0
 
 
@@ -44,7 +43,7 @@ class RateLimit:
 def keyed_seq(map_seq: int, key: str) -> int:
     """The journal seq of the item with `key` in the map call at `map_seq`."""
     digest = hashlib.blake2b(f"{map_seq}\x00{key}".encode(), digest_size=8).digest()
-    return KEYED_SEQ_BASE + (int.from_bytes(digest, "big") >> 3)
+    return seq_of(JournalKind.BATCH_ITEM, int.from_bytes(digest, "big") >> 3)
 
 
 def map_steps(

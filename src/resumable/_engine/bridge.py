@@ -2,10 +2,11 @@
 
 `Bridge` is an event loop on a daemon thread, per Engine: it can run anything, for
 any number of callers, at the price of two thread wake-ups per call. `run_here`
-runs a coroutine on a private loop of the calling thread instead, which is only
+runs a coroutine on a loop of the calling thread's own instead, which is only
 right for code that keeps nothing bound to one loop (stores with `any_loop`).
 `wait_on` blocks a thread without a loop (a `def` workflow's) on a coroutine run
 on its run's loop; `await_on` awaits one carried out on another thread's loop.
+All of it is public asyncio API.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-import types
 import weakref
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-class _PrivateLoop:
+class _OwnLoop:
     """A thread's loop for `run_here`: closed when the thread's storage goes."""
 
     def __init__(self) -> None:
@@ -57,68 +57,30 @@ async def await_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]
 
 
 def run_here(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` to completion on the calling thread's private event loop.
+    """Run `coro` to completion on an event loop of the calling thread's own.
 
     No other thread is involved, so a call costs no thread wake-ups (a `Bridge`
-    call costs two, ~0.1 ms). The loop is kept for the thread's next call and
-    closed when the thread ends. `coro` runs in a copy of the caller's context
-    variables, as a task does.
-
-    `coro` starts at once, with the private loop set as the running one; the loop
-    itself runs only once `coro` waits for something (a store write queued to its
-    thread). Most calls (an inline SQLite write, a memory store) never wait, and
-    skip the loop's turn and its selector poll, whose system call hands the GIL
-    to the caller's other threads: ~40 us a call with LangGraph's executor busy.
-    Until it first waits, `asyncio.current_task()` is None in `coro`, as in an
-    eager task; only code that leaves nothing scheduled on the loop when it
-    returns belongs here (the stores that run on any loop, and the code above).
+    call costs two). The loop is kept for the thread's next call and closed when
+    the thread ends. `coro` runs as a task in a copy of the caller's context
+    variables. Only code that leaves nothing scheduled on the loop when it
+    returns belongs here (the stores that run on any loop, and code above them).
 
     Raises:
-        RuntimeError: an event loop is already running in this thread.
+        RuntimeError: an event loop is already running in this thread, which
+            `coro` would have to wait for; await it there instead.
     """
     if running_loop() is not None:
         coro.close()
-        raise RuntimeError("run_here() was called on a thread that runs an event loop")
-    private: _PrivateLoop | None = getattr(_here, "private", None)
-    if private is None:
-        private = _here.private = _PrivateLoop()
-    loop = private.loop
-    context = contextvars.copy_context()
-    asyncio._set_running_loop(loop)  # exported by asyncio for loop implementations
-    try:
-        waiting_on = context.run(coro.send, None)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]  # coro's own result
-    finally:
-        asyncio._set_running_loop(None)
-    task = loop.create_task(_rest_of(coro, waiting_on), context=context)
+        raise RuntimeError(
+            "run_here() was called on a thread that runs an event loop, which it "
+            "would block; await the coroutine on that loop instead"
+        )
+    own: _OwnLoop | None = getattr(_here, "own", None)
+    if own is None:
+        own = _here.own = _OwnLoop()
+    loop = own.loop
+    task = loop.create_task(coro, context=contextvars.copy_context())
     return loop.run_until_complete(task)
-
-
-async def _rest_of(coro: Coroutine[Any, Any, T], waiting_on: object) -> T:
-    """The rest of `coro`, which started outside a task and now waits on `waiting_on`."""
-    return await _carried_on(coro, waiting_on)
-
-
-@types.coroutine
-def _carried_on(
-    coro: Coroutine[Any, Any, T], waiting_on: object
-) -> Generator[object, Any, T]:
-    """Hand what `coro` waits on to the task driving this, and its outcome back."""
-    while True:
-        sent: Any = None
-        thrown: BaseException | None = None
-        try:
-            sent = yield waiting_on
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:  # noqa: BLE001 - a cancellation: coro's to handle
-            thrown = exc
-        try:
-            waiting_on = coro.send(sent) if thrown is None else coro.throw(thrown)
-        except StopIteration as finished:
-            return finished.value  # type: ignore[no-any-return]  # coro's own result
 
 
 class Bridge:

@@ -31,12 +31,13 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.context import RunContext, Runtime, _run
-from resumable._engine.journal import load_journal, run_place
+from resumable._engine.journal import load_journal
 from resumable._engine.probe import CheckProbe, CheckStopped, Divergence
 from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError, RunNotFound
+from resumable.stores.journal import is_step
+from resumable.stores.places import run_place
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 
 if TYPE_CHECKING:
@@ -320,6 +321,6 @@ def _verdict(
         return replace(base, new_after_seq=seq - 1, frontier=what)
     if finished:
         # recorded calls after the last one the new code made: it returned first
-        unused = sorted(s for s in probe.journal if next_seq <= s < KEYED_SEQ_BASE)
+        unused = sorted(s for s in probe.journal if is_step(s) and s >= next_seq)
         return replace(base, unused=tuple(unused))
     return base

@@ -13,7 +13,6 @@ from typing import Any, NamedTuple
 from resumable._engine import outcome
 from resumable._engine.context import RunContext
 from resumable._engine.ids import derived_id
-from resumable._engine.journal import step_place
 from resumable._engine.specs import WorkflowSpec
 from resumable._engine.steps import (
     commit,
@@ -22,6 +21,7 @@ from resumable._engine.steps import (
     replayed,
 )
 from resumable.errors import WorkflowFailed
+from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 
 

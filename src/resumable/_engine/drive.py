@@ -18,7 +18,7 @@ from resumable._engine import lease as leases
 from resumable._engine.clock import Clock
 from resumable._engine.context import Runtime
 from resumable._engine.ids import check_id, new_run_id
-from resumable._engine.journal import get_run, input_place, refuse_archived, run_place
+from resumable._engine.journal import get_run, refuse_archived
 from resumable._engine.observe import Observer
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.runs import execute_run, is_retryable
@@ -33,6 +33,7 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
+from resumable.stores.places import input_place, run_place
 from resumable.stores.protocol import InputRecord, Lease, RunRecord, RunStatus, Store
 
 _POLL_S = 0.25

@@ -62,10 +62,13 @@ from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
 from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
+from resumable.stores.capabilities import Capabilities
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
+from resumable.stores.partial import complete
 from resumable.stores.protocol import (
     RunRecord,
     RunStatus,
+    RunStore,
     Store,
 )
 
@@ -100,7 +103,9 @@ class Engine:
 
     Args:
         store: A store URL (`sqlite:///path.db`, `memory://`, `postgresql://...`,
-            `redis://...`) or a Store object. Default: `./.resumable/state.db`.
+            `redis://...`) or a store object: a full `Store`, or any `RunStore`,
+            whose missing parts raise CapabilityMissing when used (see
+            docs/stores.md). Default: `./.resumable/state.db`.
         encryption_key: Encrypt every payload with AES-256-GCM: a KeyRing, or the
             RESUMABLE_ENCRYPTION_KEY format `id:base64key,...` (first is current).
             Default: $RESUMABLE_ENCRYPTION_KEY if set.
@@ -131,7 +136,7 @@ class Engine:
 
     def __init__(
         self,
-        store: str | Store = DEFAULT_URL,
+        store: str | RunStore = DEFAULT_URL,
         *,
         encryption_key: KeyRing | str | None = None,
         lease_ttl_s: float = 5.0,
@@ -144,7 +149,10 @@ class Engine:
         blobs: str | BlobStore | None = None,
         offload_over: int = DEFAULT_OFFLOAD_OVER,
     ) -> None:
-        self.store: Store = create_store(store) if isinstance(store, str) else store
+        taken = create_store(store) if isinstance(store, str) else store
+        self.capabilities = Capabilities.of(taken)
+        """What the store offers beyond RunStore, checked once, here."""
+        self.store: Store = complete(taken, self.capabilities)
         if blobs is not None:
             self.store = OffloadStore(
                 self.store,
@@ -161,6 +169,8 @@ class Engine:
         registry = TypeRegistry(parent=TYPES)
         registry.register(*types)
         self.serde = Serde(registry, keys=keys, max_bytes=max_payload_bytes)
+        if isinstance(self.store, OffloadStore):
+            self.store.stream_with(self.serde.reader)
         self._encrypted = keys is not None
         self.clock: Clock = clock or SystemClock()
         self.owner = leases.new_owner()
@@ -175,7 +185,7 @@ class Engine:
             observer=combine(list(observers)),
         )
         self._runtime = self._driver.runtime
-        report_commit_batches(self._runtime)
+        report_commit_batches(self._runtime, self.capabilities.commit_batches)
         self._states = States(self.store, self.serde, self.clock)
         self._snapshots = self._states.snapshots
         self._bridge = Bridge()

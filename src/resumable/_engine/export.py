@@ -19,13 +19,14 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.clock import datetime_of
-from resumable._engine.journal import input_place, load_journal, run_place, step_place
+from resumable._engine.journal import load_journal
 from resumable._engine.ledger import spend_of, usage_entries
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
+from resumable.stores.journal import JournalKind, index_of
+from resumable.stores.places import input_place, run_place, step_place
 from resumable.stores.protocol import (
     RunQuery,
     RunRecord,
@@ -62,7 +63,7 @@ class StepExport:
     workflow: str
     run_status: str
     seq: int
-    """The journal seq; a `map_steps` item's is KEYED_SEQ_BASE + its key's hash."""
+    """The journal seq; a `map_steps` item's encodes its key's hash (`item_key`)."""
     item_key: str | None
     """For a `map_steps` item: the hex hash of its key (its seq, readably)."""
     step: str
@@ -137,7 +138,7 @@ async def export_steps(
             )
         journal = await load_journal(store, run)
         for seq in sorted(journal):
-            if seq > 0:  # negative seqs are the ledger's own entries
+            if journal[seq].kind is not JournalKind.LEDGER:
                 yield _record(
                     serde,
                     prices,
@@ -234,13 +235,13 @@ def _record(
     unpriced: set[str] = set()
     spend = spend_of(usages, prices, unpriced)
     failed = step.status in _ERROR_STATUSES
-    keyed = step.seq >= KEYED_SEQ_BASE
+    keyed = step.kind is JournalKind.BATCH_ITEM
     return StepExport(
         run_id=run.run_id,
         workflow=run.workflow,
         run_status=run.status,
         seq=step.seq,
-        item_key=f"{step.seq - KEYED_SEQ_BASE:x}" if keyed else None,
+        item_key=f"{index_of(step.seq):x}" if keyed else None,
         step=step.name,
         status=step.status,
         attempts=step.attempts,

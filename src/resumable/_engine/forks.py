@@ -10,8 +10,9 @@ from typing import Any
 
 from resumable._engine.context import Runtime
 from resumable._engine.ids import new_run_id
-from resumable._engine.journal import get_run, load_journal, run_place
+from resumable._engine.journal import get_run, load_journal
 from resumable.errors import RunConflict
+from resumable.stores.places import run_place
 from resumable.stores.protocol import RunRecord
 
 

@@ -7,8 +7,11 @@ from datetime import datetime
 from typing import Any
 
 from resumable._engine.clock import datetime_of
-from resumable._engine.journal import load_journal, step_place
+from resumable._engine.journal import load_journal
 from resumable.serde import Serde
+from resumable.serde.chunked import stored_size
+from resumable.stores.journal import JournalKind
+from resumable.stores.places import step_place
 from resumable.stores.protocol import RunRecord, StepRecord, Store
 
 
@@ -51,8 +54,8 @@ async def run_history(store: Store, serde: Serde, run: RunRecord) -> list[StepVi
     journal = await load_journal(store, run)
     return [
         _step_view(record, run.run_id, serde)
-        for seq, record in sorted(journal.items())
-        if seq > 0
+        for _, record in sorted(journal.items())
+        if record.kind is not JournalKind.LEDGER
     ]
 
 
@@ -65,7 +68,7 @@ def _step_view(record: StepRecord, run_id: str, serde: Serde) -> StepView:
         started_at=datetime_of(record.started_at_ms),
         duration_ms=record.finished_at_ms - record.started_at_ms,
         fingerprint=record.fingerprint,
-        output_bytes=len(record.output or b""),
+        output_bytes=stored_size(record.output),
         inherited_from=None if record.run_id == run_id else record.run_id,
         _payload=record.output,
         _place=step_place(record.run_id, record.seq, record.name),

@@ -10,22 +10,8 @@ from __future__ import annotations
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
 from resumable.stores import redact
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.journal import JournalKind
 from resumable.stores.protocol import RunRecord, StepRecord, Store, SupportsArchive
-
-
-def run_place(run_id: str, what: str) -> str:
-    """How messages (and encryption's associated data) name a run's payload."""
-    return f"run {run_id!r} {what}"
-
-
-def step_place(run_id: str, seq: int, name: str) -> str:
-    """How messages (and encryption's associated data) name a step's payload."""
-    return f"run {run_id!r}, step #{seq} {name!r}"
-
-
-def input_place(run_id: str, key: str) -> str:
-    """How messages (and encryption's associated data) name an input's payload."""
-    return f"run {run_id!r} input {key!r}"
 
 
 async def get_run(store: Store, run_id: str) -> RunRecord:
@@ -55,7 +41,11 @@ async def load_journal(
         checked_run(parent)
         limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
         inherited = await load_journal(store, parent, limit)
-        journal.update((seq, record) for seq, record in inherited.items() if seq > 0)
+        journal.update(
+            (seq, record)
+            for seq, record in inherited.items()
+            if record.kind is not JournalKind.LEDGER  # the parent's executions'
+        )
     steps = await store.load_journal(run.run_id, up_to_seq=up_to)
     if not steps and run.is_terminal:
         await refuse_archived(store, run.run_id)

@@ -3,7 +3,7 @@
 Each step record carries the usage of every attempt it made (read from the OpenAI
 or Anthropic response it returned, plus `current_run().record_usage(...)`), each
 tagged with the execution (fence) that made the call. Each execution that
-replayed steps writes one ledger entry, at the reserved seq `-fence`, summing the
+replayed steps writes one ledger entry, (`JournalKind.LEDGER`, indexed by its fence), summing the
 usage it reused instead of re-calling. Everything here is derived from those
 stored records, so any process computes the same ledger; dollars are priced
 when read, from the engine's PriceTable, and a model without a price is counted
@@ -18,11 +18,13 @@ from datetime import date
 from typing import Any
 
 from resumable._engine.damage import reading
-from resumable._engine.journal import get_run, refuse_archived, step_place
+from resumable._engine.journal import get_run, refuse_archived
 from resumable._engine.usage import Usage
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.serde import Serde
 from resumable.stores._records import checked_steps
+from resumable.stores.journal import JournalKind, index_of
+from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord, Store
 
 
@@ -147,7 +149,7 @@ def build(
     """The ledger of a run from its own journal records and their decoded usage.
 
     `records` pairs each record with its decoded usage (steps) or its decoded
-    entry (the ledger entries at negative seqs).
+    entry (the records of kind `JournalKind.LEDGER`).
     """
     unpriced: set[str] = set()
     incurred: dict[int, list[Usage]] = {}
@@ -155,16 +157,17 @@ def build(
     seqs: dict[int, tuple[tuple[int, int], ...]] = {}
     for record, decoded in records:
         place = f"run {run_id!r} step #{record.seq} usage"
-        if record.seq < 0:
+        if record.kind is JournalKind.LEDGER:
+            fence = index_of(record.seq)  # the execution that wrote the entry
             with reading(place):
                 replayed = int(decoded.get("replayed_steps", 0))
                 if "replayed_seqs" in decoded:
-                    seqs[-record.seq] = tuple(
+                    seqs[fence] = tuple(
                         (int(first), int(last))
                         for first, last in decoded["replayed_seqs"]
                     )
             entries = usage_entries(decoded.get("usage"), place=place)
-            reused[-record.seq] = (replayed, [usage for _, usage in entries])
+            reused[fence] = (replayed, [usage for _, usage in entries])
         else:
             for fence, usage in usage_entries(decoded, place=place):
                 incurred.setdefault(fence, []).append(usage)
@@ -202,7 +205,7 @@ async def read_ledger(
         await refuse_archived(store, run_id)
     for record in checked_steps(run_id, steps):
         place = step_place(run_id, record.seq, record.name)
-        if record.seq < 0:
+        if record.kind is JournalKind.LEDGER:
             records.append((record, serde.loads(record.output or b"", place=place)))
         elif record.usage is not None:
             records.append((record, serde.loads(record.usage, place=place + " usage")))

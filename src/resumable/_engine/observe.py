@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from resumable.stores.protocol import ReportsCommitBatches
-
 if TYPE_CHECKING:
     from resumable._engine.context import RunContext, Runtime
     from resumable._engine.retention import GcReport
     from resumable._engine.usage import Usage
+    from resumable.stores.capabilities import ReportsCommitBatches
     from resumable.stores.protocol import RunRecord, StepRecord
 
 
@@ -220,10 +219,13 @@ def store_kind(runtime: Runtime) -> str:
     return runtime.store.url.split(":", 1)[0] or "unknown"
 
 
-def report_commit_batches(runtime: Runtime) -> None:
-    """Have a store that groups step commits tell the observer each group's size."""
-    observer, store = runtime.observer, runtime.store
-    if observer is not None and isinstance(store, ReportsCommitBatches):
+def report_commit_batches(runtime: Runtime, store: ReportsCommitBatches | None) -> None:
+    """Have a store that groups step commits tell the observer each group's size.
+
+    `store` is the engine's `Capabilities.commit_batches`: None if it does not.
+    """
+    observer = runtime.observer
+    if observer is not None and store is not None:
         kind = store_kind(runtime)
         store.add_commit_listener(
             lambda size: observer.commit_batch_written(kind, size)

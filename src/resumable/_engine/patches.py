@@ -33,12 +33,12 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
-from resumable._engine.journal import step_place
 from resumable._engine.steps import commit
 from resumable.errors import NotInRun
+from resumable.stores.journal import is_step
+from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 
 MARKER_PREFIX = "patch:"
@@ -105,7 +105,7 @@ async def _decide(ctx: RunContext, name: str) -> bool:
     if recorded is not None and recorded.name == marker:
         ctx.take_seq()
         return True
-    passed = recorded is not None or any(seq < s < KEYED_SEQ_BASE for s in ctx.journal)
+    passed = recorded is not None or any(is_step(s) and s > seq for s in ctx.journal)
     if ctx.check is not None:
         ctx.check.patch_point(seq, name, passed=passed)  # stops unless passed
     if passed:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from resumable._engine.journal import input_place, run_place, step_place
 from resumable._engine.packs import is_pack_namespace, pack_place, snapshot_place
 from resumable._engine.snapshots import chunk_place
 from resumable.errors import UsageError
 from resumable.serde import Serde
+from resumable.stores.places import input_place, run_place, step_place
 from resumable.stores.protocol import PAYLOAD_KINDS, Payload, Store
 
 

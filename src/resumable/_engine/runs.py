@@ -10,11 +10,11 @@ from typing import Any
 
 from resumable._engine import outcome
 from resumable._engine.context import Budget, RunContext, Runtime, _run
-from resumable._engine.journal import load_journal, run_place, step_place
+from resumable._engine.journal import load_journal
 from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
 from resumable._engine.specs import WorkflowSpec
-from resumable._engine.steps import durably, start_noting_replays
+from resumable._engine.steps import dumps_for, durably, put_sealed, start_noting_replays
 from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (
@@ -26,6 +26,9 @@ from resumable.errors import (
     SerializationError,
     StepFailed,
 )
+from resumable.serde.chunked import SealedStream
+from resumable.stores.journal import JournalKind
+from resumable.stores.places import run_place, step_place
 from resumable.stores.protocol import (
     Lease,
     RunRecord,
@@ -47,7 +50,11 @@ def _spent_so_far(ctx: RunContext) -> Spend:
     """
     calls: list[Usage] = []
     for record in ctx.journal.values():
-        if record.run_id == ctx.run_id and record.seq > 0 and record.usage is not None:
+        if (
+            record.run_id == ctx.run_id
+            and record.kind is not JournalKind.LEDGER
+            and record.usage is not None
+        ):
             place = step_place(record.run_id, record.seq, record.name) + " usage"
             raw = ctx.runtime.serde.loads(record.usage, place=place)
             calls.extend(usage for _, usage in usage_entries(raw, place=place))
@@ -141,7 +148,7 @@ async def _execute(
     if ctx.failure is not None:
         raise ctx.failure
     try:
-        output = runtime.serde.dumps(result, place=run_place(run.run_id, "output"))
+        output = dumps_for(runtime, result, place=run_place(run.run_id, "output"))
     except SerializationError as exc:
         error = SerializationError(
             run_id=run.run_id,
@@ -150,6 +157,8 @@ async def _execute(
         )
         await _record_failure(ctx, error)
         raise error from None
+    if isinstance(output, SealedStream):  # a large result, uploaded as it is sealed
+        output = await put_sealed(ctx, output, seq=None)
     await _finish(ctx, "succeeded", output)
     return result
 

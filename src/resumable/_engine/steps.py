@@ -7,6 +7,7 @@ encode and one store write; a replayed step costs one decode.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -14,8 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
-from resumable._engine.context import RunContext, StepScope, _step
-from resumable._engine.journal import step_place
+from resumable._engine.context import RunContext, Runtime, StepScope, _step
 from resumable._engine.specs import StepSpec
 from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
@@ -27,6 +27,10 @@ from resumable.errors import (
     StepFailed,
     StoreError,
 )
+from resumable.serde.chunked import SealedStream
+from resumable.stores.journal import JournalKind, seq_of
+from resumable.stores.offload import OffloadStore
+from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 
 if TYPE_CHECKING:
@@ -231,7 +235,7 @@ async def _commit_result(
     try:
         attempt_calls.extend(usage_from(result))
         try:
-            output = runtime.serde.dumps(result, place=place)
+            output = dumps_for(runtime, result, place=place)
         except SerializationError as exc:
             raise SerializationError(
                 run_id=ctx.run_id,
@@ -243,6 +247,9 @@ async def _commit_result(
             calls.extend((ctx.fence, usage) for usage in attempt_calls)
         if noting is not None:
             await noting
+        sealed, inline = (
+            (output, None) if isinstance(output, SealedStream) else (None, output)
+        )
         await commit(
             ctx,
             StepRecord(
@@ -251,12 +258,13 @@ async def _commit_result(
                 name=name,
                 fingerprint=fingerprint,
                 status="ok",
-                output=output,
+                output=inline,
                 attempts=attempt,
                 started_at_ms=started_at_ms,
                 finished_at_ms=runtime.clock.now_ms(),
                 usage=_encoded_calls(ctx, place, calls),
             ),
+            sealed=sealed,
         )
         _spend(ctx, attempt_calls)
     except BaseException as exc:
@@ -482,7 +490,7 @@ def start_noting_replays(ctx: RunContext) -> asyncio.Future[None] | None:
 
 
 async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) -> None:
-    """Record what this execution has replayed (its ledger entry, at seq -fence)."""
+    """Record what this execution has replayed (its ledger entry, `JournalKind.LEDGER`)."""
     runtime = ctx.runtime
     entry = {
         "replayed_steps": replayed,
@@ -490,12 +498,13 @@ async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) ->
         "usage": ledger.encode_entries((ctx.fence, u) for u in ctx.replayed_usage),
     }
     now_ms = runtime.clock.now_ms()
-    place = step_place(ctx.run_id, -ctx.fence, LEDGER_STEP)
+    seq = seq_of(JournalKind.LEDGER, ctx.fence)
+    place = step_place(ctx.run_id, seq, LEDGER_STEP)
     await commit(
         ctx,
         StepRecord(
             run_id=ctx.run_id,
-            seq=-ctx.fence,
+            seq=seq,
             name=LEDGER_STEP,
             fingerprint="-",
             status="ok",
@@ -507,16 +516,56 @@ async def note_replays(ctx: RunContext, replayed: int, seqs: list[list[int]]) ->
     )
 
 
-async def commit(ctx: RunContext, record: StepRecord) -> None:
+def dumps_for(runtime: Runtime, result: object, *, place: str) -> bytes | SealedStream:
+    """A result's frame; made on demand when it is large and will be offloaded.
+
+    Raises:
+        SerializationError: As `Serde.dumps`.
+    """
+    store = runtime.store
+    if isinstance(store, OffloadStore) and store.streams:
+        return runtime.serde.dumps_stream(result, place=place)
+    return runtime.serde.dumps(result, place=place)
+
+
+async def put_sealed(
+    ctx: RunContext, sealed: SealedStream, *, seq: int | None
+) -> bytes:
+    """Upload a frame `dumps_for` made on demand (retried as writes are).
+
+    Returns:
+        The reference the row keeps in its place.
+
+    Raises:
+        CheckpointWriteError: the object store still failed when the time ran out.
+    """
+    store = ctx.runtime.store
+    assert isinstance(store, OffloadStore)  # noqa: S101 - dumps_for made it for one
+    refs: list[bytes] = []
+
+    async def put() -> None:
+        refs.append(await store.put_sealed(sealed, run_id=ctx.run_id, seq=seq))
+
+    await durably(ctx, put, seq=seq)
+    return refs[-1]
+
+
+async def commit(
+    ctx: RunContext, record: StepRecord, *, sealed: SealedStream | None = None
+) -> None:
     """Make a step record durable before anyone sees the outcome it records.
 
-    If the store cannot take it (after `store_retry_s` of retries), or the lease
-    was lost, the run is poisoned: this and every later step raise the error, and
-    the run ends with it.
+    With `sealed`, the record's output is that frame, uploaded to the object
+    store first (its reference goes in the row). If the store cannot take it
+    (after `store_retry_s` of retries), or the lease was lost, the run is
+    poisoned: this and every later step raise the error, and the run ends with it.
     """
     observer = ctx.runtime.observer
     started_s = time.perf_counter() if observer is not None else 0.0
     try:
+        if sealed is not None:
+            output = await put_sealed(ctx, sealed, seq=record.seq)
+            record = dataclasses.replace(record, output=output)
         await durably(
             ctx,
             lambda: ctx.runtime.store.commit_step(record, fence=ctx.fence),
@@ -584,4 +633,4 @@ async def durably(
 
 
 LEDGER_STEP = "resumable.ledger"
-"""The name of the per-execution ledger entries (at negative seqs)."""
+"""The name of the per-execution ledger entries (`JournalKind.LEDGER`)."""

@@ -18,9 +18,9 @@ from typing import Any
 from resumable._engine.bridge import wait_on
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ids import check_id
-from resumable._engine.journal import input_place, step_place
 from resumable._engine.steps import commit
 from resumable.errors import NonDeterminismError, NotInRun, WaitTimeout
+from resumable.stores.places import input_place, step_place
 from resumable.stores.protocol import RunStatus, StepRecord, StepStatus
 
 # a sleep shorter than this is slept in-process rather than suspending the run

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from resumable._engine.clock import Clock
 from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError
+from resumable.stores.capabilities import Capabilities
 from resumable.stores.protocol import Lease, QueuePolicy, Store
 
 log = logging.getLogger("resumable.worker")
@@ -29,6 +30,8 @@ class Engine(Protocol):
     store: Store
     owner: str
     clock: Clock
+    capabilities: Capabilities
+    """What the store offers beyond RunStore (the worker waits on its wake-up)."""
 
     @property
     def lease_ttl_s(self) -> float:
@@ -160,9 +163,11 @@ class Worker:
         (the fallback where the store cannot notify).
         """
         self._finished.clear()
-        notify = getattr(self.engine.store, "wait_for_work", None)
+        notify = self.engine.capabilities.wake_up
         nap: Awaitable[Any] = (
-            notify(self.poll_s) if notify else asyncio.sleep(self.poll_s)
+            notify.wait_for_work(self.poll_s)
+            if notify is not None
+            else asyncio.sleep(self.poll_s)
         )
         waiters: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(stop.wait()),

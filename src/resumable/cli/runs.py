@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from resumable._engine.batch import KEYED_SEQ_BASE
 from resumable._engine.engine import Engine
 from resumable._engine.history import StepView
 from resumable._engine.ledger import Ledger, Spend
@@ -17,6 +16,7 @@ from resumable._engine.specs import register_known_types
 from resumable.cli._table import clip, duration, size, table, when
 from resumable.errors import ResumableError, UsageError
 from resumable.serde.view import one_line
+from resumable.stores.journal import JournalKind, index_of, kind_of
 from resumable.stores.protocol import RUN_STATUSES
 
 _OUTPUT_WIDTH = 60
@@ -217,7 +217,9 @@ def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
 
 def _seq(seq: int) -> str:
     """A journal seq; map_steps items (keyed, far above ordinary seqs) as `item:<hash>`."""
-    return str(seq) if seq < KEYED_SEQ_BASE else f"item:{seq - KEYED_SEQ_BASE:x}"[:13]
+    if kind_of(seq) is JournalKind.BATCH_ITEM:
+        return f"item:{index_of(seq):x}"[:13]
+    return str(seq)
 
 
 def _import_app(app: str) -> None:

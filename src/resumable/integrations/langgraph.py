@@ -54,13 +54,9 @@ store connection serves a graph used from `invoke` and `ainvoke` alike. The sync
 face does too on PostgreSQL and Redis, whose clients belong to one loop; on SQLite
 and memory stores it runs the call on the caller's own thread instead
 (`bridge.run_here`), which saves two thread wake-ups per call, and calls take
-turns, so the saver's caches never see two threads at once. Such a call fsyncs
-its writes after its turn, and returns once that is done, while the next call's
-turn runs. In a run with durability="sync", put_writes lets the `put` LangGraph
-calls just after it go first: the step waits for put alone, and put_writes' turn
-then runs during put's fsync (`resumable.stores.syncs.SharedTurns`). A sync
-method called on the saver's loop thread raises `RuntimeError` instead of
-deadlocking.
+turns, so the saver's caches never see two threads at once. Each call is one
+plain call to the store: its writes are on disk when it returns. A sync method
+called on the saver's loop thread raises `RuntimeError` instead of deadlocking.
 
 **Limits.** The Store protocol can neither delete single snapshots nor list
 threads, so `prune` and `delete_for_runs` rewrite each affected thread (staged in
@@ -91,8 +87,6 @@ from resumable._engine.bridge import Bridge, await_on, run_here, running_loop
 from resumable._engine.engine import Engine
 from resumable.errors import SerializationError
 from resumable.serde import Serde, TypeRegistry
-from resumable.stores.protocol import runs_on_any_loop
-from resumable.stores.syncs import SharedTurns
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -118,10 +112,6 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 __all__ = ["STAGING_SUFFIX", "ResumableSaver", "SendPacket"]
 
 T = TypeVar("T")
-_DURABILITY_KEY = "__pregel_durability"
-"""Where LangGraph's loop tells a checkpointer its run's durability ("sync",
-"async", "exit") in the configs it passes (CONFIG_KEY_DURABILITY, a private name
-of LangGraph's; absent from a call that no graph run made)."""
 
 
 async def _running_loop() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
@@ -184,10 +174,10 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         self._bridge = Bridge()
         self._home: tuple[asyncio.AbstractEventLoop, threading.Thread] | None = None
         # On a store that runs on any loop, a sync call runs on its caller's thread
-        # (`_call`), so calls on several threads take turns: `_turns` is held by the
+        # (`_call`), so calls on several threads take turns: `_turn` is held by the
         # one running, and calls on the saver's loop queue for it in `_queue`.
-        self._direct = runs_on_any_loop(self.engine.store)
-        self._turns = SharedTurns()
+        self._direct = self.engine.capabilities.any_loop
+        self._turn = threading.Lock()
         self._queue = asyncio.Lock()
         self._storage = CheckpointStorage(self.engine)
         register_langgraph_types(self.engine.serde.registry)
@@ -242,19 +232,15 @@ class ResumableSaver(BaseCheckpointSaver[int]):
             self._home = self._bridge.run(_running_loop())
         return self._home
 
-    def _call(self, coro: Coroutine[Any, Any, T], *, defer: bool = False) -> T:
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` for a synchronous caller: on its own thread when it can.
 
         That needs a store that runs on any loop and a caller with no loop running
         (LangGraph's `invoke` calls from its executor threads); the call then takes
         its turn and runs here. Otherwise it runs on the saver's loop thread.
-
-        Here its writes fsync after its turn, and it returns once they are on disk.
-        With `defer`, the turn goes after another call's that starts within
-        `syncs.DEFER_S` (`SharedTurns`).
         """
         if self._direct and running_loop() is None:
-            with self._turns.turn(defer=defer):
+            with self._turn:
                 return run_here(coro)
         _, thread = self._loop()
         if threading.current_thread() is thread:
@@ -276,8 +262,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
 
         The calls on this loop queue, and the first waits for the turn blocking the
         loop: only a call on a caller's thread can hold it, and that never needs
-        this loop, so the wait is one call long and cannot deadlock. Their writes
-        fsync as they commit (`SharedTurns.held`).
+        this loop, so the wait is one call long and cannot deadlock.
         """
         if not self._direct:
             return await coro
@@ -287,7 +272,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
             coro.close()  # cancelled while queued: it never ran
             raise
         try:
-            with self._turns.held():
+            with self._turn:
                 return await coro
         finally:
             self._queue.release()
@@ -357,19 +342,8 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Store a task's writes against the checkpoint `config` names.
-
-        In a run with durability="sync", its turn lets the call that starts next
-        go first: LangGraph calls `put` just after, from another thread, and the
-        step waits for that put alone. These writes then commit while put's fsync
-        runs. A run with durability="async" waits for neither, and a deferral
-        would only cost it a thread wake-up.
-        """
-        sync_run = config.get("configurable", {}).get(_DURABILITY_KEY) == "sync"
-        self._call(
-            self._storage.put_writes(config, writes, task_id, task_path),
-            defer=sync_run,
-        )
+        """Store a task's writes against the checkpoint `config` names."""
+        self._call(self._storage.put_writes(config, writes, task_id, task_path))
 
     async def aput_writes(
         self,

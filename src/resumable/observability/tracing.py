@@ -22,10 +22,11 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from opentelemetry.util.types import AttributeValue
 
 from resumable._engine.context import RunContext, Runtime
-from resumable._engine.journal import input_place
 from resumable._engine.observe import Observer, store_kind
 from resumable._engine.usage import Usage
 from resumable.errors import ResumableError, StepFailed
+from resumable.stores.journal import JournalKind, kind_of
+from resumable.stores.places import input_place
 from resumable.stores.protocol import InputRecord, RunRecord, StepRecord
 
 __all__ = ["CREATED_KEY", "EXECUTION_KEY", "Tracing"]
@@ -97,7 +98,9 @@ class Tracing(Observer):
                 "resumable.workflow": ctx.workflow,
                 "resumable.execution": ctx.fence,
                 "resumable.store": store_kind(runtime),
-                "resumable.recorded_steps": sum(1 for s in ctx.journal if s > 0),
+                "resumable.recorded_steps": sum(
+                    1 for s in ctx.journal if kind_of(s) is not JournalKind.LEDGER
+                ),
             },
         )
         token = otel_context.attach(trace.set_span_in_context(span, parent))

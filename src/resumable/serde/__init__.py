@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from resumable.errors import CorruptCheckpointError, SerializationError
+from resumable.serde.chunked import FrameReader, Opened, SealedStream, seal_chunks
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
 from resumable.serde.streams import STREAM_OVER, Encoded
@@ -79,6 +80,31 @@ class Serde:
             raise self._too_large(encoded.size, root)
         return self.envelope.seal_stream(encoded.size, encoded.pieces, place=place)
 
+    def dumps_stream(
+        self, value: object, *, place: str, root: str = "result"
+    ) -> bytes | SealedStream:
+        """`dumps`, or a large value's frame made on demand, a chunk at a time.
+
+        Values encoded to more than `STREAM_OVER` bytes get a `SealedStream`
+        (`chunked.seal_chunks`), for an upload that never holds the frame whole.
+
+        Raises:
+            SerializationError: As `dumps`.
+        """
+        if type(value) is str and len(value) <= STREAM_OVER:
+            return self._seal(self.codec.encode(value), place=place, root=root)
+        encoded = self.codec.encode_stream(value, root=root)
+        if type(encoded) is bytes:
+            return self._seal(encoded, place=place, root=root)
+        assert isinstance(encoded, Encoded)  # noqa: S101 - for the type checker
+        if self.max_bytes is not None and encoded.size > self.max_bytes:
+            raise self._too_large(encoded.size, root)
+        return seal_chunks(self.envelope, encoded.size, encoded.pieces, place=place)
+
+    def reader(self, *, frame_size: int, place: str) -> FrameReader:
+        """An opener of a frame of `frame_size` bytes fed a chunk at a time."""
+        return FrameReader(self.envelope, frame_size=frame_size, place=place)
+
     def dumps_json(self, value: dict[str, Any] | list[Any], *, place: str) -> bytes:
         """`dumps` for a dict or list built only of JSON's own types (`Codec.encode_json`)."""
         return self._seal(self.codec.encode_json(value), place=place, root="result")
@@ -103,6 +129,8 @@ class Serde:
             CorruptCheckpointError: The frame fails its checks or does not decode.
             SerializationError: The data names a type that is not registered.
         """
+        if type(data) is Opened:  # a body a FrameReader already checked and opened
+            return self.decode(memoryview(data), place=place)
         if len(data) <= STREAM_OVER:
             return self.decode(self.envelope.open(data, place=place), place=place)
         # a large payload: its body is decoded from a view of the frame, not a copy
@@ -124,7 +152,7 @@ class Serde:
                 place=place, detail="decoding it ran out of memory"
             ) from exc
 
-    def view(self, data: bytes, *, place: str) -> Any:
+    def view(self, data: bytes | bytearray, *, place: str) -> Any:
         """Open bytes written by `dumps` and return their generic view.
 
         Plain JSON-like data that names the type of every tagged value, built
@@ -135,7 +163,10 @@ class Serde:
             CorruptCheckpointError: The frame fails its checks, the value is over
                 the payload limit, or it is not a payload the codec wrote.
         """
-        body = self.envelope.open(data, place=place)
+        if type(data) is Opened:  # already opened by a FrameReader
+            body = bytes(data)
+        else:
+            body = self.envelope.open(data, place=place)
         return view_body(body, place=place, limits=self._view_limits)
 
     def view_opened(self, body: bytes, *, place: str) -> Any:

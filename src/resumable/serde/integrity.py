@@ -6,7 +6,9 @@ encrypted:  [version][flags][key id length][key id][nonce (12)][ciphertext + tag
 ```
 
 `flags` has bit 0 set when the body is zstd-compressed and bit 1 when it is
-encrypted. Without encryption the CRC-32 covers the header and the stored body,
+encrypted. Bit 2 marks a plain frame written a chunk at a time to an object
+store (`resumable.serde.chunked`): its CRC-32 follows the body instead,
+`[version][flags][body][crc32]`, as it is known only once the body is written. Without encryption the CRC-32 covers the header and the stored body,
 so a flipped bit anywhere is caught. With encryption the GCM tag is the check: it
 authenticates the header and the `place` the frame was written for (such as
 "run 'x' step #3") as associated data, so a frame copied to another place fails.
@@ -42,7 +44,8 @@ Buffer: TypeAlias = bytes | memoryview
 FORMAT_VERSION = 1
 _COMPRESSED = 0x01
 _ENCRYPTED = 0x02
-_KNOWN_FLAGS = _COMPRESSED | _ENCRYPTED
+_TRAILER = 0x04
+_KNOWN_FLAGS = _COMPRESSED | _ENCRYPTED | _TRAILER
 _CRC = struct.Struct(">I")
 _PLAIN_HEADER_SIZE = 2 + _CRC.size
 _PLAIN_FRAME: Final = bytes((FORMAT_VERSION, 0))
@@ -205,6 +208,23 @@ class KeyRing:
             cipher = self._ciphers[key_id] = _new_aead(key)
         return cipher
 
+    def gcm(self, key_id: str, nonce: bytes, *, decrypt: bool) -> Any:
+        """A streaming AES-GCM context (cryptography's `CipherContext`) for a key id.
+
+        An encryptor, or a decryptor whose `finalize_with_tag(tag)` checks the
+        tag; they write what `Aead.encrypt`/`decrypt` do, a chunk at a time.
+        None when the ring lacks the key id.
+
+        Raises:
+            ImportError: The `cryptography` package is not installed.
+        """
+        key = self._keys.get(key_id)
+        if key is None:
+            return None
+        ciphers = importlib.import_module("cryptography.hazmat.primitives.ciphers")
+        cipher = ciphers.Cipher(ciphers.algorithms.AES(key), ciphers.modes.GCM(nonce))
+        return cipher.decryptor() if decrypt else cipher.encryptor()
+
 
 def _checked_key(key_id: object, key: object) -> bytes:
     # Typed as object: keys often come from config code that mypy never saw.
@@ -277,6 +297,21 @@ class Envelope:
             f"Envelope(keys={self._keys!r}, compress_over={self._compress_over!r}, "
             f"max_body_bytes={self._max_body_bytes!r})"
         )
+
+    @property
+    def keys(self) -> KeyRing | None:
+        """The key ring new frames are encrypted with (None: plaintext)."""
+        return self._keys
+
+    @property
+    def compress_over(self) -> int | None:
+        """Bodies longer than this are compressed (None: never)."""
+        return self._compress_over
+
+    @property
+    def max_body_bytes(self) -> int | None:
+        """The largest body a frame may open to (None: no limit)."""
+        return self._max_body_bytes
 
     def with_compress_over(self, compress_over: int | None) -> Envelope:
         """The same keys and limit with another compression threshold."""
@@ -426,7 +461,7 @@ class Envelope:
                 detail=f"unknown frame version {version} (this resumable reads "
                 f"version {FORMAT_VERSION}; a newer one may have written it)",
             )
-        if flags & ~_KNOWN_FLAGS:
+        if flags & ~_KNOWN_FLAGS or (flags & _TRAILER and flags & _ENCRYPTED):
             raise CorruptCheckpointError(
                 place=place, detail=f"unknown flags {flags:#04x}"
             )
@@ -484,8 +519,12 @@ class Envelope:
             )
         if len(data) < _PLAIN_HEADER_SIZE:
             raise CorruptCheckpointError(place=place, detail="truncated frame")
-        (stored,) = _CRC.unpack_from(data, 2)
-        body = data[_PLAIN_HEADER_SIZE:]
+        if data[1] & _TRAILER:
+            (stored,) = _CRC.unpack_from(data, len(data) - _CRC.size)
+            body = data[2 : len(data) - _CRC.size]
+        else:
+            (stored,) = _CRC.unpack_from(data, 2)
+            body = data[_PLAIN_HEADER_SIZE:]
         if zlib.crc32(body, zlib.crc32(data[:2])) != stored:
             raise CorruptCheckpointError(place=place, detail="checksum mismatch")
         return body

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from resumable.errors import CorruptCheckpointError
-from resumable.serde.codec import _EXTRA, _FIELDS_SET, _TAG, _TEXT, _VALUE
+from resumable.serde.tags import EXTRA, FIELDS_SET, TAG, TEXT, VALUE
 
 __all__ = ["TYPE_KEY", "ViewLimits", "escape_key", "one_line", "view_body"]
 
@@ -53,7 +53,7 @@ _ITEMS: Final = "$items"
 _VALUE_KEY: Final = "$value"
 _TRUNCATED: Final = "$truncated"
 # the keys the codec writes in a registered type's object
-_REGISTERED_KEYS: Final = frozenset({_TAG, _VALUE, _EXTRA, _FIELDS_SET})
+_REGISTERED_KEYS: Final = frozenset({TAG, VALUE, EXTRA, FIELDS_SET})
 _SMALL_HEX: Final = 256  # a tagged int of up to 1024 bits is shown as the int
 
 
@@ -89,7 +89,7 @@ def view_body(body: bytes, *, place: str, limits: ViewLimits | None = None) -> A
         )
     try:
         text = body.decode("utf-8", "surrogatepass")
-        if body[:1] == _TEXT:
+        if body[:1] == TEXT:
             return text[1:]
         tree = json.loads(text)
         return _Viewer(limits).walk(tree, 0)
@@ -150,31 +150,31 @@ class _Viewer:
             return {_TRUNCATED: f"nested deeper than {self._limits.max_depth} levels"}
         if kind is list:
             return [self.walk(x, depth + 1) for x in node]
-        if _TAG in node:
+        if TAG in node:
             return self._tagged(node, depth)
         return {escape_key(k): self.walk(x, depth + 1) for k, x in node.items()}
 
     def _tagged(self, node: dict[str, Any], depth: int) -> Any:
-        tag = node[_TAG]
+        tag = node[TAG]
         if type(tag) is not str:
             raise _Malformed("a type tag is not a string")
         builtin = self._builtins.get(tag)
         if builtin is not None:
-            if len(node) != 2 or _VALUE not in node:
+            if len(node) != 2 or VALUE not in node:
                 raise _Malformed(f"malformed {tag!r} value")
-            return builtin(tag, node[_VALUE], depth)
+            return builtin(tag, node[VALUE], depth)
         if not node.keys() <= _REGISTERED_KEYS:
             raise _Malformed(f"malformed {tag[:100]!r} value (unknown keys)")
         out: dict[str, Any] = {TYPE_KEY: tag}
-        payload = node.get(_VALUE)
+        payload = node.get(VALUE)
         if type(payload) is dict:  # a dataclass, NamedTuple or pydantic model
             for key, x in payload.items():
                 out[escape_key(key)] = self.walk(x, depth + 1)
-            extra = node.get(_EXTRA)
+            extra = node.get(EXTRA)
             if type(extra) is dict:
                 for key, x in extra.items():
                     out.setdefault(escape_key(key), self.walk(x, depth + 1))
-        elif _VALUE in node:  # an enum, or a tag this version does not know
+        elif VALUE in node:  # an enum, or a tag this version does not know
             out[_VALUE_KEY] = self.walk(payload, depth + 1)
         return out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from resumable.errors import StoreError
+from resumable.stores.capabilities import Capabilities
 from resumable.stores.memory import MemoryStore
 from resumable.stores.protocol import Store
 from resumable.stores.sqlite import DEFAULT_PATH, SQLiteStore
@@ -110,7 +111,7 @@ def _split_blobs(url: str) -> tuple[str, str | None, int]:
 async def open_store(url: str = DEFAULT_URL) -> Store:
     """The store a URL names, connected and migrated (errors surface here)."""
     store = create_store(url)
-    opener = getattr(store, "open", None)
+    opener = Capabilities.of(store).opener
     if opener is not None:
-        await opener()
+        await opener.open()
     return store

@@ -19,7 +19,6 @@ from typing import Any, Final, TypeVar
 from resumable.errors import CheckpointWriteError, SchemaVersionError, StoreError
 from resumable.stores import _sql
 from resumable.stores._records import schema_version_of
-from resumable.stores.syncs import owe_sync
 
 T = TypeVar("T")
 Conn = sqlite3.Connection
@@ -69,7 +68,7 @@ class _Job:
         self.run_id, self.seq, self.durable = run_id, seq, durable
 
 
-_fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+fdatasync: Final = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 class SQLiteThread:
@@ -83,8 +82,10 @@ class SQLiteThread:
         *,
         busy_timeout_ms: int,
         mmap_mb: int,
+        sync_file: Callable[[int], None],
     ) -> None:
         self.url, self.path, self.durability = url, path, durability
+        self._sync_file = sync_file
         self._busy_timeout_ms, self._mmap_mb = busy_timeout_ms, mmap_mb
         self._jobs: queue.SimpleQueue[_Job | str | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -367,16 +368,10 @@ class SQLiteThread:
 
         Writes always try to; a read does when `inline` is set (reads of one run or
         thread). With durability=full, a `durable` write syncs the WAL once it has
-        committed (`_sync_wal`), unless it is in a `syncs.SharedTurns` turn, which
-        it then owes that sync. A write that is not `durable` (a lease's, a pack
+        committed (`_sync_wal`). A write that is not `durable` (a lease's, a pack
         swap) is left for the next sync to put on disk.
         """
-        durable = (
-            durable
-            and write
-            and self.durability == "full"
-            and not owe_sync(self._sync_wal)
-        )
+        durable = durable and write and self.durability == "full"
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
         if write and (self.durability == "normal" or self._writes_alone(run_id)):
@@ -506,8 +501,7 @@ class SQLiteThread:
         """Sync the WAL to disk: a durability=full write is on disk once this returns.
 
         Every frame written before, by any connection to the file, is then on
-        disk. A write calls it after its commit, or its `SharedTurns` turn does
-        (or the next turn) once the turn ends. The file descriptor stays open
+        disk. A write calls it after its commit. The file descriptor stays open
         while the store is: SQLite never deletes the WAL of a file that still has
         a connection (ours), and it keeps no lock on the WAL that closing it
         could drop.
@@ -519,7 +513,7 @@ class SQLiteThread:
             try:
                 if self._wal_fd is None:
                     self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
-                _fdatasync(self._wal_fd)
+                self._sync_file(self._wal_fd)
             except OSError as exc:
                 raise StoreError(
                     store=self.url,

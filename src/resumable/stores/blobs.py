@@ -22,7 +22,8 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -38,13 +39,18 @@ __all__ = [
     "BlobUnavailable",
     "FileBlobs",
     "S3Blobs",
+    "StreamingBlobs",
     "open_blobs",
+    "temp_key",
 ]
 
 PART_BYTES: Final = 8 * 1024 * 1024
 """S3 objects larger than this are uploaded in parts of this size, and read in
 chunks of it into one buffer."""
 _PART_CONCURRENCY: Final = 4
+
+TEMP_PREFIX: Final = "tmp/"
+"""Where streamed uploads land before they are moved to their content address."""
 
 _KEY = re.compile(r"[a-z0-9]+(/[a-z0-9]+)*")
 """Keys are lowercase hex segments: no '..', no absolute path, nothing to escape."""
@@ -99,6 +105,34 @@ class BlobStore(Protocol):
         ...
 
 
+@runtime_checkable
+class StreamingBlobs(BlobStore, Protocol):
+    """A `BlobStore` that takes and gives objects a chunk at a time.
+
+    An object whose key is the hash of its bytes is uploaded under a temporary
+    key (`temp_key()`) while it is hashed, then moved to its key: a crash in
+    between leaves an object no row references, which `collect_garbage` deletes
+    once it is older than its grace period.
+    """
+
+    async def put_stream(self, key: str, chunks: AsyncIterator[bytes]) -> None:
+        """Store the chunks' bytes under `key`, durably, replacing what was there."""
+        ...
+
+    async def move(self, key: str, to: str) -> None:
+        """Put the object under `key` at `to` (whole or not at all), then drop `key`."""
+        ...
+
+    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+        """The object under `key` a chunk at a time (BlobMissing before the first)."""
+        ...
+
+
+def temp_key() -> str:
+    """A fresh temporary key for a streamed upload."""
+    return TEMP_PREFIX + uuid.uuid4().hex
+
+
 def check_key(key: str) -> str:
     """`key` if it is one the offload layer makes; ValueError otherwise."""
     if not _KEY.fullmatch(key):
@@ -139,6 +173,50 @@ class FileBlobs:
                 raise
         except OSError as exc:
             raise BlobUnavailable(f"cannot write {path}: {exc}") from exc
+
+    async def put_stream(self, key: str, chunks: AsyncIterator[bytes]) -> None:
+        path = self._path(key)
+        try:
+            await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
+            out = await asyncio.to_thread(open, path, "wb")
+        except OSError as exc:
+            raise BlobUnavailable(f"cannot write {path}: {exc}") from exc
+        try:
+            with out:
+                async for chunk in chunks:
+                    await asyncio.to_thread(out.write, chunk)
+                await asyncio.to_thread(out.flush)
+                await asyncio.to_thread(os.fsync, out.fileno())
+        except OSError as exc:
+            raise BlobUnavailable(f"cannot write {path}: {exc}") from exc
+
+    async def move(self, key: str, to: str) -> None:
+        await asyncio.to_thread(self._move, self._path(key), self._path(to))
+
+    @staticmethod
+    def _move(source: Path, target: Path) -> None:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(source, target)  # atomic: the object is whole or absent
+            folder = os.open(target.parent, os.O_RDONLY)
+            try:
+                os.fsync(folder)  # the rename itself survives a power cut
+            finally:
+                os.close(folder)
+        except FileNotFoundError:
+            raise BlobMissing(source.name) from None
+        except OSError as exc:
+            raise BlobUnavailable(f"cannot move {source} to {target}: {exc}") from exc
+
+    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+        path = self._path(key)
+        try:
+            source = await asyncio.to_thread(open, path, "rb")
+        except FileNotFoundError:
+            raise BlobMissing(key) from None
+        except OSError as exc:
+            raise BlobUnavailable(f"cannot read {path}: {exc}") from exc
+        return _file_chunks(source, path)
 
     async def get(self, key: str) -> bytes | bytearray:
         path = self._path(key)
@@ -300,6 +378,45 @@ class S3Blobs:
             )
         return buffer
 
+    async def put_stream(self, key: str, chunks: AsyncIterator[bytes]) -> None:
+        # a multipart upload whose parts are sent as the chunks come; an upload
+        # cut short by a crash leaves hidden parts (see the lifecycle rule in
+        # docs/capabilities/offload.md)
+        try:
+            await self._obstore.put_async(
+                self._store,
+                check_key(key),
+                chunks,
+                use_multipart=True,
+                chunk_size=PART_BYTES,
+                max_concurrency=_PART_CONCURRENCY,
+            )
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
+            raise self._errors(key, exc) from exc
+
+    async def move(self, key: str, to: str) -> None:
+        # a server-side copy (whole or not at all), then the temporary is deleted;
+        # S3's CopyObject takes objects of up to 5 GB
+        try:
+            await self._obstore.copy_async(self._store, check_key(key), check_key(to))
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
+            raise self._errors(key, exc) from exc
+        await self.delete(key)
+
+    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+        try:
+            result = await self._obstore.get_async(self._store, check_key(key))
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
+            raise self._errors(key, exc) from exc
+        return self._chunks(key, result.stream(min_chunk_size=PART_BYTES))
+
+    async def _chunks(self, key: str, stream: Any) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in stream:
+                yield chunk
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
+            raise self._errors(key, exc) from exc
+
     async def delete(self, key: str) -> None:
         try:
             await self._obstore.delete_async(self._store, check_key(key))
@@ -336,6 +453,18 @@ class S3Blobs:
 
     async def close(self) -> None:
         return None
+
+
+async def _file_chunks(source: Any, path: Path) -> AsyncIterator[bytes]:
+    with source:
+        while True:
+            try:
+                chunk: bytes = await asyncio.to_thread(source.read, PART_BYTES)
+            except OSError as exc:
+                raise BlobUnavailable(f"cannot read {path}: {exc}") from exc
+            if not chunk:
+                return
+            yield chunk
 
 
 def open_blobs(url: str) -> BlobStore:

@@ -34,7 +34,7 @@ from resumable.stores.protocol import (
 class MemoryStore:
     """A Store that keeps everything in this process's memory."""
 
-    any_loop = True  # see protocol.runs_on_any_loop
+    any_loop = True  # see capabilities.RunsOnAnyLoop
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url

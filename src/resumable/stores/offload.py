@@ -26,10 +26,8 @@ and running the same run_id again resumes once the object store is back).
 
 Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
 checkpoints live) are offloaded the same way; their upload failures are
-`StoreError`, as they belong to no run. A frame is held in memory whole while
-it is uploaded and after it is downloaded (its key is the hash of all of it);
-`S3Blobs` sends large ones in parts that are views into it, and reads them into
-one buffer of their size.
+`StoreError`, as they belong to no run. Large results stream both ways (see
+`stores.offload_stream`); other frames are held whole in memory.
 """
 
 from __future__ import annotations
@@ -44,8 +42,6 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores.archive import (
     Archived,
     ArchiveReader,
-    archive_run,
-    archive_thread,
     is_member,
 )
 from resumable.stores.blobref import (
@@ -54,13 +50,25 @@ from resumable.stores.blobref import (
     BlobRef,
     is_reference,
 )
-from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
-from resumable.stores.coldruns import ColdReader, archive_due_runs, restore_run
-from resumable.stores.coldruns import key_of as _key_of
+from resumable.stores.blobs import (
+    BlobMissing,
+    BlobStore,
+    BlobUnavailable,
+    StreamingBlobs,
+)
+from resumable.stores.coldruns import ColdReader, restore_run
+from resumable.stores.offload_archive import archive_due
+from resumable.stores.offload_gc import collect_garbage, referenced_keys
+from resumable.stores.offload_stream import (
+    STREAM_READ_OVER,
+    Opener,
+    Sealed,
+    download,
+    upload,
+)
+from resumable.stores.places import payload_place, run_place, step_place
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    PAYLOAD_KINDS,
-    TERMINAL_STATUSES,
     ArchiveStub,
     DeleteResult,
     InputRecord,
@@ -89,25 +97,12 @@ __all__ = [
 DEFAULT_OFFLOAD_OVER: Final = 256 * 1024
 """Sealed payloads longer than this go to the object store (bytes)."""
 
-_SCAN_PAGE: Final = 500
-_ROW_SWAPS: Final = frozenset(
-    ("archive_journal", "load_archive_stub", "restore_journal", "list_archive_stubs")
-)
 _FETCH_BATCH: Final = 16
 
 
 def _points_away(data: object) -> bool:
     """Whether a stored payload lives in the object store (offloaded or archived)."""
     return is_reference(data) or is_member(data)
-
-
-def _run_place(run_id: str, what: str) -> str:
-    # the same words as the engine's places (runs.run_place, steps.step_place)
-    return f"run {run_id!r} {what}"
-
-
-def _step_place(step: StepRecord) -> str:
-    return f"run {step.run_id!r}, step #{step.seq} {step.name!r}"
 
 
 class OffloadStore:
@@ -139,20 +134,38 @@ class OffloadStore:
         self._cold = (
             ColdReader(inner, blobs) if isinstance(inner, SupportsArchive) else None
         )
+        self._opener: Opener | None = None
+        # asked at every step's commit: a Protocol check is worth doing once
+        self._streams = isinstance(blobs, StreamingBlobs)
 
     def __repr__(self) -> str:
         return f"OffloadStore({self.inner!r}, {self.blobs!r}, offload_over={self.offload_over})"
 
-    def __getattr__(self, name: str) -> Any:
-        # what the wrapped store offers beyond the protocol (open, wait_for_work,
-        # any_loop) is offered here too: the object store binds to no loop
-        if name.startswith("__") or name == "inner":  # copy/pickle probe a bare object
-            raise AttributeError(name)
-        if name in _ROW_SWAPS:
-            # the wrapped store's stubs are read through, never handed out: this
-            # store's journal of an archived run is the archived one
-            raise AttributeError(name)
-        return getattr(self.inner, name)
+    def stream_with(self, opener: Opener) -> None:
+        """Read large step results and run payloads through `opener`'s sinks.
+
+        Their records then hold the opened body the sink returns, not the frame.
+        """
+        self._opener = opener
+
+    @property
+    def streams(self) -> bool:
+        """Whether `put_sealed` can upload a frame a chunk at a time."""
+        return self._streams
+
+    async def put_sealed(
+        self, sealed: Sealed, *, run_id: str, seq: int | None
+    ) -> bytes:
+        """Upload a frame made on demand; the reference a row keeps in its place.
+
+        Raises:
+            CheckpointWriteError: the object store did not take it.
+            TypeError: the object store does not stream (`streams` is False).
+        """
+        if not isinstance(self.blobs, StreamingBlobs):
+            raise TypeError(f"{self.blobs!r} takes no streamed uploads")
+        ref = await upload(self.blobs, sealed, run_id=run_id, seq=seq)
+        return ref.encode()
 
     # --- the two crossings ------------------------------------------------------
     async def _offload(
@@ -179,13 +192,24 @@ class OffloadStore:
             ) from exc
         return ref.encode()
 
-    async def _resolve(self, data: Any, *, place: str) -> Any:
-        """The sealed frame a row's payload stands for; anything else unchanged."""
+    async def _resolve(self, data: Any, *, place: str, stream: bool = False) -> Any:
+        """The sealed frame a row's payload stands for; anything else unchanged.
+
+        With `stream`, a large object is read through the opener `stream_with`
+        gave, and its opened body is returned instead.
+        """
         if is_member(data):
             return await self._archives.member(bytes(data), place=place)
         if not is_reference(data):
             return data  # a frame (or damage), for the engine's envelope to judge
         ref = BlobRef.decode(bytes(data), place=place)
+        if (
+            stream
+            and self._opener is not None
+            and ref.size > STREAM_READ_OVER
+            and isinstance(self.blobs, StreamingBlobs)
+        ):
+            return await download(self.blobs, ref, self._opener, place=place)
         try:
             frame = await self.blobs.get(ref.key)
         except BlobMissing:
@@ -218,17 +242,19 @@ class OffloadStore:
         if not (_points_away(run.input) or _points_away(run.output)):
             return run
         data, output = await asyncio.gather(
-            self._resolve(run.input, place=_run_place(run.run_id, "input")),
-            self._resolve(run.output, place=_run_place(run.run_id, "output")),
+            self._resolve(run.input, place=run_place(run.run_id, "input"), stream=True),
+            self._resolve(
+                run.output, place=run_place(run.run_id, "output"), stream=True
+            ),
         )
         return dataclasses.replace(run, input=data, output=output)
 
     async def _resolve_step(self, step: StepRecord) -> StepRecord:
         if not (_points_away(step.output) or _points_away(step.usage)):
             return step
-        place = _step_place(step)
+        place = step_place(step.run_id, step.seq, step.name)
         output, usage = await asyncio.gather(
-            self._resolve(step.output, place=place),
+            self._resolve(step.output, place=place, stream=True),
             self._resolve(step.usage, place=place + " usage"),
         )
         return dataclasses.replace(step, output=output, usage=usage)
@@ -358,7 +384,7 @@ class OffloadStore:
         keys = list(inputs)
         values = await asyncio.gather(
             *(
-                self._resolve(inputs[k], place=_run_place(run_id, f"input {k!r}"))
+                self._resolve(inputs[k], place=run_place(run_id, f"input {k!r}"))
                 for k in keys
             )
         )
@@ -370,7 +396,7 @@ class OffloadStore:
             records = await self._cold.inputs(run_id)
         values = await asyncio.gather(
             *(
-                self._resolve(r.value, place=_run_place(run_id, f"input {r.key!r}"))
+                self._resolve(r.value, place=run_place(run_id, f"input {r.key!r}"))
                 for r in records
             )
         )
@@ -498,7 +524,7 @@ class OffloadStore:
         payloads = await self.inner.scan_payloads(kind, after=after, limit=limit)
         return [
             dataclasses.replace(
-                p, data=await self._resolve(p.data, place=_payload_place(p))
+                p, data=await self._resolve(p.data, place=payload_place(p))
             )
             if _points_away(p.data)
             else p
@@ -520,93 +546,38 @@ class OffloadStore:
 
     async def referenced_keys(self) -> set[str]:
         """The keys of every object a row of the wrapped store references now."""
-        keys = set() if self._cold is None else await self._cold.referenced_keys()
-        for kind in PAYLOAD_KINDS:
-            after: tuple[str | int, ...] | None = None
-            while True:
-                page = await self.inner.scan_payloads(
-                    kind, after=after, limit=_SCAN_PAGE
-                )
-                for payload in page:
-                    key = _key_of(payload.data)
-                    if key is not None:
-                        keys.add(key)
-                if len(page) < _SCAN_PAGE:
-                    break
-                after = page[-1].key
+        keys = await referenced_keys(self.inner)
+        if self._cold is not None:
+            keys |= await self._cold.referenced_keys()
         return keys
 
     async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
         """Delete objects no row references that are older than `older_than_ms`.
 
-        The grace period covers writes in flight: an object is uploaded before
-        the row that references it commits, so a young unreferenced object may
-        be about to be referenced. Rows are read first and objects listed after,
-        and each object's age is checked again just before it is deleted, so an
-        upload that refreshed it meanwhile keeps it. Returns how many were deleted.
+        See `stores.offload_gc.collect_garbage`. Returns how many were deleted.
 
         Raises:
             StoreError: the object store did not answer.
         """
         referenced = await self.referenced_keys()
-        cutoff = now_ms - older_than_ms
-        deleted = 0
-        try:
-            for blob in await self.blobs.listing():
-                if blob.key in referenced or blob.modified_at_ms > cutoff:
-                    continue
-                try:
-                    if (await self.blobs.info(blob.key)).modified_at_ms > cutoff:
-                        continue  # uploaded again since the listing
-                except BlobMissing:
-                    continue
-                await self.blobs.delete(blob.key)
-                deleted += 1
-        except BlobUnavailable as exc:
-            raise StoreError(store=self.blobs.url, detail=str(exc)) from exc
-        return deleted
+        return await collect_garbage(
+            referenced, self.blobs, older_than_ms=older_than_ms, now_ms=now_ms
+        )
 
     async def archive_finished(
         self, *, updated_before_ms: int, limit: int, now_ms: int
     ) -> list[Archived]:
         """Archive up to `limit` finished runs and `limit` threads gone cold.
 
-        A run is due when it finished and last changed before `updated_before_ms`;
-        its journal and inputs move into one object and a stub stays
-        (`stores.coldruns`), or, on a store without `SupportsArchive`, its
-        payloads do (`stores.archive`). A thread is due when its newest saved
-        state is older than that; its saved states' payloads move.
+        See `stores.offload_archive.archive_due`.
         """
-        done = await self._archive_runs(updated_before_ms, limit, now_ms)
-        for thread_id in await self._threads(limit):
-            newest = await self.inner.list_snapshots(thread_id, namespace=None, limit=1)
-            if newest and newest[0].created_at_ms < updated_before_ms:
-                done.append(await archive_thread(self.inner, self.blobs, thread_id))
-        return done
-
-    async def _archive_runs(
-        self, updated_before_ms: int, limit: int, now_ms: int
-    ) -> list[Archived]:
-        if not isinstance(self.inner, SupportsArchive):
-            runs = await self.inner.list_runs(
-                RunQuery(
-                    status=tuple(TERMINAL_STATUSES),
-                    updated_before_ms=updated_before_ms,
-                    limit=limit,
-                )
-            )
-            return [await archive_run(self.inner, self.blobs, r.run_id) for r in runs]
-        stubs = await archive_due_runs(
-            self.inner,
+        return await archive_due(
             self.inner,
             self.blobs,
             updated_before_ms=updated_before_ms,
             limit=limit,
             now_ms=now_ms,
         )
-        return [
-            Archived("run", s.run_id, s.steps + s.inputs, s.size, s.key) for s in stubs
-        ]
 
     async def restore_archived(self, run_id: str) -> ArchiveStub | None:
         """Put an archived run's journal and inputs back in the store.
@@ -622,34 +593,8 @@ class OffloadStore:
             return None
         return await restore_run(self.inner, self.blobs, run_id)
 
-    async def _threads(self, limit: int) -> list[str]:
-        """Up to `limit` thread ids, in key order (from their manifests)."""
-        threads: dict[str, None] = {}
-        after: tuple[str | int, ...] | None = None
-        while len(threads) < limit:
-            page = await self.inner.scan_payloads(
-                "snapshot.manifest", after=after, limit=_SCAN_PAGE
-            )
-            threads.update(dict.fromkeys(str(p.key[0]) for p in page))
-            if len(page) < _SCAN_PAGE:
-                break
-            after = page[-1].key
-        return list(threads)[:limit]
-
     async def close(self) -> None:
         try:
             await self.inner.close()
         finally:
             await self.blobs.close()
-
-
-def _payload_place(payload: Payload) -> str:
-    key = payload.key
-    if payload.kind in ("step.output", "step.usage") and len(key) == 3:
-        place = f"run {key[0]!r}, step #{key[1]} {key[2]!r}"
-        return place + (" usage" if payload.kind == "step.usage" else "")
-    if payload.kind == "input.value" and len(key) == 2:
-        return _run_place(str(key[0]), f"input {key[1]!r}")
-    if payload.kind in ("run.input", "run.output") and key:
-        return _run_place(str(key[0]), payload.kind.removeprefix("run."))
-    return f"{payload.kind} {key!r}"

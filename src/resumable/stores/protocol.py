@@ -1,7 +1,15 @@
-"""The Store protocol: one small async interface over typed records.
+"""The Store protocol, in parts, over typed records.
 
 A store keeps runs, their journals, the inputs sent to them, and content-addressed
-snapshots. It never decodes a payload (every `bytes` field was encoded, checksummed
+snapshots, in four Protocols: `RunStore` (runs, leases with fencing, journal,
+inputs: all that running workflows needs), `SnapshotStore` (chunks, snapshots,
+threads), `RunListing` (`runs()`, the CLI, the dashboard) and `Maintenance`
+(`gc()`, `rekey()`). `Store` is all four, as the built-in stores are; a store of
+your own may start with `RunStore`. Optional capabilities are the Protocols of
+`resumable.stores.capabilities`, checked once, when the engine takes the store.
+`docs/stores.md` shows how to write one.
+
+A store never decodes a payload (every `bytes` field was encoded, checksummed
 and optionally encrypted by `resumable.serde`), never imports the engine, and raises
 only `ResumableError` subclasses, never driver errors.
 
@@ -27,6 +35,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC0414
 from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
 from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
+from resumable.stores.journal import JournalKind, kind_of
 
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
@@ -99,7 +108,11 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True, init=False)
 class StepRecord:
-    """One journal entry: the outcome of the step call at `seq` in a run."""
+    """One journal entry: the outcome of the step call at `seq` in a run.
+
+    A ledger entry and a `map_steps` item are journal entries too; `kind` says
+    which a record is, and `resumable.stores.journal` maps kinds to seqs.
+    """
 
     run_id: str
     seq: int
@@ -142,6 +155,11 @@ class StepRecord:
         set_started_at_ms(self, started_at_ms)
         set_finished_at_ms(self, finished_at_ms)
         set_usage(self, usage)
+
+    @property
+    def kind(self) -> JournalKind:
+        """A step call, a ledger entry or a batch item (`resumable.stores.journal`)."""
+        return kind_of(self.seq)
 
 
 def _slot_setter(name: str) -> Callable[[StepRecord, Any], None]:
@@ -332,42 +350,13 @@ def check_pack(thread_id: str, by: SnapshotRecord) -> None:
         )
 
 
-def runs_on_any_loop(store: object) -> bool:
-    """Whether the store's coroutines may run on any event loop, in any thread.
-
-    A store declares it with a class attribute `any_loop = True` when it keeps no
-    client bound to the loop that opened it (SQLite's own threads and the memory
-    store qualify; psycopg's pool and redis-py's asyncio client do not). Callers
-    without a loop may then drive it on a private loop of their own thread
-    (`resumable._engine.bridge.run_here`) instead of crossing to a bridge thread.
-    It promises nothing about calls made from several threads at once: a caller
-    that drives it from several threads serializes its calls. Optional: a store
-    without the attribute is driven from one loop.
-    """
-    return getattr(store, "any_loop", False) is True
-
-
 @runtime_checkable
-class ReportsCommitBatches(Protocol):
-    """An optional capability: a store that writes concurrent step commits together.
+class RunStore(Protocol):
+    """The core a store must implement: runs, leases with fencing, journal, inputs.
 
-    PostgresStore groups the `commit_step` calls that queue while a write is in
-    flight into one transaction; the engine checks for this once, when it is made
-    with observers, and reports each group's size (`resumable_commit_batch_size`).
+    This is all the engine needs to start, execute, suspend, resume and recover
+    runs. One transaction per method; see the module docstring for fencing.
     """
-
-    def add_commit_listener(self, listener: Callable[[int], None]) -> None:
-        """Call `listener(size)` after each transaction of step commits is written.
-
-        `size` counts the step records it wrote (1 for a lone commit). The
-        listener runs on the store's event loop; it must not raise or block.
-        """
-        ...
-
-
-@runtime_checkable
-class Store(Protocol):
-    """Where runs, journals, inputs and snapshots live. One transaction per method."""
 
     url: str
     """Where the store lives, with any password removed (for messages and logs)."""
@@ -379,17 +368,6 @@ class Store(Protocol):
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """The run with that id, or None."""
-        ...
-
-    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
-        """Runs matching every filter in `query`, newest first."""
-        ...
-
-    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
-        """How many runs match every filter of `query`, by `(status, queue)`.
-
-        `limit` and `after` are ignored; combinations with no run are left out.
-        """
         ...
 
     async def acquire_lease(
@@ -452,10 +430,6 @@ class Store(Protocol):
         """
         ...
 
-    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
-        """Delete terminal runs with their journals and inputs, atomically per call."""
-        ...
-
     # --- journal ----------------------------------------------------------------
     async def load_journal(
         self, run_id: str, *, up_to_seq: int | None = None
@@ -480,11 +454,15 @@ class Store(Protocol):
         """Every input sent to the run, by key."""
         ...
 
-    async def list_inputs(self, run_id: str) -> list[InputRecord]:
-        """Every input sent to the run, with when it was sent, oldest first."""
+    async def close(self) -> None:
+        """Release connections and threads; idempotent."""
         ...
 
-    # --- snapshots --------------------------------------------------------------
+
+@runtime_checkable
+class SnapshotStore(Protocol):
+    """Saved states (`save_state`, LangGraph): content-addressed chunks, snapshots, threads."""
+
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         """Store chunks by content hash; a hash already present is left alone."""
         ...
@@ -571,7 +549,35 @@ class Store(Protocol):
         """Delete up to `limit` chunks no snapshot references; returns how many."""
         ...
 
-    # --- maintenance ------------------------------------------------------------
+
+@runtime_checkable
+class RunListing(Protocol):
+    """Listing and counting runs and their inputs: `Engine.runs`, the CLI, the dashboard."""
+
+    async def list_runs(self, query: RunQuery) -> list[RunRecord]:
+        """Runs matching every filter in `query`, newest first."""
+        ...
+
+    async def count_runs(self, query: RunQuery) -> dict[tuple[str, str | None], int]:
+        """How many runs match every filter of `query`, by `(status, queue)`.
+
+        `limit` and `after` are ignored; combinations with no run are left out.
+        """
+        ...
+
+    async def list_inputs(self, run_id: str) -> list[InputRecord]:
+        """Every input sent to the run, with when it was sent, oldest first."""
+        ...
+
+
+@runtime_checkable
+class Maintenance(Protocol):
+    """Retention and key rotation: `Engine.gc` deletes runs, `Engine.rekey` rewrites payloads."""
+
+    async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
+        """Delete terminal runs with their journals and inputs, atomically per call."""
+        ...
+
     async def scan_payloads(
         self, kind: PayloadKind, *, after: tuple[str | int, ...] | None, limit: int
     ) -> list[Payload]:
@@ -585,6 +591,7 @@ class Store(Protocol):
         """
         ...
 
-    async def close(self) -> None:
-        """Release connections and threads; idempotent."""
-        ...
+
+@runtime_checkable
+class Store(RunStore, SnapshotStore, RunListing, Maintenance, Protocol):
+    """Everything a full store offers, as the built-in stores do (see the module docstring)."""

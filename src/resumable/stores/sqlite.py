@@ -41,11 +41,6 @@ durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
 steps; each swap paid an fsync, ~0.4 ms here.
 
-A write in a `syncs.SharedTurns` turn commits without an fsync too, and the
-turn fsyncs the WAL once it has released its lock (`_sync_wal`): its writes are
-on disk before the caller goes on, as every other write is, and the next turn
-runs meanwhile. `ResumableSaver`'s sync calls take such turns.
-
 Reads of one run or one thread (its journal, record, inputs, snapshots and
 chunks) take the inline connection too when it is free and no write of this store
 is queued (which they would have to see). No other thread has to wake, which on a
@@ -70,7 +65,7 @@ raising an error. The journal is safe either way: the run resumes from it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -82,7 +77,7 @@ from resumable.stores import _sqlite_archive as _archive
 from resumable.stores import _sqlite_claims as _claims
 from resumable.stores import _sqlite_runs as _runs
 from resumable.stores import _sqlite_snapshots as _snapshots
-from resumable.stores._sqlite_thread import Conn, SQLiteThread
+from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
 from resumable.stores.protocol import (
     NO_CHUNKS,
     ArchiveStub,
@@ -149,14 +144,24 @@ def parse_url(url: str) -> SQLiteOptions:
 class SQLiteStore:
     """The Store protocol on one SQLite file, in WAL mode.
 
+    Args:
+        url: `sqlite:///path.db`, with the options the module doc lists.
+        sync_file: Puts what was written to a file on disk, given its descriptor
+            (`os.fdatasync`); tests pass one that records or fails.
+
     Each method is one transaction, run by `SQLiteThread.call` (the connections,
     the store thread); the transactions are functions in `_sqlite_runs`,
     `_sqlite_claims`, `_sqlite_snapshots` and `_sqlite_archive`.
     """
 
-    any_loop = True  # see protocol.runs_on_any_loop
+    any_loop = True  # see capabilities.RunsOnAnyLoop
 
-    def __init__(self, url: str = f"sqlite:///{DEFAULT_PATH}") -> None:
+    def __init__(
+        self,
+        url: str = f"sqlite:///{DEFAULT_PATH}",
+        *,
+        sync_file: Callable[[int], None] = fdatasync,
+    ) -> None:
         self.url = url
         options = parse_url(url)
         self.path, self.durability = options.path, options.durability
@@ -166,6 +171,7 @@ class SQLiteStore:
             options.durability,
             busy_timeout_ms=options.busy_timeout_ms,
             mmap_mb=options.mmap_mb,
+            sync_file=sync_file,
         )
         self._call = self._db.call
         self._present = _snapshots.PresentChunks()

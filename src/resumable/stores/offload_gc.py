@@ -1,0 +1,74 @@
+"""Collecting objects no row references (`OffloadStore.collect_garbage`).
+
+Objects are offloaded payloads (`sha256/...`), archives, and temporary objects
+of streamed uploads (`tmp/...`) that a crash or a failed move left behind: none
+is referenced by a row, so each is deleted once older than the grace period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final
+
+from resumable.errors import StoreError
+from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
+from resumable.stores.coldruns import key_of
+from resumable.stores.protocol import PAYLOAD_KINDS, Store
+
+__all__ = ["collect_garbage", "referenced_keys"]
+
+_SCAN_PAGE: Final = 500
+
+
+async def referenced_keys(inner: Store) -> set[str]:
+    """The keys of every object a payload of the wrapped store references now.
+
+    Not those an archived run's stub names: `ColdReader.referenced_keys` adds them.
+    """
+    keys: set[str] = set()
+    for kind in PAYLOAD_KINDS:
+        after: tuple[str | int, ...] | None = None
+        while True:
+            page = await inner.scan_payloads(kind, after=after, limit=_SCAN_PAGE)
+            for payload in page:
+                key = key_of(payload.data)
+                if key is not None:
+                    keys.add(key)
+            if len(page) < _SCAN_PAGE:
+                break
+            after = page[-1].key
+    return keys
+
+
+async def collect_garbage(
+    referenced: Collection[str], blobs: BlobStore, *, older_than_ms: int, now_ms: int
+) -> int:
+    """Delete objects no row references that are older than `older_than_ms`.
+
+    The grace period covers writes in flight: an object is uploaded before
+    the row that references it commits, so a young unreferenced object may
+    be about to be referenced. Rows are read first and objects listed after,
+    and each object's age is checked again just before it is deleted, so an
+    upload that refreshed it meanwhile keeps it. Returns how many were deleted.
+
+    `referenced` must be read before this lists the objects.
+
+    Raises:
+        StoreError: the object store did not answer.
+    """
+    cutoff = now_ms - older_than_ms
+    deleted = 0
+    try:
+        for blob in await blobs.listing():
+            if blob.key in referenced or blob.modified_at_ms > cutoff:
+                continue
+            try:
+                if (await blobs.info(blob.key)).modified_at_ms > cutoff:
+                    continue  # uploaded again since the listing
+            except BlobMissing:
+                continue
+            await blobs.delete(blob.key)
+            deleted += 1
+    except BlobUnavailable as exc:
+        raise StoreError(store=blobs.url, detail=str(exc)) from exc
+    return deleted

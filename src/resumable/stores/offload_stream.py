@@ -1,0 +1,186 @@
+"""Large payloads to and from an object store a chunk at a time (see `stores.offload`).
+
+`upload` sends a sealed frame made on demand (a `SealedStream`) to a temporary
+key as its chunks are made, hashing them as they pass, then moves the object to
+its content address (the SHA-256 of those bytes): a server-side copy on S3, a
+rename in a folder. Only then is the reference returned, and only then may the
+row that holds it commit. A crash before the move leaves a temporary object, and
+one after it an object no row references: both are deleted by `collect_garbage`
+once older than its grace period.
+
+`download` reads an object a chunk at a time, hashes each chunk and feeds it to
+a frame reader (`Serde.reader`: decrypt, decompress into one buffer), and
+returns the opened body only once the hash, the size and the frame's own check
+(CRC-32 or GCM tag) all hold. The frame is never whole in memory on either side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, Final, Protocol
+
+from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
+from resumable.stores.blobref import BlobRef
+from resumable.stores.blobs import (
+    BlobMissing,
+    BlobUnavailable,
+    StreamingBlobs,
+    temp_key,
+)
+
+__all__ = ["STREAM_READ_OVER", "FrameSink", "Opener", "Sealed", "download", "upload"]
+
+STREAM_READ_OVER: Final = 1 << 20
+"""Objects longer than this are read a chunk at a time when a reader is given."""
+
+
+class Sealed(Protocol):
+    """A frame made on demand (`resumable.serde.SealedStream`)."""
+
+    @property
+    def flags(self) -> int:
+        """The frame's flags byte."""
+        ...
+
+    @property
+    def chunks(self) -> Callable[[], Iterator[bytes]]:
+        """A new iterator over the frame's bytes each call."""
+        ...
+
+
+class FrameSink(Protocol):
+    """Opens a frame fed a chunk at a time (`resumable.serde.chunked.FrameReader`)."""
+
+    def feed(self, chunk: bytes | memoryview) -> None:
+        """Take the next bytes of the frame."""
+        ...
+
+    def finish(self) -> bytearray:
+        """The opened body, once the frame's checks hold."""
+        ...
+
+
+class Opener(Protocol):
+    """Makes a `FrameSink` for a frame (`Serde.reader`)."""
+
+    def __call__(self, *, frame_size: int, place: str) -> FrameSink:
+        """A sink for a frame of `frame_size` bytes stored at `place`."""
+        ...
+
+
+class _Hashed:
+    """The frame's chunks, made and hashed on a worker thread one at a time."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def _next(self) -> bytes | None:
+        chunk = next(self._chunks, None)
+        if chunk is not None:
+            self.digest.update(chunk)
+            self.size += len(chunk)
+        return chunk
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        # compressing and encrypting a slice takes a while: off the event loop
+        while (chunk := await asyncio.to_thread(self._next)) is not None:
+            yield chunk
+
+
+async def upload(
+    blobs: StreamingBlobs, sealed: Sealed, *, run_id: str, seq: int | None
+) -> BlobRef:
+    """Upload a frame made on demand; its reference once it is at its key.
+
+    Raises:
+        CheckpointWriteError: the object store did not take it (transient: a
+            retry makes the frame again).
+    """
+    temp = temp_key()
+    hashed = _Hashed(sealed.chunks())
+    try:
+        await blobs.put_stream(temp, aiter(hashed))
+        ref = BlobRef(sealed.flags, hashed.size, hashed.digest.digest())
+        # the move refreshes the object's age, which is what keeps a collection
+        # that started before this row committed from deleting it
+        await blobs.move(temp, ref.key)
+    except (BlobUnavailable, BlobMissing) as exc:
+        with contextlib.suppress(BlobUnavailable):
+            await blobs.delete(temp)  # else collect_garbage deletes it later
+        raise CheckpointWriteError(
+            run_id=run_id,
+            seq=seq,
+            detail=f"the object store did not take a payload of {hashed.size:,}+ "
+            f"bytes (temporary object {temp}: {exc})",
+        ) from exc
+    return ref
+
+
+class _Checked:
+    """Hashes what is read and feeds it to the frame's reader, keeping its error."""
+
+    def __init__(self, sink: FrameSink) -> None:
+        self.sink = sink
+        self.digest = hashlib.sha256()
+        self.size = 0
+        self.damage: CorruptCheckpointError | None = None
+
+    def take(self, chunk: Any) -> None:
+        self.digest.update(chunk)
+        self.size += len(chunk)
+        if self.damage is None:
+            try:
+                self.sink.feed(chunk)
+            except CorruptCheckpointError as exc:
+                # the hash decides first: a flipped bit is "fails its hash check"
+                self.damage = exc
+
+
+async def download(
+    blobs: StreamingBlobs, ref: BlobRef, opener: Opener, *, place: str
+) -> bytearray:
+    """The opened body of the frame `ref` names (see the module docstring).
+
+    Raises:
+        CorruptCheckpointError: the object is missing, fails its hash check, or
+            its frame does not open; the message names `place` and the key.
+        StoreError: the object store did not answer.
+    """
+    checked = _Checked(opener(frame_size=ref.size, place=place))
+    try:
+        async for chunk in await blobs.get_stream(ref.key):
+            if checked.size + len(chunk) > ref.size:
+                checked.size += len(chunk)
+                break
+            await asyncio.to_thread(checked.take, chunk)
+    except BlobMissing:
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"object {ref.key} is missing from {blobs.url} (deleted behind "
+            f"the store's back, or the reference was altered)",
+        ) from None
+    except BlobUnavailable as exc:
+        raise StoreError(
+            store=blobs.url,
+            detail=f"{place}: cannot read object {ref.key} ({exc}); try again once "
+            f"the object store is back",
+        ) from exc
+    if checked.size != ref.size or checked.digest.digest() != ref.sha256:
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"object {ref.key} in {blobs.url} fails its hash check "
+            f"({checked.size:,} bytes, the row says {ref.size:,})",
+        )
+    try:
+        if checked.damage is not None:
+            raise checked.damage
+        return checked.sink.finish()
+    except CorruptCheckpointError as exc:
+        raise CorruptCheckpointError(
+            place=place, detail=f"object {ref.key}: {exc.detail}"
+        ) from None

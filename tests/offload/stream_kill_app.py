@@ -1,0 +1,100 @@
+"""A run killed mid streamed upload: `python stream_kill_app.py STORE ENDPOINT BUCKET LOG WHEN`.
+
+Its step returns a result past `STREAM_OVER`, which is sealed and uploaded a
+chunk at a time to a temporary key, then moved to its content address. WHEN
+says where the process stops until the test SIGKILLs it: `before-move` (the
+temporary object is whole, the move never happens) or `after-move` (the object
+is at its key, the row that references it never commits). It notes
+`streamed <temporary key>` and `moved <key>` in LOG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+
+from resumable import Engine, step, workflow
+from resumable.stores.blobs import BlobInfo, S3Blobs
+
+SIZE = 3_000_000
+WHEN = {"at": ""}
+LOG = {"path": os.devnull}
+"""Where `note` writes (main sets it from argv; a test importing the module, too)."""
+
+
+def note(line: str) -> None:
+    fd = os.open(LOG["path"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, f"{line}\n".encode())
+    finally:
+        os.close(fd)
+
+
+class StopsAroundTheMove:
+    """An S3Blobs (streaming) that hangs before or after its first move."""
+
+    def __init__(self, inner: S3Blobs) -> None:
+        self.inner, self.url = inner, inner.url
+
+    async def put(self, key: str, data: bytes) -> None:
+        await self.inner.put(key, data)
+
+    async def put_stream(self, key: str, chunks: AsyncIterator[bytes]) -> None:
+        await self.inner.put_stream(key, chunks)
+        note(f"streamed {key}")
+
+    async def move(self, key: str, to: str) -> None:
+        if WHEN["at"] == "before-move":
+            await asyncio.sleep(3600)
+        await self.inner.move(key, to)
+        note(f"moved {to}")
+        if WHEN["at"] == "after-move":
+            await asyncio.sleep(3600)
+
+    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+        return await self.inner.get_stream(key)
+
+    async def get(self, key: str) -> bytes | bytearray:
+        return await self.inner.get(key)
+
+    async def delete(self, key: str) -> None:
+        await self.inner.delete(key)
+
+    async def info(self, key: str) -> BlobInfo:
+        return await self.inner.info(key)
+
+    async def listing(self) -> list[BlobInfo]:
+        return await self.inner.listing()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+@step(name="streamkill.big")
+async def big() -> str:
+    note("ran")
+    return os.urandom(SIZE // 2).hex()
+
+
+@workflow(name="streamkill.flow")
+async def flow() -> int:
+    return len(await big())
+
+
+async def main(store: str, endpoint: str, bucket: str) -> None:
+    config = {
+        "endpoint": endpoint,
+        "region": "us-east-1",
+        "access_key_id": "testing",
+        "secret_access_key": "testing",
+    }
+    blobs = StopsAroundTheMove(S3Blobs(f"s3://{bucket}/p", config=config))
+    async with Engine(store, blobs=blobs) as engine:
+        await engine.run(flow, run_id="killed")
+
+
+if __name__ == "__main__":
+    LOG["path"], WHEN["at"] = sys.argv[4], sys.argv[5]
+    asyncio.run(main(*sys.argv[1:4]))

@@ -1,0 +1,41 @@
+"""Every built-in store is a full Store and declares its optional capabilities."""
+
+from __future__ import annotations
+
+from resumable import Engine
+from resumable.stores.capabilities import Capabilities
+from resumable.stores.protocol import (
+    Maintenance,
+    RunListing,
+    RunStore,
+    SnapshotStore,
+    Store,
+)
+
+PARTS = ("SnapshotStore", "RunListing", "Maintenance")
+DECLARED = {
+    "memory": {"RunsOnAnyLoop"},
+    "sqlite": {"RunsOnAnyLoop", "NeedsOpen"},
+    "postgres": {"NeedsOpen", "SupportsWakeUp", "ReportsCommitBatches"},
+    "redis": {"NeedsOpen", "SupportsWakeUp"},
+}
+
+
+async def test_every_built_in_store_implements_every_part(
+    store: Store, backend: str
+) -> None:
+    for part in (RunStore, SnapshotStore, RunListing, Maintenance, Store):
+        assert isinstance(store, part), part.__name__
+    found = Capabilities.of(store)
+    assert set(found.names) == {*PARTS, *DECLARED[backend]}
+
+
+async def test_the_engine_keeps_a_full_store_as_it_is_and_its_capabilities(
+    store: Store, backend: str
+) -> None:
+    engine = Engine(store)
+    assert engine.store is store  # nothing wraps a full store
+    assert set(engine.capabilities.names) == {*PARTS, *DECLARED[backend]}
+    if "SupportsWakeUp" in DECLARED[backend]:
+        waker: object = engine.capabilities.wake_up
+        assert waker is store
