@@ -5,7 +5,7 @@ SQLite full and SQLite normal, and -- measured in this same run -- raw sqlite3
 INSERT+COMMIT of the same row in WAL with synchronous FULL and NORMAL.
 
 The floors run on SQLite's defaults. resumable's full mode checkpoints a smaller
-WAL (`_WAL_PAGES_FULL` in resumable.stores.sqlite), which makes raw sqlite3 faster too,
+WAL (`WAL_PAGES_FULL` in resumable.stores._sqlite_thread), which makes raw sqlite3 faster too,
 so the raw FULL floor is also measured with that setting and its ratio printed.
 A last row runs the same steps as 50 runs at once, whose commits share fsyncs.
 
@@ -32,7 +32,7 @@ from _common import median_us_per_op, table
 from _overhead import save, storage_figures
 
 from resumable import Engine, step, workflow
-from resumable.stores.sqlite import _WAL_PAGES_FULL
+from resumable.stores._sqlite_thread import WAL_PAGES_FULL
 
 STEPS = int(os.environ.get("STEPS", "1000"))
 CONCURRENT = 50  # runs at once in the group-commit row, STEPS // CONCURRENT steps each
@@ -127,8 +127,8 @@ async def main() -> None:
             "resumable memory": engine_bench("memory://"),
             "raw sqlite FULL": await raw("FULL"),
             "resumable sqlite full": engine_bench("sqlite:///{path}"),
-            f"raw sqlite FULL, WAL {_WAL_PAGES_FULL} pages": await raw(
-                "FULL", wal_pages=_WAL_PAGES_FULL
+            f"raw sqlite FULL, WAL {WAL_PAGES_FULL} pages": await raw(
+                "FULL", wal_pages=WAL_PAGES_FULL
             ),
             f"resumable sqlite full, {CONCURRENT} runs at once": engine_bench(
                 "sqlite:///{path}", runs=CONCURRENT
@@ -161,7 +161,7 @@ async def main() -> None:
     print(table(rows))
     tuned = (
         results["resumable sqlite full"]
-        / results[f"raw sqlite FULL, WAL {_WAL_PAGES_FULL} pages"]
+        / results[f"raw sqlite FULL, WAL {WAL_PAGES_FULL} pages"]
     )
     print(f"resumable sqlite full against raw FULL with its own WAL size: {tuned:.2f}x")
     await save_figures(results)

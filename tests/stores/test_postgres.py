@@ -305,7 +305,7 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
         lease = await store.acquire_lease(f"r{i}", owner="w", now_ms=T0, ttl_ms=60_000)
         assert lease is not None
         fences[f"r{i}"] = lease.fence
-    before = store._commit_transactions
+    before = store._commits.transactions
     await asyncio.gather(
         *(
             store.commit_step(step_record(run_id, seq), fence=fence)
@@ -313,7 +313,7 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
             for seq in range(1, 11)
         )
     )
-    used = store._commit_transactions - before
+    used = store._commits.transactions - before
     assert used <= 20, f"200 concurrent commits took {used} transactions"
     async with await psycopg.AsyncConnection.connect(store._options.conninfo) as conn:
         cur = await conn.execute(
@@ -327,11 +327,11 @@ async def test_sequential_commits_take_one_transaction_each(new_store: Factory) 
     await store.create_run(run_record("r"))
     lease = await store.acquire_lease("r", owner="w", now_ms=T0, ttl_ms=60_000)
     assert lease is not None
-    before = store._commit_transactions
+    before = store._commits.transactions
     started = time.perf_counter()
     for seq in range(1, 51):
         await store.commit_step(step_record("r", seq), fence=lease.fence)
-    assert store._commit_transactions - before == 50
+    assert store._commits.transactions - before == 50
     assert time.perf_counter() - started < 5  # no timer in the way of a lone commit
 
 

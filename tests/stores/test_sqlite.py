@@ -25,8 +25,9 @@ from resumable import (
 )
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql
+from resumable.stores._sqlite_thread import CHECKPOINT_EVERY
 from resumable.stores.protocol import RunQuery
-from resumable.stores.sqlite import _CHECKPOINT_EVERY, SQLiteStore, parse_url
+from resumable.stores.sqlite import SQLiteStore, parse_url
 from resumable.testing import T0, run_record, snapshot_record, step_record
 
 
@@ -103,7 +104,7 @@ async def test_an_unforeseen_failure_on_the_store_thread_reaches_the_opener(
         raise RuntimeError("something nobody planned for")
 
     store = SQLiteStore(f"sqlite:///{tmp_path / 'x.db'}")
-    monkeypatch.setattr(store, "_migrate", broken)
+    monkeypatch.setattr(store._db, "_migrate", broken)
     with pytest.raises(StoreError, match="something nobody planned for"):
         await asyncio.wait_for(store.open(), 5)
 
@@ -307,7 +308,7 @@ async def _leased_run(store: SQLiteStore, run_id: str) -> int:
 
 async def _traced(store: SQLiteStore) -> tuple[list[str], list[str]]:
     """Record the SQL of the inline connection and of the store thread's, in that order."""
-    inline = store._inline
+    inline = store._db._inline
     assert inline is not None
     on_thread: list[str] = []
     await store._call(
@@ -332,7 +333,7 @@ async def test_a_journal_loads_on_the_calling_thread_when_the_inline_connection_
     here = threading.get_ident()
     assert await store._call(which_thread, write=False, inline=True) == here
     assert await store._call(which_thread, write=False) != here
-    inline = store._inline
+    inline = store._db._inline
     assert inline is not None
     statements: list[str] = []
     inline.set_trace_callback(statements.append)
@@ -340,7 +341,7 @@ async def test_a_journal_loads_on_the_calling_thread_when_the_inline_connection_
     inline.set_trace_callback(None)
     assert any("FROM resumable_steps" in sql for sql in statements)
     # another caller holds the inline connection: the store thread loads it
-    with store._inline_lock:
+    with store._db._inline_lock:
         assert await store._call(which_thread, write=False, inline=True) != here
         assert [s.seq for s in await store.load_journal("r")] == [1, 2]
     assert [s.seq for s in await store.load_journal("r")] == [1, 2]
@@ -368,7 +369,7 @@ async def test_reads_of_one_run_or_thread_take_the_inline_connection(
     """A saver's get_tuple on LangGraph's thread pays no wake-up of the store thread."""
     store = opened
     await store.get_run("warm-up")  # opens the inline connection
-    inline = store._inline
+    inline = store._db._inline
     assert inline is not None
     statements: list[str] = []
     inline.set_trace_callback(statements.append)
@@ -401,7 +402,7 @@ async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
     store = opened
     fence = await _leased_run(store, "r")
     busy, release = await _busy_thread(store)
-    with store._inline_lock:  # so that the write cannot commit inline
+    with store._db._inline_lock:  # so that the write cannot commit inline
         write = asyncio.ensure_future(
             store.commit_step(step_record("r", 1), fence=fence)
         )
@@ -422,7 +423,7 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
     events = disk.events
     events.clear()
     for on_thread in (False, True):  # inline, then on the store thread
-        with store._inline_lock if on_thread else contextlib.nullcontext():
+        with store._db._inline_lock if on_thread else contextlib.nullcontext():
             await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
             assert events == ["WAL synced"] * on_thread
             await store.commit_step(step_record("r", 1 + on_thread), fence=fence)
@@ -433,7 +434,7 @@ async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
         raise sqlite3.OperationalError("disk I/O error")
 
     for on_thread in (False, True):  # a write that fails syncs nothing
-        held = store._inline_lock if on_thread else contextlib.nullcontext()
+        held = store._db._inline_lock if on_thread else contextlib.nullcontext()
         with held, pytest.raises(CheckpointWriteError):  # of "r", which wrote last
             await store._call(failing, write=True, run_id="r")
     assert events == ["WAL synced"] * 2
@@ -460,7 +461,7 @@ async def test_a_durable_write_syncs_the_wal_after_its_commit_with_the_write_loc
 
     disk.before = commit_elsewhere
     await store.save_snapshot(snapshot_record("t", "0002", ()))
-    with store._inline_lock:  # the same on the store thread
+    with store._db._inline_lock:  # the same on the store thread
         await store.save_snapshot(snapshot_record("t", "0003", ()))
     assert committed == [["0001", "0002"], ["0001", "0002", "0003"]]
 
@@ -473,7 +474,7 @@ async def test_a_failed_wal_fsync_on_the_store_thread_fails_the_durable_writes_a
     fence = await _leased_run(store, "r")
     busy, release = await _busy_thread(store)
     disk.error = OSError(5, "Input/output error")
-    with store._inline_lock:  # both queue, and commit in one batch
+    with store._db._inline_lock:  # both queue, and commit in one batch
         renew = asyncio.ensure_future(
             store.renew_lease("r", fence=fence, now_ms=T0 + 1, ttl_ms=60_000)
         )
@@ -506,7 +507,7 @@ async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
     assert events == ["WAL synced"] * 2
     await store.save_snapshot(snapshot_record("t", "0003", ()))
     assert events == ["WAL synced"] * 3
-    with store._inline_lock:  # the same on the store thread
+    with store._db._inline_lock:  # the same on the store thread
         pack = snapshot_record("t", "0003", (), namespace=":pack:", label="0003")
         assert await store.replace_snapshots("t", "", ["0003"], by=pack)
     assert events == ["WAL synced"] * 3
@@ -571,21 +572,21 @@ async def test_with_durability_normal_the_store_thread_checkpoints_the_wal(
     store, fence = await _with_steps(f"sqlite:///{path}?durability=normal", 300)
     assert _wal_frames(path) > 300  # grown: no commit checkpointed it
     checkpoints: list[int] = []
-    original = store._checkpoint
+    original = store._db._checkpoint
 
     def counted(conn: sqlite3.Connection) -> None:
         checkpoints.append(_wal_frames(path))
         original(conn)
 
-    store._checkpoint = counted  # type: ignore[method-assign]
+    store._db._checkpoint = counted  # type: ignore[method-assign]
     seq = 300
-    while store._inline_commits < 2 * _CHECKPOINT_EVERY:
+    while store._db._inline_commits < 2 * CHECKPOINT_EVERY:
         seq += 1
         await store.commit_step(step_record("r", seq), fence=fence)
     for _ in range(2):  # a batch's jobs run before its checkpoint: the second waits
         await store._call(lambda _: None, write=False)
     assert len(checkpoints) == 2
-    assert _wal_frames(path) < 3 * _CHECKPOINT_EVERY  # restarted, not grown
+    assert _wal_frames(path) < 3 * CHECKPOINT_EVERY  # restarted, not grown
     await store.close()
 
 
@@ -657,7 +658,7 @@ async def test_listing_one_namespace_reads_its_rows_alone(opened: SQLiteStore) -
         for seq in range(20):
             record = snapshot_record("t", f"{seq:04d}", (), namespace=f"ns{namespace}")
             await store.save_snapshot(record)
-    inline = store._inline
+    inline = store._db._inline
     assert inline is not None
     steps = [0]
 

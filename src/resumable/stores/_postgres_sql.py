@@ -6,11 +6,15 @@ name; values are always parameters, never pasted in.
 
 from __future__ import annotations
 
-from typing import Final, LiteralString
+from typing import Any, Final, LiteralString
 
 from psycopg import sql
+from psycopg.rows import DictRow
 
 from resumable.stores import _sql
+from resumable.stores.protocol import RunQuery, SnapshotRecord
+
+_t = _sql.to_text
 
 __all__ = ["MIGRATION_STATE", "Statements"]
 
@@ -400,6 +404,7 @@ class Statements:
     """Every statement of one store, composed once with its schema's quoted name."""
 
     def __init__(self, schema: str) -> None:
+        self.schema = schema
         name = sql.Identifier(schema)
 
         def compose(template: LiteralString) -> bytes:
@@ -407,37 +412,10 @@ class Statements:
 
         self.compose = compose
         # rekey's payload scans and swaps: identifiers composed, values parameters
-        self.payloads: dict[str, tuple[bytes, bytes, bytes]] = {}
-        for kind, (table, ids, extra, column) in _sql.PAYLOAD_COLUMNS.items():
-            keys = sql.SQL(", ").join(map(sql.Identifier, ids))
-            target = sql.SQL("{schema}.{table}").format(
-                schema=name, table=sql.Identifier(table)
-            )
-            selected = sql.SQL(
-                "SELECT {cols} FROM {target} WHERE {col} IS NOT NULL"
-            ).format(
-                cols=sql.SQL(", ").join(map(sql.Identifier, (*ids, *extra, column))),
-                target=target,
-                col=sql.Identifier(column),
-            )
-            order = sql.SQL(" ORDER BY {keys} LIMIT %s").format(keys=keys)
-            after = sql.SQL(" AND ({keys}) > ({marks})").format(
-                keys=keys, marks=sql.SQL(", ").join(sql.Placeholder() * len(ids))
-            )
-            replace = sql.SQL(
-                "UPDATE {target} SET {col} = %s WHERE {match} AND {col} = %s"
-            ).format(
-                target=target,
-                col=sql.Identifier(column),
-                match=sql.SQL(" AND ").join(
-                    sql.SQL("{} = %s").format(sql.Identifier(part)) for part in ids
-                ),
-            )
-            self.payloads[kind] = (
-                sql.Composed([selected, order]).as_bytes(None),
-                sql.Composed([selected, after, order]).as_bytes(None),
-                replace.as_bytes(None),
-            )
+        self.payloads = {
+            kind: _payload_statements(name, *columns)
+            for kind, columns in _sql.PAYLOAD_COLUMNS.items()
+        }
         self.select_run = compose(_SELECT_RUN)
         self.create_run = compose(_CREATE_RUN)
         self.list_runs = compose(_LIST_RUNS)
@@ -471,3 +449,76 @@ class Statements:
         self.lock_references = compose(_LOCK_REFERENCES)
         self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
         self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _payload_statements(
+    name: sql.Identifier,
+    table: str,
+    ids: tuple[str, ...],
+    extra: tuple[str, ...],
+    column: str,
+) -> tuple[bytes, bytes, bytes]:
+    """A payload kind's first-page scan, next-page scan and compare-and-swap."""
+    keys = sql.SQL(", ").join(map(sql.Identifier, ids))
+    target = sql.SQL("{schema}.{table}").format(
+        schema=name, table=sql.Identifier(table)
+    )
+    selected = sql.SQL("SELECT {cols} FROM {target} WHERE {col} IS NOT NULL").format(
+        cols=sql.SQL(", ").join(map(sql.Identifier, (*ids, *extra, column))),
+        target=target,
+        col=sql.Identifier(column),
+    )
+    order = sql.SQL(" ORDER BY {keys} LIMIT %s").format(keys=keys)
+    after = sql.SQL(" AND ({keys}) > ({marks})").format(
+        keys=keys, marks=sql.SQL(", ").join(sql.Placeholder() * len(ids))
+    )
+    replace = sql.SQL(
+        "UPDATE {target} SET {col} = %s WHERE {match} AND {col} = %s"
+    ).format(
+        target=target,
+        col=sql.Identifier(column),
+        match=sql.SQL(" AND ").join(
+            sql.SQL("{} = %s").format(sql.Identifier(part)) for part in ids
+        ),
+    )
+    return (
+        sql.Composed([selected, order]).as_bytes(None),
+        sql.Composed([selected, after, order]).as_bytes(None),
+        replace.as_bytes(None),
+    )
+
+
+def snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
+    """The named parameters of the row `_postgres_sql._insert_snapshot` inserts."""
+    return {
+        "thread_id": _t(snapshot.thread_id),
+        "namespace": _t(snapshot.namespace),
+        "checkpoint_id": _t(snapshot.checkpoint_id),
+        "parent_id": _sql.maybe_text(snapshot.parent_id),
+        "manifest": snapshot.manifest,
+        "label": _sql.maybe_text(snapshot.label),
+        "metadata": snapshot.metadata,
+        "created_at_ms": snapshot.created_at_ms,
+        "chunk_refs": list(snapshot.chunk_refs),
+    }
+
+
+def snapshot_from_row(row: DictRow) -> SnapshotRecord:
+    """The snapshot a row of resumable_snapshots holds."""
+    return _sql.snapshot_from_row(row, row["chunk_refs"])
+
+
+def run_filters(query: RunQuery) -> dict[str, object]:
+    """The parameters of `_RUN_FILTERS` for a run query."""
+    return {
+        "status": list(query.status),
+        "workflow": _sql.maybe_text(query.workflow),
+        "parent_id": _sql.maybe_text(query.parent_id),
+        "forked_from": _sql.maybe_text(query.forked_from),
+        "queue": _sql.maybe_text(query.queue),
+        "updated_before_ms": query.updated_before_ms,
+        "version": _sql.maybe_text(query.version),
+        "run_id_prefix": _sql.maybe_text(query.run_id_prefix),
+        "created_since_ms": query.created_since_ms,
+        "created_before_ms": query.created_before_ms,
+    }

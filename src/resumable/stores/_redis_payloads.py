@@ -9,19 +9,17 @@ payload still holds the bytes the scan saw, and rewrites it in a MULTI block.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from redis.exceptions import WatchError
 
+from resumable.stores._redis_client import RedisClient
 from resumable.stores._redis_packing import escape_glob as _escape_glob
 from resumable.stores._redis_packing import pack as _pack
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
 from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores.protocol import Payload, PayloadKind
-
-if TYPE_CHECKING:
-    from resumable.stores.redis import RedisStore
 
 # kind -> index of the payload inside a packed record (None: a plain hash field)
 _PACKED_AT: dict[str, int | None] = {
@@ -37,7 +35,7 @@ _PACKED_AT: dict[str, int | None] = {
 
 
 async def scan_payloads(
-    store: RedisStore,
+    conn: RedisClient,
     kind: PayloadKind,
     *,
     after: tuple[str | int, ...] | None,
@@ -46,18 +44,18 @@ async def scan_payloads(
     """Up to `limit` payloads of a kind after `after`, in key order."""
     found = sorted(
         (key, data)
-        for key, data in await _all(store, kind)
+        for key, data in await _all(conn, kind)
         if data is not None and (after is None or key > after)
     )
     return [Payload(kind=kind, key=key, data=data) for key, data in found[:limit]]
 
 
-async def replace_payload(store: RedisStore, payload: Payload, *, data: bytes) -> bool:
+async def replace_payload(conn: RedisClient, payload: Payload, *, data: bytes) -> bool:
     """Swap in `data` if the payload still holds `payload.data`."""
-    hash_key, field = _location(store, payload)
+    hash_key, field = _location(conn, payload)
     at = _PACKED_AT[payload.kind]
-    client: Any = await store._ready()  # redis-py types replies as bytes | str
-    with store._boundary("rekey"):
+    client: Any = await conn.ready()  # redis-py types replies as bytes | str
+    with conn.boundary("rekey"):
         async with client.pipeline(transaction=True) as pipe:
             try:
                 await pipe.watch(hash_key)
@@ -83,9 +81,9 @@ async def replace_payload(store: RedisStore, payload: Payload, *, data: bytes) -
     return True
 
 
-def _location(store: RedisStore, payload: Payload) -> tuple[bytes, bytes]:
+def _location(conn: RedisClient, payload: Payload) -> tuple[bytes, bytes]:
 
-    keys, key = store._keys, payload.key
+    keys, key = conn.keys, payload.key
     kind = payload.kind
     if kind in ("run.input", "run.output"):
         return keys.run(str(key[0])), kind.split(".")[1].encode()
@@ -99,14 +97,14 @@ def _location(store: RedisStore, payload: Payload) -> tuple[bytes, bytes]:
 
 
 async def _all(
-    store: RedisStore, kind: PayloadKind
+    conn: RedisClient, kind: PayloadKind
 ) -> list[tuple[tuple[str | int, ...], bytes | None]]:
 
-    client: Any = await store._ready()  # redis-py types replies as bytes | str
-    keys = store._keys
+    client: Any = await conn.ready()  # redis-py types replies as bytes | str
+    keys = conn.keys
     at = _PACKED_AT[kind]
     found: list[tuple[tuple[str | int, ...], bytes | None]] = []
-    with store._boundary("rekey scan"):
+    with conn.boundary("rekey scan"):
         if kind == "chunk.data":
             async for digest, data in client.hscan_iter(keys.chunks):
                 found.append(((_s(digest),), bytes(data)))

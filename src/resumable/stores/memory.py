@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
-from resumable.stores import _rules
+from resumable.stores import _rules, claims
 from resumable.stores._records import checked_run
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -123,25 +123,23 @@ class MemoryStore:
                 run
                 for run in self._runs.values()
                 if run.workflow in workflows
-                and _rules.is_runnable(run, now_ms)
-                and _rules.version_claimable(run, versions)
+                and claims.is_claimable(run, now_ms=now_ms, versions=versions)
             ),
             key=lambda run: (run.created_at_ms, run.run_id),
-        )
+        )[: claims.candidate_window(limit)]
+        admission = claims.Admission(queues)
         claimed: list[Lease] = []
         for run in candidates:
             if len(claimed) >= limit:
                 break
-            is_start = run.status == "queued"
-            if run.queue is not None:
-                policy = queues.get(run.queue)
-                if policy is not None and not self._queue_admits(
-                    run.queue, policy, now_ms, is_start=is_start
-                ):
-                    continue
-                if is_start:
-                    self._starts.setdefault(run.queue, []).append(now_ms)
-            claimed.append(self._lease(run, owner=owner, now_ms=now_ms, ttl_ms=ttl_ms))
+            for name in admission.needs_load([run.queue]):
+                admission.set_load(name, self._queue_load(name, queues[name], now_ms))
+            if admission.admit(run.queue, is_start=run.status == "queued"):
+                claimed.append(
+                    self._lease(run, owner=owner, now_ms=now_ms, ttl_ms=ttl_ms)
+                )
+        for name in admission.starts:
+            self._starts.setdefault(name, []).append(now_ms)
         return claimed
 
     async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
@@ -466,24 +464,20 @@ class MemoryStore:
             taken_from=_rules.lease_taken_from(run.status, run.lease_owner, owner),
         )
 
-    def _queue_admits(
-        self, queue: str, policy: QueuePolicy, now_ms: int, *, is_start: bool
-    ) -> bool:
-        if policy.concurrency is not None:
-            active = sum(
-                1
-                for run in self._runs.values()
-                if run.queue == queue
-                and run.status == "running"
-                and run.lease_expires_at_ms > now_ms
-            )
-            if active >= policy.concurrency:
-                return False
-        if policy.rate is not None and is_start:
-            recent = [
-                t for t in self._starts.get(queue, []) if t > now_ms - policy.period_ms
-            ]
-            self._starts[queue] = recent
-            if len(recent) >= policy.rate:
-                return False
-        return True
+    def _queue_load(
+        self, queue: str, policy: QueuePolicy, now_ms: int
+    ) -> claims.QueueLoad:
+        """The queue's live leases and its starts in the rate window (forgetting older)."""
+        active = sum(
+            1
+            for run in self._runs.values()
+            if run.queue == queue
+            and run.status == "running"
+            and run.lease_expires_at_ms > now_ms
+        )
+        since = claims.rate_window_start_ms(policy, now_ms)
+        if since is None:
+            return claims.QueueLoad(active, 0)
+        recent = [t for t in self._starts.get(queue, []) if t > since]
+        self._starts[queue] = recent
+        return claims.QueueLoad(active, len(recent))

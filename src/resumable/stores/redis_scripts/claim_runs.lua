@@ -1,12 +1,14 @@
 -- claim_runs: lease up to `limit` runnable runs of the given workflows, oldest first,
 -- enforcing queue policies. One script, so concurrent claimers never share a run.
--- KEYS[1] timers. ARGV: base, owner, now_ms, expires_at_ms, limit, n, workflow x n,
--- m, (queue, concurrency, rate, period_ms) x m   ('' = no limit),
+-- The decisions' numbers come from resumable.stores.claims: `window` (candidates read
+-- per workflow) and each rate's `since_ms`; the script only applies them atomically.
+-- KEYS[1] timers. ARGV: base, owner, now_ms, expires_at_ms, limit, window, n,
+-- workflow x n, m, (queue, concurrency, rate, since_ms) x m   ('' = no limit),
 -- v, version x v   (v = -1: any version; else only runs of these versions).
 -- Returns a flat list: run_id, fence, taken_from (nil: nobody), run_id, fence, ...
 local owner, now_text, expires = ARGV[2], ARGV[3], ARGV[4]
-local now, limit = tonumber(ARGV[3]), tonumber(ARGV[5])
-local pos = 6
+local now, limit, window = tonumber(ARGV[3]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local pos = 7
 local workflows = {}
 for i = 1, tonumber(ARGV[pos]) do
   workflows[i] = ARGV[pos + i]
@@ -17,7 +19,7 @@ for _ = 1, tonumber(ARGV[pos]) do
   policies[ARGV[pos + 1]] = {
     concurrency = tonumber(ARGV[pos + 2]),
     rate = tonumber(ARGV[pos + 3]),
-    period = tonumber(ARGV[pos + 4]),
+    since = ARGV[pos + 4],
   }
   pos = pos + 4
 end
@@ -47,9 +49,7 @@ end
 local candidates = {}
 for _, workflow in ipairs(workflows) do
   local ready = B .. 'rdy:' .. workflow
-  -- a worker limited to some versions skips the others' runs: look further
-  local window = versions and limit * 16 + 63 or limit * 4 + 15
-  local found = redis.call('ZRANGE', ready, 0, window, 'WITHSCORES')
+  local found = redis.call('ZRANGE', ready, 0, window - 1, 'WITHSCORES')
   for i = 1, #found, 2 do
     candidates[#candidates + 1] = {tonumber(found[i + 1]), found[i], ready}
   end
@@ -61,6 +61,7 @@ table.sort(candidates, function(a, b)
   return bytes_lt(a[2], b[2])
 end)
 
+-- claims.refusal over the queue's load as it stands in this script
 local function admits(queue, policy, is_start)
   if policy.concurrency then
     local active = redis.call('ZCOUNT', B .. 'qactive:' .. queue, '(' .. now_text, '+inf')
@@ -70,7 +71,7 @@ local function admits(queue, policy, is_start)
   end
   if policy.rate and is_start then
     local starts = B .. 'qstarts:' .. queue
-    redis.call('ZREMRANGEBYSCORE', starts, '-inf', int(now - policy.period))
+    redis.call('ZREMRANGEBYSCORE', starts, '-inf', policy.since)
     if redis.call('ZCARD', starts) >= policy.rate then
       return false
     end

@@ -1,0 +1,202 @@
+"""PostgreSQL: the connections a store opens outside its pool.
+
+The URL's own options (`parse_url`), the migration that creates or upgrades the schema
+(`migrate`, on a connection of its own), and the LISTEN session of `wait_for_work`.
+
+`wait_for_work` is the one exception to "nothing depends on session state":
+LISTEN needs a session, so it uses one dedicated connection outside the pool. LISTEN
+does not work through a transaction-mode pooler (the session it registers is handed to
+other clients): notifications then do not arrive, `wait_for_work` sleeps its whole
+timeout, and workers are left polling at that interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow, dict_row
+
+from resumable.errors import SchemaVersionError, StoreError
+from resumable.stores import _sql, redact
+from resumable.stores._postgres_commits import DRIVER_ERRORS
+from resumable.stores._postgres_sql import MIGRATION_STATE, Statements
+from resumable.stores._records import schema_version_of
+
+DEFAULT_SCHEMA: Final = "resumable"
+CHANNEL: Final = "resumable_work"
+"""The NOTIFY channel; the payload is the schema that has work."""
+_MIGRATION_LOCK: Final = 0x7265_7375_6D61_626C  # "resumabl": one migrator at a time
+_LISTEN: Final = b"LISTEN resumable_work"
+_OWN_OPTIONS: Final = ("schema", "pool_max", "pool_timeout_s")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """What a postgresql:// URL configures."""
+
+    conninfo: str
+    """The URL libpq sees: ours minus our own options."""
+    schema: str = DEFAULT_SCHEMA
+    pool_max: int = 10
+    pool_timeout_s: float = 10.0
+
+
+def parse_url(url: str) -> Options:
+    """Split a postgresql:// URL into libpq's part and the store's own options."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("postgresql", "postgres"):
+        raise StoreError(store=redact(url), detail="not a postgresql:// URL")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {key: value for key, value in query if key in _OWN_OPTIONS}
+    rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
+    # quote, not quote_plus: libpq reads "+" literally (options=-c%20a%3Db)
+    conninfo = parts._replace(query=urlencode(rest, quote_via=quote)).geturl()
+    schema = own.get("schema", DEFAULT_SCHEMA)
+    if not schema:
+        raise StoreError(store=redact(url), detail="schema= must not be empty")
+    try:
+        pool_max = int(own.get("pool_max", "10"))
+        pool_timeout_s = float(own.get("pool_timeout_s", "10"))
+    except ValueError:
+        raise StoreError(
+            store=redact(url), detail="pool_max and pool_timeout_s must be numbers"
+        ) from None
+    if pool_max < 1 or pool_timeout_s <= 0:
+        raise StoreError(
+            store=redact(url), detail="pool_max and pool_timeout_s must be positive"
+        )
+    return Options(conninfo, schema, pool_max, pool_timeout_s)
+
+
+async def connect(options: Options) -> AsyncConnection[DictRow]:
+    """A connection of its own, outside the pool."""
+    return await AsyncConnection[DictRow].connect(
+        options.conninfo,
+        autocommit=True,
+        prepare_threshold=None,
+        row_factory=dict_row,
+    )
+
+
+async def migrate(options: Options, statements: Statements, *, url: str) -> None:
+    """Create the schema or migrate it forward (one process at a time)."""
+    supported = _sql.latest_version("postgres")
+    try:
+        conn = await connect(options)
+    except DRIVER_ERRORS as exc:
+        raise StoreError(store=url, detail=f"cannot connect: {exc}") from exc
+    try:
+        async with conn, conn.transaction():
+            # processes starting together queue here; the later ones find it done
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            # look before creating: CREATE ... IF NOT EXISTS needs the CREATE
+            # privilege even when the object exists, and an app's role may lack it
+            cur = await conn.execute(MIGRATION_STATE, {"schema": statements.schema})
+            state = await cur.fetchone()
+            if state is None or not state["has_schema"]:
+                await conn.execute(statements.compose("CREATE SCHEMA {schema}"))
+            if state is None or not state["has_meta"]:
+                await conn.execute(
+                    statements.compose(
+                        "CREATE TABLE {schema}.resumable_meta "
+                        "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+                    )
+                )
+            cur = await conn.execute(
+                statements.compose(
+                    "SELECT value FROM {schema}.resumable_meta "
+                    "WHERE key = 'schema_version'"
+                )
+            )
+            row = await cur.fetchone()
+            current = schema_version_of(row["value"] if row else None, store=url)
+            if current > supported:
+                raise SchemaVersionError(store=url, found=current, supported=supported)
+            for migration in _sql.migrations("postgres"):
+                if migration.version > current:
+                    # one script (function bodies hold semicolons); no parameters,
+                    # so psycopg sends it as a simple query
+                    await conn.execute(statements.compose(migration.sql))  # pyright: ignore[reportArgumentType]  # a file shipped in the package, not data
+            if current < supported:
+                await conn.execute(
+                    statements.compose(
+                        "INSERT INTO {schema}.resumable_meta (key, value) "
+                        "VALUES ('schema_version', %s) ON CONFLICT (key) "
+                        "DO UPDATE SET value = EXCLUDED.value"
+                    ),
+                    (str(supported),),
+                )
+    except DRIVER_ERRORS as exc:
+        raise StoreError(store=url, detail=f"cannot migrate: {exc}") from exc
+
+
+class WorkListener:
+    """`wait_for_work`: one LISTEN session outside the pool, used by one caller at a time."""
+
+    def __init__(self, conninfo: str, schema: str) -> None:
+        self._conninfo, self._schema = conninfo, schema
+        self._listener: AsyncConnection[Any] | None = None
+        self._busy = False
+
+    async def close(self) -> None:
+        """Close the LISTEN session, if open."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(*DRIVER_ERRORS):
+                await listener.close()
+
+    async def wait_for_work(self, timeout_s: float) -> None:
+        """Wait until another process announces work in this schema, or `timeout_s`.
+
+        Work is announced (NOTIFY `resumable_work`, in the announcing transaction) when
+        a queued run is created, a waiting run receives input, a failed run is reopened
+        and a run is cancelled. LISTEN needs a session of its own, so this keeps one
+        dedicated connection outside the pool. Through a transaction-mode pooler
+        notifications never arrive, and on any failure this just sleeps `timeout_s`:
+        callers must poll anyway, and this only makes them prompt. One caller at a
+        time listens; a concurrent caller sleeps.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        if self._busy:
+            await asyncio.sleep(timeout_s)
+            return
+        self._busy = True
+        try:
+            async with asyncio.timeout(timeout_s):
+                listener = self._listener or await self._listen()
+            while (remaining := deadline - loop.time()) > 0:
+                # aclosing: returning mid-iteration must release the connection's lock
+                notes = listener.notifies(timeout=remaining, stop_after=1)
+                async with contextlib.aclosing(notes):
+                    async for note in notes:
+                        if note.payload == self._schema:
+                            return
+        except TimeoutError:
+            return
+        except (*DRIVER_ERRORS, OSError):
+            broken, self._listener = self._listener, None
+            if broken is not None:
+                with contextlib.suppress(*DRIVER_ERRORS):
+                    await broken.close()
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+        finally:
+            self._busy = False
+
+    async def _listen(self) -> AsyncConnection[Any]:
+        """Open the LISTEN session."""
+        conn = await AsyncConnection.connect(
+            self._conninfo, autocommit=True, prepare_threshold=None
+        )
+        try:
+            await conn.execute(_LISTEN)
+        except BaseException:  # incl. the caller's timeout: never leak the connection
+            await conn.close()
+            raise
+        self._listener = conn
+        return conn

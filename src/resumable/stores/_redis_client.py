@@ -1,0 +1,321 @@
+"""RedisStore's connection: the client, its scripts, opening, errors and wake-ups.
+
+`RedisClient` owns the redis-py client and the Lua scripts (registered once, run by
+EVALSHA), opens the store (schema version, persistence check), turns driver errors
+into ours (`boundary`, `script`) and listens for work (`wait_for_work`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import socket
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import NoScriptError, RedisError
+
+from resumable.errors import (
+    CheckpointWriteError,
+    ResumableError,
+    SchemaVersionError,
+    StoreError,
+)
+from resumable.stores import redact
+from resumable.stores._records import schema_version_of
+from resumable.stores._redis_packing import escape_glob as _escape_glob
+from resumable.stores._redis_records import Keys, config_value
+
+if TYPE_CHECKING:
+    from redis.asyncio.client import PubSub
+    from redis.commands.core import AsyncScript
+
+_log = logging.getLogger("resumable")
+
+DEFAULT_PREFIX: Final = "resumable:"
+SCHEMA_VERSION: Final = 2  # 2: the threads zset
+_LIB: Final = "lib.lua"
+_SCRIPTS_WITH_LIB: Final = (
+    "create_run",
+    "acquire_lease",
+    "renew_lease",
+    "update_run",
+    "cancel_run",
+    "reopen_run",
+    "claim_runs",
+    "delete_runs",
+    "send_input",
+    "put_chunks",
+    "save_snapshot",
+    "replace_snapshots",
+    "list_snapshots",
+    "delete_thread",
+    "count_all_runs",
+)
+_PLAIN_SCRIPTS: Final = (
+    "commit_step",
+    "archive_journal",
+    "restore_journal",
+    "load_snapshot",
+    "delete_unreferenced_chunks",
+)
+# idle 10 s, then a probe every 5 s, dead after 3 unanswered (where the OS has them)
+_KEEPALIVE: Final = {
+    option: value
+    for option, value in (
+        (getattr(socket, "TCP_KEEPIDLE", None), 10),
+        (getattr(socket, "TCP_KEEPINTVL", None), 5),
+        (getattr(socket, "TCP_KEEPCNT", None), 3),
+    )
+    if option is not None
+}
+
+
+@functools.cache
+def _script_sources() -> dict[str, str]:
+    folder = resources.files("resumable.stores.redis_scripts")
+    lib = (folder / _LIB).read_text("utf-8")
+    sources = {
+        name: lib + "\n" + (folder / f"{name}.lua").read_text("utf-8")
+        for name in _SCRIPTS_WITH_LIB
+    }
+    sources.update(
+        (name, (folder / f"{name}.lua").read_text("utf-8")) for name in _PLAIN_SCRIPTS
+    )
+    return sources
+
+
+def parse_url(url: str) -> tuple[str, str]:
+    """The URL redis-py should see (our options removed), and the key prefix."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix"):
+        raise StoreError(store=redact(url), detail="not a redis:// URL")
+    ours = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)]
+    prefixes = [v for k, v in ours if k == "prefix"]
+    prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
+    if not prefix or "{" in prefix or "}" in prefix:
+        raise StoreError(
+            store=redact(url),
+            detail="prefix must be non-empty and free of '{' and '}' "
+            "(it becomes the keys' cluster hash tag)",
+        )
+    rest = urlencode([(k, v) for k, v in ours if k != "prefix"])
+    return parts._replace(query=rest).geturl(), prefix
+
+
+class RedisClient:
+    """The connection of one RedisStore (see the module doc)."""
+
+    def __init__(
+        self, url: str, *, migrate_from_1: Callable[[Redis], Awaitable[None]]
+    ) -> None:
+        self.url = redact(url)
+        self._redis_url, self.prefix = parse_url(url)
+        self.keys = Keys(self.prefix)
+        self._migrate_from_1 = migrate_from_1
+        self._redis: Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
+        self._is_open = False
+        self._pubsub: PubSub | None = None
+        self._waiting = asyncio.Lock()
+        self.client()  # no I/O: surfaces a malformed URL here, not on first use
+
+    async def open(self, *, run_id: str | None = None, seq: int | None = None) -> None:
+        """Connect, check the schema version and warn if the server does not persist."""
+        if self._is_open:
+            return
+        client = self.client()
+        # opened by a run's write, a failure to connect is that write's failure
+        with self.boundary("open", run_id=run_id, seq=seq):
+            try:
+                await client.hsetnx(self.keys.meta, "schema_version", SCHEMA_VERSION)
+            except TypeError as exc:  # redis-py checks option names on first connect
+                raise StoreError(
+                    store=self.url, detail=f"bad URL option: {exc}"
+                ) from exc
+            found = schema_version_of(
+                await client.hget(self.keys.meta, "schema_version"), store=self.url
+            )
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                store=self.url, found=found, supported=SCHEMA_VERSION
+            )
+        await self._check_persistence(client)
+        self._is_open = True
+        if found == 1:  # open already, as the migration reads through the store
+            try:
+                await self._migrate_from_1(client)
+            except BaseException:
+                self._is_open = False
+                raise
+
+    def client(self) -> Redis:
+        """The redis-py client (created on first use, no I/O)."""
+        if self._redis is None:
+            try:
+                self._redis = Redis.from_url(
+                    self._redis_url,
+                    # a dropped connection is reopened and the command sent again, so
+                    # a server restart or a killed connection costs one call at most
+                    retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3),
+                    socket_connect_timeout=5.0,
+                    # no per-command timeout: on Python 3.11 redis-py enforces it with
+                    # asyncio.wait_for, a task per command (a large share of a step);
+                    # a dead peer is found by TCP keepalive within ~25 s instead
+                    socket_timeout=None,
+                    socket_keepalive=True,
+                    socket_keepalive_options=_KEEPALIVE,
+                )
+            except ValueError as exc:
+                raise StoreError(store=self.url, detail=f"bad URL: {exc}") from exc
+            self._scripts = {
+                name: self._redis.register_script(source)
+                for name, source in _script_sources().items()
+            }
+        return self._redis
+
+    async def _check_persistence(self, client: Redis) -> None:
+        try:
+            appendonly = config_value(await client.config_get("appendonly"))
+            save = config_value(await client.config_get("save"))
+        except RedisError as exc:  # CONFIG is often disabled on managed Redis
+            _log.debug(
+                "%s: cannot read CONFIG (%s); persistence not checked", self.url, exc
+            )
+            return
+        if appendonly == "no" and save == "":
+            _log.warning(
+                "%s: this Redis server does not persist its data (appendonly no, no "
+                "save points): a Redis restart loses every run, journal and snapshot "
+                "stored there. Set `appendonly yes` in redis.conf (or CONFIG SET "
+                "appendonly yes) before relying on it for durable runs",
+                self.url,
+            )
+
+    async def close(self) -> None:
+        """Close the client and the wake-up subscription."""
+        client, self._redis = self._redis, None
+        pubsub, self._pubsub = self._pubsub, None
+        self._is_open = False
+        self._scripts = {}
+        if pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
+        if client is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await client.aclose()
+
+    async def drop(self) -> None:
+        """Delete every key under this store's prefix (tests, and tearing down)."""
+        client = await self.ready()
+        pattern = _escape_glob(self.keys.base) + b"*"
+        with self.boundary("drop"):
+            batch: list[bytes] = []
+            async for key in client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    await client.unlink(*batch)
+                    batch = []
+            if batch:
+                await client.unlink(*batch)
+
+    async def wait_for_work(self, timeout_s: float) -> None:
+        """Return when a run may have become claimable, or after `timeout_s`.
+
+        Listens on the `{prefix}work` channel, which the scripts publish to when a
+        run is queued, woken, reopened or cancelled. Any failure just sleeps.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            async with asyncio.timeout(timeout_s + 0.5), self._waiting:
+                pubsub = await self._subscribed()
+                while (
+                    await pubsub.get_message(
+                        ignore_subscribe_messages=True,
+                        timeout=max(deadline - loop.time(), 0.0),
+                    )
+                    is None
+                ):
+                    if loop.time() >= deadline:
+                        return
+                # several notices may be queued; one wake-up covers them all
+                while await pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=0
+                ):
+                    pass
+        except TimeoutError:
+            return
+        except (RedisError, OSError, ResumableError):
+            await self._drop_pubsub()
+            await asyncio.sleep(max(deadline - loop.time(), 0.0))
+
+    async def _subscribed(self) -> PubSub:
+        if self._pubsub is None:
+            client = await self.ready()
+            pubsub = client.pubsub()
+            try:
+                await pubsub.subscribe(self.keys.channel)
+            except BaseException:
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
+                raise
+            self._pubsub = pubsub
+        return self._pubsub
+
+    async def _drop_pubsub(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(RedisError, OSError):
+                await pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py leaves PubSub.aclose unannotated
+
+    async def ready(self) -> Redis:
+        """The client, once the store is open."""
+        await self.open()
+        return self.client()
+
+    @contextlib.contextmanager
+    def boundary(
+        self, what: str, *, run_id: str | None = None, seq: int | None = None
+    ) -> Iterator[None]:
+        """Turn driver errors into ours: a run's writes fail as CheckpointWriteError."""
+        try:
+            yield
+        except (RedisError, OSError) as exc:
+            raise self._driver_error(what, exc, run_id, seq) from exc
+
+    def _driver_error(
+        self, what: str, exc: BaseException, run_id: str | None, seq: int | None
+    ) -> Exception:
+        detail = f"redis {what}: {type(exc).__name__}: {exc}"
+        if run_id is not None:
+            return CheckpointWriteError(run_id=run_id, seq=seq, detail=detail)
+        return StoreError(store=self.url, detail=detail)
+
+    async def script(
+        self,
+        name: str,
+        keys: Sequence[bytes],
+        args: Sequence[bytes],
+        *,
+        run_id: str | None = None,
+        seq: int | None = None,
+    ) -> Any:
+        if not self._is_open:
+            await self.open(run_id=run_id, seq=seq)
+        script = self._scripts[name]
+        # EVALSHA directly: this is every fenced write's path, and redis-py's Script
+        # wrapper costs more per call than the script runs on the server
+        try:
+            try:
+                return await self.client().evalsha(script.sha, len(keys), *keys, *args)
+            except NoScriptError:  # the server lost its script cache: load and run
+                return await script(keys=list(keys), args=list(args))
+        except (RedisError, OSError) as exc:
+            raise self._driver_error(name.replace("_", " "), exc, run_id, seq) from exc

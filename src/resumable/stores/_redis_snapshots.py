@@ -1,0 +1,235 @@
+"""RedisStore's snapshots, their chunks and threads.
+
+Every write is one Lua script (`redis_scripts/`), which keeps the chunk reference
+counts, the orphans set and the threads zset in step with the records.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Collection, Mapping
+from typing import Final
+
+from resumable.errors import ChunksMissing
+from resumable.stores import _redis_listing as _listing
+from resumable.stores import _redis_records as _rec
+from resumable.stores._redis_client import RedisClient
+from resumable.stores._redis_packing import to_bytes as _b
+from resumable.stores._redis_packing import to_str as _s
+from resumable.stores.protocol import (
+    NO_CHUNKS,
+    SnapshotRecord,
+    ThreadRecord,
+    check_pack,
+)
+
+_HMGET_SLICE: Final = 1000
+_PUT_BATCH_BYTES: Final = 4 << 20
+
+
+async def put_chunks(conn: RedisClient, chunks: Mapping[str, bytes]) -> None:
+    """Store chunks by hash, in batches of about `_PUT_BATCH_BYTES`."""
+    keys = [conn.keys.chunks, conn.keys.chunkrefs, conn.keys.orphans]
+    args: list[bytes] = [conn.keys.base]
+    size = 0
+    for digest, data in chunks.items():
+        args += [_b(digest), data]
+        size += len(data)
+        if size >= _PUT_BATCH_BYTES:  # chunks are independent: batches may split
+            await conn.script("put_chunks", keys, args)
+            args, size = [conn.keys.base], 0
+    if len(args) > 1:
+        await conn.script("put_chunks", keys, args)
+
+
+async def get_chunks(conn: RedisClient, hashes: Collection[str]) -> dict[str, bytes]:
+    """The chunks stored under `hashes` (missing ones left out)."""
+    wanted = list(dict.fromkeys(hashes))
+    if not wanted:
+        return {}
+    client = await conn.ready()
+    found: dict[str, bytes] = {}
+    with conn.boundary("get chunks"):
+        for start in range(0, len(wanted), _HMGET_SLICE):
+            part = wanted[start : start + _HMGET_SLICE]
+            values = await client.hmget(conn.keys.chunks, [_b(h) for h in part])
+            found.update(
+                (digest, _rec.as_bytes(value))
+                for digest, value in zip(part, values, strict=True)
+                if value is not None
+            )
+    return found
+
+
+async def save_snapshot(
+    conn: RedisClient,
+    snapshot: SnapshotRecord,
+    *,
+    chunks: Mapping[str, bytes] = NO_CHUNKS,
+) -> None:
+    """Save a snapshot and its new chunks (ChunksMissing if it names a lost one)."""
+    ids_key, records_key = conn.keys.snapshots(snapshot.thread_id, snapshot.namespace)
+    missing = await conn.script(
+        "save_snapshot",
+        [
+            ids_key,
+            records_key,
+            conn.keys.of(b"nss:", snapshot.thread_id),
+            conn.keys.chunks,
+            conn.keys.chunkrefs,
+            conn.keys.orphans,
+            conn.keys.threads,
+        ],
+        [
+            conn.keys.base,
+            _b(snapshot.checkpoint_id),
+            _rec.snapshot_packed(snapshot),
+            _b(snapshot.namespace),
+            str(len(snapshot.chunk_refs)).encode(),
+            *(_b(ref) for ref in snapshot.chunk_refs),
+            _b(snapshot.thread_id),
+            _rec.num(snapshot.created_at_ms),
+            *itertools.chain.from_iterable(
+                (_b(digest), data) for digest, data in chunks.items()
+            ),
+        ],
+    )
+    if missing:
+        raise ChunksMissing(
+            store=conn.url,
+            thread_id=snapshot.thread_id,
+            hashes=tuple(_s(ref) for ref in missing),
+        )
+
+
+async def load_snapshot(
+    conn: RedisClient,
+    thread_id: str,
+    *,
+    namespace: str = "",
+    checkpoint_id: str | None = None,
+) -> SnapshotRecord | None:
+    """The thread's newest snapshot in `namespace`, or the one named."""
+    result = await conn.script(
+        "load_snapshot",
+        list(conn.keys.snapshots(thread_id, namespace)),
+        [
+            b"0" if checkpoint_id is None else b"1",
+            _b(checkpoint_id or ""),
+        ],
+    )
+    if not result:
+        return None
+    return _rec.snapshot_from_packed(thread_id, namespace, _s(result[0]), result[1])
+
+
+async def list_snapshots(
+    conn: RedisClient,
+    thread_id: str,
+    *,
+    namespace: str | None = "",
+    before: str | None = None,
+    limit: int | None = None,
+) -> list[SnapshotRecord]:
+    """The thread's snapshots, newest first."""
+    flat = await conn.script(
+        "list_snapshots",
+        [conn.keys.of(b"nss:", thread_id)],
+        [
+            conn.keys.base,
+            _b(thread_id),
+            b"1" if namespace is None else b"0",
+            _b(namespace or ""),
+            b"0" if before is None else b"1",
+            _b(before or ""),
+            _rec.num(-1 if limit is None else limit),
+        ],
+    )
+    found = [
+        _rec.snapshot_from_packed(thread_id, _s(flat[i]), _s(flat[i + 1]), flat[i + 2])
+        for i in range(0, len(flat), 3)
+    ]
+    found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
+    return found if limit is None else found[:limit]
+
+
+async def replace_snapshots(
+    conn: RedisClient,
+    thread_id: str,
+    namespace: str,
+    checkpoint_ids: Collection[str],
+    *,
+    by: SnapshotRecord,
+) -> bool:
+    """Swap snapshots for the pack `by`, if all of them exist."""
+    check_pack(thread_id, by)
+    replaced = await conn.script(
+        "replace_snapshots",
+        [
+            *conn.keys.snapshots(thread_id, namespace),
+            *conn.keys.snapshots(by.thread_id, by.namespace),
+            conn.keys.of(b"nss:", by.thread_id),
+            conn.keys.threads,
+        ],
+        [
+            conn.keys.base,
+            _b(by.checkpoint_id),
+            _rec.snapshot_packed(by),
+            _b(by.namespace),
+            str(len(by.chunk_refs)).encode(),
+            *(_b(ref) for ref in by.chunk_refs),
+            _b(by.thread_id),
+            _rec.num(by.created_at_ms),
+            *(_b(checkpoint_id) for checkpoint_id in set(checkpoint_ids)),
+        ],
+    )
+    return bool(replaced)
+
+
+async def delete_thread(conn: RedisClient, thread_id: str) -> int:
+    """Delete the thread's snapshots; how many there were."""
+    deleted = await conn.script(
+        "delete_thread",
+        [conn.keys.of(b"nss:", thread_id), conn.keys.threads],
+        [conn.keys.base, _b(thread_id)],
+    )
+    return int(deleted)
+
+
+async def list_threads(
+    conn: RedisClient,
+    *,
+    prefix: str | None = None,
+    after: tuple[int, str] | None = None,
+    limit: int = 100,
+) -> list[ThreadRecord]:
+    """Threads newest first, after `after`, matching `prefix`."""
+    client = await conn.ready()
+    cursor = _listing.Cursor(conn.keys.threads, after)
+    wanted = None if prefix is None else _b(prefix)
+    found: list[ThreadRecord] = []
+    # a prefix is matched while paging: the zset is ordered by time, not by id
+    with conn.boundary("list threads"):
+        while len(found) < limit:
+            if not cursor.rows:
+                await cursor.fill(client, _listing.PAGE_MAX)
+                if not cursor.rows:
+                    break
+            score, member = cursor.rows.pop()
+            if wanted is None or member.startswith(wanted):
+                found.append(
+                    ThreadRecord(thread_id=_s(member), updated_at_ms=int(score))
+                )
+    return found
+
+
+async def delete_unreferenced_chunks(conn: RedisClient, limit: int) -> int:
+    """Delete up to `limit` chunks no snapshot names."""
+    if limit <= 0:
+        return 0
+    deleted = await conn.script(
+        "delete_unreferenced_chunks",
+        [conn.keys.chunks, conn.keys.chunkrefs, conn.keys.orphans],
+        [_rec.num(limit)],
+    )
+    return int(deleted)
