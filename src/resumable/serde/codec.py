@@ -36,6 +36,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from resumable.errors import SerializationError
+from resumable.serde.chunked import Opened
 from resumable.serde.decoding import make_object_hook, top_level_bytes
 from resumable.serde.fingerprint import Canonical, flat_tuple_digest
 from resumable.serde.registry import TypeRegistry
@@ -355,11 +356,13 @@ class Codec:
             return self.encode(value)
         return text.encode("utf-8", "surrogatepass")
 
-    def decode(self, data: bytes | memoryview) -> Any:
+    def decode(self, data: bytes | memoryview | Opened) -> Any:
         """Decode bytes written by `encode` back to the same types.
 
         `data` may be a memoryview (of a frame's body): nothing is copied from it
-        but the value itself.
+        but the value itself. An `Opened` body's buffer is traded for its text
+        before a JSON body is parsed (`Opened.take_text`), so the buffer, the
+        text and the value are never all held at once.
 
         Raises:
             DecodeError: The bytes are not a well-formed payload.
@@ -375,6 +378,8 @@ class Codec:
                 blob = top_level_bytes(data)
                 if blob is not None:
                     return blob
+            if type(data) is Opened:
+                return self._loads(data.take_text())
             return self._loads(str(data, "utf-8", "surrogatepass"))
         except DecodeError:
             raise
