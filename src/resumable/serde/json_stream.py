@@ -33,6 +33,7 @@ DEPTH: Final = 16
 """Containers nested deeper than this are written whole by the C encoder."""
 LONG: Final = STREAM_OVER
 """Strings longer than this are written a slice at a time."""
+_CONTAINERS: Final = frozenset({dict, list, tuple})
 _ESCAPED: Final = re.compile(r'[\x00-\x1f"\\]')
 """What json escapes with ensure_ascii=False; anything else is written as is."""
 
@@ -49,7 +50,7 @@ def json_stream(tree: Any, dumps: Callable[[Any], str]) -> Encoded | None:
     Raises:
         ValueError: As `dumps` (an int past the digit limit).
     """
-    if not _holds_long_text(tree, [BUDGET], 0):
+    if type(tree) not in _CONTAINERS or not _holds_long_text(tree, [BUDGET], 0):
         return None
     parts: list[bytes | str] = []
     fragments: list[str] = []
@@ -70,27 +71,27 @@ def json_stream(tree: Any, dumps: Callable[[Any], str]) -> Encoded | None:
 
 
 def _splits(node: Any, budget: list[int], depth: int) -> bool:
-    """Whether `node` is a container gone through item by item (and spend on it)."""
-    kind = type(node)
-    if kind is not dict and kind is not list and kind is not tuple:
-        return False
-    if depth >= DEPTH:
-        return False
-    if not node or len(node) > FANOUT or len(node) > budget[0]:
-        return False
-    if kind is dict and not all(type(key) is str for key in node):
+    """Whether the container `node` is gone through item by item (and spend on it)."""
+    if depth >= DEPTH or not node or len(node) > FANOUT or len(node) > budget[0]:
         return False
     budget[0] -= len(node)
     return True
 
 
 def _holds_long_text(node: Any, budget: list[int], depth: int) -> bool:
-    if type(node) is str:
-        return len(node) > LONG
+    # a plain loop: every dict result passes here, most of them small
     if not _splits(node, budget, depth):
         return False
-    items = node.values() if type(node) is dict else node
-    return any(_holds_long_text(item, budget, depth + 1) for item in items)
+    for item in node.values() if type(node) is dict else node:
+        kind = type(item)
+        if kind is str:
+            if len(item) > LONG:
+                return True
+        elif (kind is dict or kind is list or kind is tuple) and _holds_long_text(
+            item, budget, depth + 1
+        ):
+            return True
+    return False
 
 
 _Out = tuple[Callable[[Any], str], list[bytes | str], list[str]]
@@ -115,10 +116,15 @@ def _plan(node: Any, out: _Out, budget: list[int], depth: int) -> None:
         if is_raw:
             fragments.append('"')
         return
-    if not _splits(node, budget, depth):
+    kind = type(node)
+    if (
+        kind not in _CONTAINERS
+        or (kind is dict and not all(type(key) is str for key in node))
+        or not _splits(node, budget, depth)
+    ):
         fragments.append(dumps(node))
         return
-    if type(node) is dict:
+    if kind is dict:
         fragments.append("{")
         for at, (key, item) in enumerate(node.items()):
             fragments.append(("," if at else "") + dumps(key) + ":")
