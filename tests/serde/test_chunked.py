@@ -184,3 +184,14 @@ def test_an_opened_body_that_is_not_utf8_is_corrupt() -> None:
     opened = Opened(b'{"a":"\xff"}')
     with pytest.raises(CorruptCheckpointError, match="not a valid payload"):
         Serde().loads(opened, place=PLACE)
+
+
+def test_an_opened_body_someone_holds_a_view_of_keeps_its_buffer() -> None:
+    serde = Serde()
+    value = {"doc": TEXT, "n": 1}
+    frame = b"".join(serde.dumps_stream(value, place=PLACE).chunks())  # type: ignore[union-attr]  # a large value streams
+    opened = _read(serde.envelope, frame, 1 << 20)
+    with memoryview(opened) as held:
+        assert serde.loads(opened, place=PLACE) == value
+        assert len(opened) == len(held)
+    assert opened.body() == bytes(opened)

@@ -26,6 +26,7 @@ decodes without opening anything again.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import struct
@@ -78,7 +79,9 @@ class Opened(bytearray):
             with memoryview(self) as view:
                 text = str(view, "utf-8", "surrogatepass")
             self._text = text
-            self.clear()  # no view of it is left, so its memory goes now
+            # its memory goes now, unless another reader holds a view of it
+            with contextlib.suppress(BufferError):
+                self.clear()
         return self._text
 
     def body(self) -> bytes:
