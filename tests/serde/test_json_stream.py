@@ -27,6 +27,7 @@ CORPUS: list[Any] = [
     {"text": LONG, "n": 1},
     [LONG, LONG + "\n", {"deep": [{"deeper": LONG}]}],
     {"lone": LONG + "\udc80\ud83d", "pair": "\ud83d\ude00"},
+    {"del": LONG + "\x7f", "nbsp": LONG + "\xa0\u2029"},  # json leaves them be
     {"quote": LONG + '"\\', "ctl": LONG + "\x00\x1f\x7f", "sep": LONG + "\u2028"},
     {"~": "not a tag", "text": LONG},  # stored as a map
     {"when": datetime.datetime(2026, 1, 2, 3, 4, 5), "blob": os.urandom(64) * 2},
