@@ -1,8 +1,9 @@
 """Memory for one large step result: how many copies of it a write and a read hold.
 
 A workflow with one step returning SIZE bytes of text (`os.urandom(SIZE // 2).hex()`,
-which zstd shrinks to about half), of random `bytes` (which it cannot shrink), or
-a dict holding such a text, runs on a fresh SQLite file, with every payload in the row ("none"), offloaded to
+which zstd shrinks to about half), of random `bytes` (which it cannot shrink), a
+dict holding such a text ("dict"), or one whose text ends in a quote and a
+newline, which json escapes ("dict-escaped"), runs on a fresh SQLite file, with every payload in the row ("none"), offloaded to
 a local folder ("file"), or to moto's S3 server on 127.0.0.1 ("s3"). Each phase
 runs in a fresh process:
 
@@ -71,6 +72,8 @@ def make_value(kind: str, size: int) -> Any:
     if kind == "bytes":
         return os.urandom(size)
     text = os.urandom(size // 2).hex()
+    if kind == "dict-escaped":  # a text json escapes (quotes, newlines)
+        return {"text": text[:-2] + '"\n', "n": 1}
     return {"text": text, "n": 1} if kind == "dict" else text
 
 
@@ -133,7 +136,7 @@ async def phase(args: argparse.Namespace) -> dict[str, float]:
         else:
             value = (await engine.history("large"))[0].output()
             value_size = size
-            assert len(value) == (2 if args.kind == "dict" else size)
+            assert len(value) == (2 if args.kind.startswith("dict") else size)
         seconds = time.perf_counter() - start
         _, traced = tracemalloc.get_traced_memory()
         tracemalloc.stop()

@@ -166,3 +166,32 @@ def test_a_compressed_body_shorter_than_a_zstd_header_opens(
     frame = b"".join(sealed.chunks())
     assert bytes(_read(envelope, frame, 1)) == body
     assert envelope.open(frame, place=PLACE) == body
+
+
+def test_loading_a_json_body_trades_its_buffer_for_its_text() -> None:
+    serde = Serde()
+    value = {"doc": TEXT + "é😀\udc80", "n": [1, 2]}
+    frame = b"".join(serde.dumps_stream(value, place=PLACE).chunks())  # type: ignore[union-attr]  # a large value streams
+    opened = _read(serde.envelope, frame, 1 << 20)
+    body = bytes(opened)
+    assert serde.loads(opened, place=PLACE) == value
+    assert len(opened) == 0  # freed before the text was parsed
+    assert opened.body() == body
+    assert serde.loads(opened, place=PLACE) == value
+
+
+def test_an_opened_body_that_is_not_utf8_is_corrupt() -> None:
+    opened = Opened(b'{"a":"\xff"}')
+    with pytest.raises(CorruptCheckpointError, match="not a valid payload"):
+        Serde().loads(opened, place=PLACE)
+
+
+def test_an_opened_body_someone_holds_a_view_of_keeps_its_buffer() -> None:
+    serde = Serde()
+    value = {"doc": TEXT, "n": 1}
+    frame = b"".join(serde.dumps_stream(value, place=PLACE).chunks())  # type: ignore[union-attr]  # a large value streams
+    opened = _read(serde.envelope, frame, 1 << 20)
+    with memoryview(opened) as held:
+        assert serde.loads(opened, place=PLACE) == value
+        assert len(opened) == len(held)
+    assert opened.body() == bytes(opened)

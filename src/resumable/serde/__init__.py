@@ -130,13 +130,13 @@ class Serde:
             SerializationError: The data names a type that is not registered.
         """
         if type(data) is Opened:  # a body a FrameReader already checked and opened
-            return self.decode(memoryview(data), place=place)
+            return self.decode(data, place=place)
         if len(data) <= STREAM_OVER:
             return self.decode(self.envelope.open(data, place=place), place=place)
         # a large payload: its body is decoded from a view of the frame, not a copy
         return self.decode(self.envelope.open_view(data, place=place), place=place)
 
-    def decode(self, body: bytes | memoryview, *, place: str) -> Any:
+    def decode(self, body: bytes | memoryview | Opened, *, place: str) -> Any:
         """Decode a body `Envelope.open` returned for `place`, with typed errors only.
 
         Raises:
@@ -164,7 +164,7 @@ class Serde:
                 the payload limit, or it is not a payload the codec wrote.
         """
         if type(data) is Opened:  # already opened by a FrameReader
-            body = bytes(data)
+            body = data.body()
         else:
             body = self.envelope.open(data, place=place)
         return view_body(body, place=place, limits=self._view_limits)

@@ -26,6 +26,7 @@ decodes without opening anything again.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import struct
@@ -62,6 +63,32 @@ class Opened(bytearray):
 
     frame_size: int = 0
     """How long the stored frame it was opened from is (what was stored)."""
+    _text: str | None = None
+
+    def take_text(self) -> str:
+        """The body as text (UTF-8, "surrogatepass"), its buffer freed in exchange.
+
+        A large JSON body is parsed from its text: freeing the buffer first means
+        a read holds the text and the value, not the buffer as well. The text is
+        kept for the next call, and `body` encodes it back.
+
+        Raises:
+            UnicodeDecodeError: The body is not UTF-8.
+        """
+        if self._text is None:
+            with memoryview(self) as view:
+                text = str(view, "utf-8", "surrogatepass")
+            self._text = text
+            # its memory goes now, unless another reader holds a view of it
+            with contextlib.suppress(BufferError):
+                self.clear()
+        return self._text
+
+    def body(self) -> bytes:
+        """The opened body's bytes, whether or not `take_text` took its buffer."""
+        if self._text is None:
+            return bytes(self)
+        return self._text.encode("utf-8", "surrogatepass")
 
 
 def stored_size(payload: bytes | bytearray | None) -> int:

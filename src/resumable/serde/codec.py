@@ -36,8 +36,10 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from resumable.errors import SerializationError
+from resumable.serde.chunked import Opened
 from resumable.serde.decoding import make_object_hook, top_level_bytes
 from resumable.serde.fingerprint import Canonical, flat_tuple_digest
+from resumable.serde.json_stream import json_stream
 from resumable.serde.registry import TypeRegistry
 from resumable.serde.streams import STREAM_OVER, Encoded, bytes_stream, text_stream
 from resumable.serde.tags import (
@@ -299,8 +301,14 @@ class Codec:
 
     def _json_text(self, value: object, root: str) -> str:
         """The JSON text of any value but a plain `str` (which `encode` writes raw)."""
+        text = self._json(value, root, stream=False)
+        assert type(text) is str  # noqa: S101 - for the type checker
+        return text
+
+    def _json(self, value: object, root: str, *, stream: bool) -> str | Encoded:
+        """`_json_text`, or with `stream` its pieces where `json_stream` makes them."""
         try:
-            return self._dumps(self._walk(value))
+            return self._dumps_tree(self._walk(value), stream=stream)
         except _Unencodable as exc:
             # from None: the internal exception adds nothing to path and detail.
             raise SerializationError(path=exc.path(root), detail=exc.detail) from None
@@ -311,7 +319,11 @@ class Codec:
             ) from None
         except ValueError:
             # An int past sys.get_int_max_str_digits(): encode again, as hex.
-            return self._dumps(self._walk_safe_ints(value))
+            return self._dumps_tree(self._walk_safe_ints(value), stream=stream)
+
+    def _dumps_tree(self, tree: Json, *, stream: bool) -> str | Encoded:
+        encoded = json_stream(tree, self._dumps) if stream else None
+        return self._dumps(tree) if encoded is None else encoded
 
     def encode_stream(self, value: object, *, root: str = "result") -> bytes | Encoded:
         """`encode(value)`, or for a large value the same as pieces made on demand.
@@ -319,9 +331,10 @@ class Codec:
         Bytes when the encoding is short (up to `STREAM_OVER`). Otherwise a `str`
         is encoded a slice at a time and a `bytes` value base64-encoded a slice
         at a time (slices of a multiple of 3 bytes, so their base64 joins to the
-        whole's), so neither encoding is ever held whole; any other value's JSON
-        text is made whole (json writes it in one go) and its UTF-8 a slice at a
-        time.
+        whole's), so neither encoding is ever held whole. Any other value's JSON
+        text is made a piece at a time when its bulk is in long strings
+        (`json_stream`); else it is made whole (json writes it in one go) and
+        its UTF-8 a slice at a time.
 
         Raises:
             SerializationError: As `encode`.
@@ -335,7 +348,9 @@ class Codec:
                     cast("bytes", value), prefix=BYTES_OPEN, suffix=BYTES_CLOSE
                 )
             return text_stream(cast("str", value), prefix=TEXT)
-        text = self._json_text(value, root)
+        text = self._json(value, root, stream=True)
+        if isinstance(text, Encoded):
+            return text
         if len(text) <= STREAM_OVER:
             return text.encode("utf-8", "surrogatepass")
         return text_stream(text, prefix=b"")
@@ -355,11 +370,13 @@ class Codec:
             return self.encode(value)
         return text.encode("utf-8", "surrogatepass")
 
-    def decode(self, data: bytes | memoryview) -> Any:
+    def decode(self, data: bytes | memoryview | Opened) -> Any:
         """Decode bytes written by `encode` back to the same types.
 
         `data` may be a memoryview (of a frame's body): nothing is copied from it
-        but the value itself.
+        but the value itself. An `Opened` body's buffer is traded for its text
+        before a JSON body is parsed (`Opened.take_text`), so the buffer, the
+        text and the value are never all held at once.
 
         Raises:
             DecodeError: The bytes are not a well-formed payload.
@@ -375,6 +392,8 @@ class Codec:
                 blob = top_level_bytes(data)
                 if blob is not None:
                     return blob
+            if type(data) is Opened:
+                return self._loads(data.take_text())
             return self._loads(str(data, "utf-8", "surrogatepass"))
         except DecodeError:
             raise

@@ -181,7 +181,7 @@ def _build_model(
     return construct(_fields_set=fields_set, **values)
 
 
-def top_level_bytes(data: bytes | memoryview) -> bytes | None:
+def top_level_bytes(data: bytes | bytearray | memoryview) -> bytes | None:
     """The value of a body that is one `bytes` value, decoded from its base64 in place.
 
     None when the text between `BYTES_OPEN` and `BYTES_CLOSE` is not strict

@@ -1,0 +1,99 @@
+"""A dict's or list's JSON written a piece at a time is the bytes written whole."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import os
+import uuid
+from typing import Any
+
+import pytest
+
+from resumable.serde import json_stream as js
+from resumable.serde.codec import Codec, TypeRegistry
+from resumable.serde.streams import STREAM_OVER, Encoded
+
+
+def _nested(depth: int) -> Any:
+    node: Any = "long text past the depth"
+    for _ in range(depth):
+        node = [node]
+    return node
+
+
+LONG = "long text é😀 " * 4  # past the LONG the tests below set
+CORPUS: list[Any] = [
+    {"text": LONG, "n": 1},
+    [LONG, LONG + "\n", {"deep": [{"deeper": LONG}]}],
+    {"lone": LONG + "\udc80\ud83d", "pair": "\ud83d\ude00"},
+    {"del": LONG + "\x7f", "nbsp": LONG + "\xa0\u2029"},  # json leaves them be
+    {"quote": LONG + '"\\', "ctl": LONG + "\x00\x1f\x7f", "sep": LONG + "\u2028"},
+    {"~": "not a tag", "text": LONG},  # stored as a map
+    {"when": datetime.datetime(2026, 1, 2, 3, 4, 5), "blob": os.urandom(64) * 2},
+    {"id": uuid.UUID(int=7), "d": decimal.Decimal("1.10"), "t": (LONG, 1)},
+    {"huge": 10**5000, "text": LONG},  # past the digit limit: written as hex
+    {"nan": float("nan"), "inf": float("-inf"), "f": 0.1, "b": [True, False, None]},
+    {"empty": {}, "none": [], "nested": {"a": {}, "b": [[]]}, "x": LONG},
+    {"many": list(range(js.FANOUT + 1)), "text": LONG},
+    {f"k{i}": LONG for i in range(js.FANOUT + 1)},  # too many items: written whole
+    {"k": _nested(js.DEPTH + 2)},  # past DEPTH
+    (LONG, {"tuple": (1, 2)}),
+    {"": LONG, "é😀\udc80": LONG, 'q"k': LONG},
+    {1: LONG, "a": 2},  # a non-str key: a map
+    {"set": {1, 2}, "frozen": frozenset({"a"}), "text": LONG},
+]
+
+
+@pytest.fixture
+def short_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Strings past a few characters count as long, so small values stream."""
+    monkeypatch.setattr(js, "LONG", 8)
+
+
+@pytest.mark.usefixtures("short_long")
+@pytest.mark.parametrize("value", CORPUS, ids=range(len(CORPUS)))
+def test_json_stream_joins_to_the_text_written_whole(value: object) -> None:
+    codec = Codec(TypeRegistry())
+    tree_codec = Codec(TypeRegistry())
+    whole = codec.encode(value)
+    walk = tree_codec._walk
+    try:
+        tree = walk(value)
+        codec._dumps(tree)
+    except ValueError:
+        tree = tree_codec._walk_safe_ints(value)
+    encoded = js.json_stream(tree, codec._dumps)
+    if encoded is not None:
+        assert b"".join(encoded.pieces()) == whole
+        assert encoded.size == len(whole)
+        assert b"".join(encoded.pieces()) == whole  # again: a new iterator
+    assert codec.decode(whole) == codec.decode(b"".join(_pieces(codec, value)))
+
+
+def _pieces(codec: Codec, value: object) -> list[bytes]:
+    encoded = codec.encode_stream(value)
+    return [encoded] if isinstance(encoded, bytes) else list(encoded.pieces())
+
+
+def test_values_with_long_text_stream_and_others_are_written_whole() -> None:
+    codec = Codec(TypeRegistry())
+    text = os.urandom(STREAM_OVER).hex()
+    streamed = codec.encode_stream({"text": text, "n": [1, 2]})
+    assert isinstance(streamed, Encoded)
+    # the text is handed over as it is, never copied into a piece of its own
+    assert b"".join(streamed.pieces()) == codec.encode({"text": text, "n": [1, 2]})
+    many = {f"k{i}": "x" * 100 for i in range(STREAM_OVER // 100)}
+    assert js.json_stream(codec._walk(many), codec._dumps) is None
+    assert js.json_stream(codec._walk({"a": "short"}), codec._dumps) is None
+
+
+@pytest.mark.parametrize("escaped", [False, True])
+def test_a_long_string_streams_whether_or_not_json_escapes_it(escaped: bool) -> None:
+    codec = Codec(TypeRegistry())
+    text = os.urandom(STREAM_OVER).hex() + ('"\n' if escaped else "é")
+    value = {"text": text, "more": [text]}
+    encoded = codec.encode_stream(value)
+    assert isinstance(encoded, Encoded)
+    assert b"".join(encoded.pieces()) == codec.encode(value)
+    assert encoded.size == len(codec.encode(value))
