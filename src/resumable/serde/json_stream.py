@@ -124,7 +124,7 @@ def _plan(node: Any, out: _Out, budget: list[int], depth: int) -> None:
     ):
         fragments.append(dumps(node))
         return
-    if kind is dict:
+    if isinstance(node, dict):  # exactly a dict: kind is in _CONTAINERS
         fragments.append("{")
         for at, (key, item) in enumerate(node.items()):
             fragments.append(("," if at else "") + dumps(key) + ":")
