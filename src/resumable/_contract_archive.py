@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from resumable._contract_records import T0, WEIRD_IDS, run_record, step_record
-from resumable.stores.journal import JournalKind, seq_of
+from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.protocol import (
     ArchiveStub,
     InputRecord,

@@ -12,7 +12,7 @@ from resumable._contract_records import (
     step_record,
 )
 from resumable.errors import LeaseLost, RunNotFound
-from resumable.stores.journal import JournalKind, seq_of
+from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.protocol import (
     InputRecord,
     QueuePolicy,
@@ -431,7 +431,7 @@ class RunStoreContract:
         assert await store.load_journal("nobody") == []
 
     async def test_journal_holds_negative_and_64_bit_seqs(self, store: Store) -> None:
-        """Every kind of journal record, as `stores.journal` encodes it, round-trips.
+        """Every kind of journal record, as `stores.kinds` encodes it, round-trips.
 
         Ledger entries are stored at seqs at most 0, map_steps items at seqs from
         2**62 to 2**63 - 1: a seq column must hold a signed 64-bit integer.

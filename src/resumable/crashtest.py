@@ -42,7 +42,7 @@ from resumable._engine.context import current_run
 from resumable._engine.engine import Engine
 from resumable.errors import ResumableError
 from resumable.stores import create_store
-from resumable.stores.journal import JournalKind
+from resumable.stores.kinds import JournalKind
 from resumable.stores.protocol import StepRecord, Store
 
 __all__ = ["CrashReport", "Trial", "crash_test", "record_effect"]

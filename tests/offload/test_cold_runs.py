@@ -26,7 +26,7 @@ from resumable.errors import (
 from resumable.stores import create_store
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.coldruns import ColdRun, decode_cold_run, encode_cold_run
-from resumable.stores.journal import JournalKind, seq_of
+from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import (
     ArchiveStub,

@@ -23,7 +23,7 @@ from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
 from resumable._engine.usage import usage_from
 from resumable.errors import NotInRun, StepFailed
-from resumable.stores.journal import JournalKind, seq_of
+from resumable.stores.kinds import JournalKind, seq_of
 
 T = TypeVar("T")
 R = TypeVar("R")

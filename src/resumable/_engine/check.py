@@ -36,7 +36,7 @@ from resumable._engine.journal import load_journal
 from resumable._engine.probe import CheckProbe, CheckStopped, Divergence
 from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError, RunNotFound
-from resumable.stores.journal import is_step
+from resumable.stores.kinds import is_step
 from resumable.stores.places import run_place
 from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
 

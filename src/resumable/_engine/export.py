@@ -25,7 +25,7 @@ from resumable._engine.ledger import spend_of, usage_entries
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
-from resumable.stores.journal import JournalKind, index_of
+from resumable.stores.kinds import JournalKind, index_of
 from resumable.stores.places import input_place, run_place, step_place
 from resumable.stores.protocol import (
     RunQuery,

@@ -10,7 +10,7 @@ from resumable._engine.clock import datetime_of
 from resumable._engine.journal import load_journal
 from resumable.serde import Serde
 from resumable.serde.chunked import stored_size
-from resumable.stores.journal import JournalKind
+from resumable.stores.kinds import JournalKind
 from resumable.stores.places import step_place
 from resumable.stores.protocol import RunRecord, StepRecord, Store
 

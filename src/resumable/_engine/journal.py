@@ -10,7 +10,7 @@ from __future__ import annotations
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
 from resumable.stores import redact
 from resumable.stores._records import checked_run, checked_steps
-from resumable.stores.journal import JournalKind
+from resumable.stores.kinds import JournalKind
 from resumable.stores.protocol import RunRecord, StepRecord, Store, SupportsArchive
 
 

@@ -23,7 +23,7 @@ from resumable._engine.usage import Usage
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.serde import Serde
 from resumable.stores._records import checked_steps
-from resumable.stores.journal import JournalKind, index_of
+from resumable.stores.kinds import JournalKind, index_of
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord, Store
 

@@ -37,7 +37,7 @@ from resumable._engine.bridge import wait_on
 from resumable._engine.commits import commit
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable.errors import NotInRun
-from resumable.stores.journal import is_step
+from resumable.stores.kinds import is_step
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 

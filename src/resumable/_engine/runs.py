@@ -28,7 +28,7 @@ from resumable.errors import (
     StepFailed,
 )
 from resumable.serde.chunked import SealedStream
-from resumable.stores.journal import JournalKind
+from resumable.stores.kinds import JournalKind
 from resumable.stores.places import run_place, step_place
 from resumable.stores.protocol import (
     Lease,

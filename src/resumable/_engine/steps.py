@@ -23,7 +23,7 @@ from resumable.errors import (
     StepFailed,
 )
 from resumable.serde.chunked import SealedStream
-from resumable.stores.journal import JournalKind, seq_of
+from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
 

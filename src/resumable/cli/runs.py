@@ -16,7 +16,7 @@ from resumable._engine.specs import register_known_types
 from resumable.cli._table import clip, duration, size, table, when
 from resumable.errors import ResumableError, UsageError
 from resumable.serde.view import one_line
-from resumable.stores.journal import JournalKind, index_of, kind_of
+from resumable.stores.kinds import JournalKind, index_of, kind_of
 from resumable.stores.protocol import RUN_STATUSES
 
 _OUTPUT_WIDTH = 60

@@ -25,7 +25,7 @@ from resumable._engine.context import RunContext, Runtime
 from resumable._engine.observe import Observer, store_kind
 from resumable._engine.usage import Usage
 from resumable.errors import ResumableError, StepFailed
-from resumable.stores.journal import JournalKind, kind_of
+from resumable.stores.kinds import JournalKind, kind_of
 from resumable.stores.places import input_place
 from resumable.stores.protocol import InputRecord, RunRecord, StepRecord
 

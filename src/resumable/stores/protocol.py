@@ -35,7 +35,7 @@ from typing import Any, Final, Literal, Protocol, runtime_checkable
 from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC0414
 from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
 from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
-from resumable.stores.journal import JournalKind, kind_of
+from resumable.stores.kinds import JournalKind, kind_of
 
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
@@ -111,7 +111,7 @@ class StepRecord:
     """One journal entry: the outcome of the step call at `seq` in a run.
 
     A ledger entry and a `map_steps` item are journal entries too; `kind` says
-    which a record is, and `resumable.stores.journal` maps kinds to seqs.
+    which a record is, and `resumable.stores.kinds` maps kinds to seqs.
     """
 
     run_id: str
@@ -159,7 +159,7 @@ class StepRecord:
 
     @property
     def kind(self) -> JournalKind:
-        """A step call, a ledger entry or a batch item (`resumable.stores.journal`)."""
+        """A step call, a ledger entry or a batch item (`resumable.stores.kinds`)."""
         return kind_of(self.seq)
 
 
