@@ -4,21 +4,22 @@ concurrent claims, wake-ups, odd identifiers and a server restart."""
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from conftest import postgres_url as _url
+from conftest import service_url
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
@@ -44,38 +45,14 @@ Factory = Callable[..., PostgresStore]
 
 @pytest.fixture
 def base_url() -> str:
-    """The test server (as tests/conftest.py's service_url: skip, or fail in CI)."""
-    url = os.environ.get("RESUMABLE_TEST_POSTGRES_URL")
-    if not url:
-        reason = (
-            "RESUMABLE_TEST_POSTGRES_URL is not set: no postgres server to test against"
-        )
-        if os.environ.get("RESUMABLE_REQUIRE_SERVICES") == "1":
-            pytest.fail(f"{reason} (RESUMABLE_REQUIRE_SERVICES=1)")
-        pytest.skip(reason)
-    return url
-
-
-def _url(base: str, schema: str, **options: object) -> str:
-    query = urlencode({"schema": schema, **options})
-    return f"{base}{'&' if '?' in base else '?'}{query}"
+    """The test server (skip, or fail in CI, without one)."""
+    return service_url("postgres")
 
 
 @pytest.fixture
-async def new_store(base_url: str) -> AsyncIterator[Factory]:
+def new_store(new_postgres_store: Factory) -> Factory:
     """Makes stores; every schema they name is dropped and every store closed after."""
-    made: list[PostgresStore] = []
-
-    def make(schema: str | None = None, **options: object) -> PostgresStore:
-        name = schema if schema is not None else f"t{uuid.uuid4().hex[:12]}"
-        store = PostgresStore(_url(base_url, name, **options))
-        made.append(store)
-        return store
-
-    yield make
-    for store in reversed(made):
-        await store.drop()
-        await store.close()
+    return new_postgres_store
 
 
 # --- URL and lifecycle ----------------------------------------------------------------
@@ -392,67 +369,6 @@ async def test_one_unstorable_record_does_not_fail_its_batch_mates(
         (4, "lone \udc80"),
     ]
     assert await store.get_run("nul\x00") is None
-
-
-# --- claims --------------------------------------------------------------------------
-async def test_concurrent_claimers_never_claim_the_same_run(new_store: Factory) -> None:
-    first = await new_store().open()
-    workers = [first, *[await new_store(first.schema).open() for _ in range(2)]]
-    for i in range(60):
-        await first.create_run(run_record(f"r{i:02}", created_at_ms=T0 + i))
-
-    async def drain(store: PostgresStore, owner: str) -> list[str]:
-        claimed: list[str] = []
-        while True:
-            leases = await store.claim_runs(
-                owner=owner,
-                now_ms=T0,
-                ttl_ms=60_000,
-                limit=4,
-                workflows=["wf"],
-                queues={},
-            )
-            if not leases:
-                return claimed
-            claimed.extend(lease.run_id for lease in leases)
-
-    claims = await asyncio.gather(*(drain(w, f"w{i}") for i, w in enumerate(workers)))
-    every = [run_id for claimed in claims for run_id in claimed]
-    assert sorted(every) == [f"r{i:02}" for i in range(60)]
-    assert all(claims), "each claimer should have got some runs"
-
-
-async def test_queue_limits_hold_across_concurrent_claimers(new_store: Factory) -> None:
-    first = await new_store().open()
-    workers = [first, *[await new_store(first.schema).open() for _ in range(2)]]
-    for i in range(30):
-        await first.create_run(
-            run_record(f"c{i:02}", queue="gpu", created_at_ms=T0 + i)
-        )
-        await first.create_run(
-            run_record(f"r{i:02}", queue="llm", created_at_ms=T0 + i)
-        )
-    policies = {
-        "gpu": QueuePolicy(concurrency=4),
-        "llm": QueuePolicy(rate=5, period_ms=60_000),
-    }
-
-    async def claim(store: PostgresStore, owner: str) -> list[str]:
-        leases = await store.claim_runs(
-            owner=owner,
-            now_ms=T0,
-            ttl_ms=60_000,
-            limit=20,
-            workflows=["wf"],
-            queues=policies,
-        )
-        return [lease.run_id for lease in leases]
-
-    for _ in range(3):  # claimers race several times; the limits are global
-        await asyncio.gather(*(claim(w, f"w{i}") for i, w in enumerate(workers)))
-    running = await first.list_runs(RunQuery(status=["running"], limit=1000))
-    assert len([r for r in running if r.queue == "gpu"]) == 4
-    assert len([r for r in running if r.queue == "llm"]) == 5
 
 
 # --- wake-ups ------------------------------------------------------------------------

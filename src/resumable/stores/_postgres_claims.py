@@ -1,14 +1,13 @@
 """PostgreSQL: claiming runs inside one transaction.
 
-`claims` decides queue admission; these functions select candidates (`FOR UPDATE SKIP
-LOCKED`, in rounds), lock and read each queue's load, and write the fenced leases.
+`claims` decides (the candidate window, queue admission); these functions read the
+candidates, lock and read each queue's load, and write the fenced leases, locking only
+the runs they take (`FOR UPDATE SKIP LOCKED`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Final
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
@@ -20,7 +19,6 @@ from resumable.stores.protocol import Lease, QueuePolicy
 
 Conn = AsyncConnection[DictRow]
 _t = _sql.to_text
-CLAIM_ROUNDS: Final = 4  # rounds of candidates after a queue policy refused some
 
 
 def acquire_params(
@@ -55,17 +53,6 @@ def lease_from_acquired(
     )
 
 
-@dataclass(slots=True)
-class _Claim:
-    """What one claim transaction has found so far."""
-
-    admission: claims.Admission
-    chosen: list[str] = field(default_factory=list)
-    before: dict[str, DictRow] = field(default_factory=dict)
-    """The chosen rows as they were, locked."""
-    seen: list[str] = field(default_factory=list)
-
-
 async def claim_runs_txn(
     conn: Conn,
     statements: Statements,
@@ -79,24 +66,27 @@ async def claim_runs_txn(
     versions: Collection[str] | None,
 ) -> list[Lease]:
     """`Store.claim_runs` inside the caller's transaction."""
-    claim = _Claim(claims.Admission({_t(n): p for n, p in queues.items()}))
-    names = [_t(name) for name in workflows]
-    allowed = None if versions is None else [_t(v) for v in versions]
-    for round_no in range(CLAIM_ROUNDS):
-        want = limit - len(claim.chosen)
-        found = await _choose_txn(
-            conn,
-            statements,
-            claim,
-            names=names,
-            allowed=allowed,
-            now_ms=now_ms,
-            want=want,
-            wait=round_no == 0,
-        )
-        if found < want or len(claim.chosen) >= limit:
-            break  # nothing more to find, or nothing more wanted
-    if not claim.chosen:
+    admission = claims.Admission({_t(n): p for n, p in queues.items()})
+    params = {
+        "workflows": [_t(name) for name in workflows],
+        "versions": None if versions is None else [_t(v) for v in versions],
+        "now_ms": now_ms,
+        "window": claims.candidate_window(limit),
+    }
+    rows = await (await conn.execute(statements.runnable, params)).fetchall()
+    queues_met = admission.needs_load(row["queue"] for row in rows)
+    if queues_met:
+        # a claimer that held these queues may have leased some candidates meanwhile:
+        # the claim statement skips them (they are no longer as read)
+        await _load_queues_txn(conn, statements, admission, queues_met, now_ms)
+    # every admitted candidate, not only `limit`: concurrent claimers read the same
+    # window, and each takes the first admitted runs the others have not locked
+    admitted = [
+        row
+        for row in rows
+        if admission.admit(row["queue"], is_start=row["status"] == "queued")
+    ]
+    if not admitted:
         return []
     expires_at_ms = now_ms + ttl_ms
     cur = await conn.execute(
@@ -105,87 +95,44 @@ async def claim_runs_txn(
             "owner": _t(owner),
             "now_ms": now_ms,
             "expires_at_ms": expires_at_ms,
-            "run_ids": claim.chosen,
-            "starts": claim.admission.starts,
+            "run_ids": [row["run_id"] for row in admitted],
+            "queued": [row["run_id"] for row in admitted if row["status"] == "queued"],
+            "limit": limit,
+            "rated": sorted(
+                n for n, p in admission.policies.items() if p.rate is not None
+            ),
         },
     )
-    fences = {row["run_id"]: row["fence"] for row in await cur.fetchall()}
+    return _leases(await cur.fetchall(), owner=owner, expires_at_ms=expires_at_ms)
+
+
+def _leases(rows: list[DictRow], *, owner: str, expires_at_ms: int) -> list[Lease]:
+    """The leases the claim statement wrote, in claim order."""
     return [
         Lease(
-            run_id=_sql.from_text(key),
+            run_id=_sql.from_text(row["run_id"]),
             owner=owner,
-            fence=fences[key],
+            fence=row["fence"],
             expires_at_ms=expires_at_ms,
             taken_from=_rules.lease_taken_from(
-                claim.before[key]["status"],
-                _sql.maybe_from_text(claim.before[key]["lease_owner"]),
-                owner,
+                row["before_status"], _sql.maybe_from_text(row["before_owner"]), owner
             ),
         )
-        for key in claim.chosen
+        for row in sorted(rows, key=lambda row: (row["created_at_ms"], row["run_id"]))
     ]
-
-
-async def _choose_txn(
-    conn: Conn,
-    statements: Statements,
-    claim: _Claim,
-    *,
-    names: list[str],
-    allowed: list[str] | None,
-    now_ms: int,
-    want: int,
-    wait: bool,
-) -> int:
-    """Read up to `want` more candidates and choose those admitted; how many were read."""
-    admission = claim.admission
-    cur = await conn.execute(
-        statements.runnable,
-        {
-            "workflows": names,
-            "versions": allowed,
-            "now_ms": now_ms,
-            "seen": claim.seen,
-            "closed": sorted(admission.closed),
-            "unstartable": sorted(admission.unstartable),
-            "want": want,
-        },
-    )
-    rows = await cur.fetchall()
-    await _load_queues_txn(conn, statements, admission, rows, now_ms, wait=wait)
-    for row in rows:
-        claim.seen.append(row["run_id"])
-        if admission.admit(row["queue"], is_start=row["status"] == "queued"):
-            claim.chosen.append(row["run_id"])
-            claim.before[row["run_id"]] = row
-    return len(rows)
 
 
 async def _load_queues_txn(
     conn: Conn,
     statements: Statements,
     admission: claims.Admission,
-    rows: list[DictRow],
+    names: list[str],
     now_ms: int,
-    *,
-    wait: bool,
 ) -> None:
-    """Lock the queues first met in `rows` and count their leases and starts."""
-    names = admission.needs_load(row["queue"] for row in rows)
-    if not names:
-        return
-    params = {"schema": statements.schema, "queues": names}
-    if wait:
-        await conn.execute(statements.lock_queues, params)
-    else:
-        cur = await conn.execute(statements.try_lock_queues, params)
-        locked = {row["queue"] for row in await cur.fetchall()}
-        for name in names:
-            if name not in locked:
-                admission.close(name)
-        names = [n for n in names if n in locked]
-        if not names:
-            return
+    """Lock the queues `names` (waiting, in one global order) and read their load."""
+    await conn.execute(
+        statements.lock_queues, {"schema": statements.schema, "queues": names}
+    )
     policies = admission.policies
     cur = await conn.execute(
         statements.queue_load,

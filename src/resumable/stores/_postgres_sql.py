@@ -130,37 +130,27 @@ SELECT (SELECT count(*) FROM reopened) AS reopened,
        (SELECT count(*) FROM announced) AS announced,
        EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
 """
-# SKIP LOCKED: a run another worker is claiming right now is simply not a candidate.
-# Only as many rows as still wanted are locked, so claimers never starve each other;
-# later rounds skip what was seen and the queues found full.
+# candidates: the same rule as claims.is_claimable, read without locking them (a claim
+# locks only the runs it takes, so concurrent claimers each find work in one window)
 _RUNNABLE: Final = """
-SELECT run_id, status, queue, lease_owner FROM {schema}.resumable_runs
+SELECT run_id, status, queue FROM {schema}.resumable_runs
  WHERE workflow = ANY(%(workflows)s::text[])
    AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
    AND status IN ('queued', 'running', 'sleeping', 'waiting')
    AND (status = 'queued'
         OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
         OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
-   AND run_id <> ALL(%(seen)s::text[])
-   AND (queue IS NULL OR queue <> ALL(%(closed)s::text[]))
-   AND (status <> 'queued' OR queue IS NULL OR queue <> ALL(%(unstartable)s::text[]))
  ORDER BY created_at_ms, run_id
- LIMIT %(want)s
- FOR UPDATE SKIP LOCKED
+ LIMIT %(window)s
 """
-# admission to each queue is serialized across workers. The first round waits for the
-# queues' locks in one global order (sorted keys), so two claimers cannot deadlock;
-# later rounds already hold locks, so they only try, and treat a busy queue as full.
+# admission to each queue is serialized across workers. A claim waits for the locks of
+# the queues it met, in one global order (sorted keys), so two claimers cannot
+# deadlock; runs are locked last and only with SKIP LOCKED, so a claim never waits for
+# a run's lock.
 _LOCK_QUEUES: Final = """
 SELECT count(pg_advisory_xact_lock(hashtext(%(schema)s), key)) AS locked
   FROM (SELECT DISTINCT hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
          ORDER BY key) AS keys
-"""
-_TRY_LOCK_QUEUES: Final = """
-SELECT q AS queue
-  FROM (SELECT q, hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
-         ORDER BY key) AS keys
- WHERE pg_try_advisory_xact_lock(hashtext(%(schema)s), key)
 """
 _QUEUE_LOAD: Final = """
 WITH policy AS (
@@ -177,17 +167,33 @@ SELECT p.queue,
          WHERE s.queue = p.queue AND s.started_at_ms > p.since_ms) AS started
   FROM policy p
 """
+# leases the first `limit` of the admitted candidates (in claim order) that nobody else
+# holds and that are still claimable, a start only if it was read as one: a subset of
+# what admission counted, so the queues' limits hold for whatever is taken
 _CLAIM: Final = """
-WITH starts AS (
+WITH chosen AS MATERIALIZED (
+    SELECT run_id, status, lease_owner, queue FROM {schema}.resumable_runs
+     WHERE run_id = ANY(%(run_ids)s::text[])
+       AND (status = 'queued'
+            OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
+            OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
+       AND (status <> 'queued' OR run_id = ANY(%(queued)s::text[]))
+     ORDER BY created_at_ms, run_id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), starts AS (
     INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
-    SELECT q, %(now_ms)s FROM unnest(%(starts)s::text[]) AS q
+    SELECT queue, %(now_ms)s FROM chosen
+     WHERE status = 'queued' AND queue = ANY(%(rated)s::text[])
 )
-UPDATE {schema}.resumable_runs
+UPDATE {schema}.resumable_runs r
    SET status = 'running', lease_owner = %(owner)s,
-       lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
+       lease_expires_at_ms = %(expires_at_ms)s, fence = r.fence + 1,
        updated_at_ms = %(now_ms)s
- WHERE run_id = ANY(%(run_ids)s::text[])
-RETURNING run_id, fence
+  FROM chosen c
+ WHERE r.run_id = c.run_id
+RETURNING r.run_id, r.fence, r.created_at_ms, c.status AS before_status,
+          c.lease_owner AS before_owner
 """
 _DELETE_RUNS: Final = """
 WITH runs AS (
@@ -427,7 +433,6 @@ class Statements:
         self.reopen = compose(_REOPEN)
         self.runnable = compose(_RUNNABLE)
         self.lock_queues = compose(_LOCK_QUEUES)
-        self.try_lock_queues = compose(_TRY_LOCK_QUEUES)
         self.queue_load = compose(_QUEUE_LOAD)
         self.claim = compose(_CLAIM)
         self.delete_runs = compose(_DELETE_RUNS)
