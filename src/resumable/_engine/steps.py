@@ -15,7 +15,6 @@ from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.commits import commit, dumps_for, log_fields
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
-from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
     BudgetExceeded,
     ResumableError,
@@ -26,9 +25,10 @@ from resumable.serde.chunked import SealedStream
 from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
+from resumable.usage import Usage, usage_from
 
 if TYPE_CHECKING:
-    from resumable._engine.observe import Observer
+    from resumable._engine.context import Observer
 
 log = logging.getLogger("resumable.steps")
 

@@ -12,9 +12,9 @@ from collections.abc import Collection, Mapping, Sequence
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules, claims
 from resumable.stores._records import checked_run
+from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,

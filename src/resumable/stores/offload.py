@@ -44,6 +44,7 @@ from resumable.stores.archive import (
     ArchiveReader,
     is_member,
 )
+from resumable.stores.archiving import ArchiveStub, SupportsArchive
 from resumable.stores.blobref import (
     REFERENCE_MAGIC,
     REFERENCE_SIZE,
@@ -69,7 +70,6 @@ from resumable.stores.offload_stream import (
 from resumable.stores.places import payload_place, run_place, step_place
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -82,7 +82,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
-    SupportsArchive,
     ThreadRecord,
 )
 

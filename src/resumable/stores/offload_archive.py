@@ -12,14 +12,10 @@ from __future__ import annotations
 from typing import Final
 
 from resumable.stores.archive import Archived, archive_run, archive_thread
+from resumable.stores.archiving import SupportsArchive
 from resumable.stores.blobs import BlobStore
 from resumable.stores.coldruns import archive_due_runs
-from resumable.stores.protocol import (
-    TERMINAL_STATUSES,
-    RunQuery,
-    Store,
-    SupportsArchive,
-)
+from resumable.stores.protocol import TERMINAL_STATUSES, RunQuery, Store
 
 __all__ = ["archive_due"]
 

@@ -53,7 +53,7 @@ from resumable.errors import (
 from resumable.stores import _postgres_archive as _archive
 from resumable.stores import _postgres_claims as _claims
 from resumable.stores import _postgres_sql as _pgsql
-from resumable.stores import _sql, redact
+from resumable.stores import _sql
 from resumable.stores._postgres_commits import (
     DRIVER_ERRORS,
     Pool,
@@ -70,10 +70,9 @@ from resumable.stores._postgres_session import (
     migrate,
     parse_url,
 )
-from resumable.stores._postgres_sql import Statements
+from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -88,6 +87,7 @@ from resumable.stores.protocol import (
     ThreadRecord,
     check_pack,
 )
+from resumable.stores.urls import redact
 
 __all__ = ["CHANNEL", "DEFAULT_SCHEMA", "Options", "PostgresStore", "parse_url"]
 
@@ -104,7 +104,7 @@ class PostgresStore:
         self.url = redact(url)
         self._options = parse_url(url)
         self.schema = self._options.schema
-        self._sql = Statements(self.schema)
+        self._sql = _pgsql.Statements(self.schema)
         self._archive_sql = _archive.ArchiveStatements(self.schema)
         self._pool: Pool | None = None
         self._opening = asyncio.Lock()

@@ -30,11 +30,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
-# the optional archiving capability lives in its own module; named here too (the
-# `as` form is how mypy knows they are re-exported)
-from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC0414
-from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
-from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
 from resumable.stores.kinds import JournalKind, kind_of
 
 RunStatus = Literal[

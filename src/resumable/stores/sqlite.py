@@ -78,9 +78,9 @@ from resumable.stores import _sqlite_claims as _claims
 from resumable.stores import _sqlite_runs as _runs
 from resumable.stores import _sqlite_snapshots as _snapshots
 from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
+from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
