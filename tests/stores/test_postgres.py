@@ -1,5 +1,5 @@
 """PostgresStore beyond the contract: migrations, fencing races, group commit,
-concurrent claims, wake-ups, odd identifiers and a server restart."""
+wake-ups, odd identifiers and a server restart (claims: test_postgres_claims.py)."""
 
 from __future__ import annotations
 
@@ -84,12 +84,40 @@ async def test_store_is_made_without_io_and_fails_cleanly_when_unreachable() -> 
     await store.close()
 
 
-async def test_pool_size_comes_from_the_url(new_store: Factory) -> None:
+async def test_pool_size_comes_from_the_url(new_store: Factory, base_url: str) -> None:
     await new_store().drop()  # dropping a store never opened is fine
-    store = await new_store(pool_max=3).open()
+    name = f"pool-{uuid.uuid4().hex[:8]}"
+    store = await new_store(pool_max=3, application_name=name).open()
     assert await store.open() is store
-    assert store._pool is not None
-    assert store._pool.max_size == 3
+    table = sql.SQL("{}.resumable_runs").format(sql.Identifier(store.schema))
+    async with await psycopg.AsyncConnection.connect(base_url) as admin:
+        await admin.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table)
+        )
+        # six reads wait for the lock; the pool lends at most three connections
+        reads = [asyncio.ensure_future(store.get_run(f"r{i}")) for i in range(6)]
+        waiting = 0
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            cur = await admin.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE application_name = %s AND wait_event_type = 'Lock'",
+                (name,),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            waiting = row[0]
+            if waiting >= 3:
+                break
+        await asyncio.sleep(0.2)  # time for a fourth, were there one
+        cur = await admin.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = %s AND wait_event_type = 'Lock'",
+            (name,),
+        )
+        assert await cur.fetchone() == (3,)
+        await admin.rollback()  # releases the lock
+    assert await asyncio.gather(*reads) == [None] * 6
 
 
 # --- migrations -----------------------------------------------------------------------
@@ -121,7 +149,7 @@ async def test_processes_starting_together_migrate_once(
     results = [await p.communicate() for p in processes]
     assert [p.returncode for p in processes] == [0] * 5, results
     await store.open()
-    async with await psycopg.AsyncConnection.connect(store._options.conninfo) as conn:
+    async with await psycopg.AsyncConnection.connect(base_url) as conn:
         cur = await conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (store.schema,)
         )
@@ -142,9 +170,7 @@ async def test_a_role_without_ddl_rights_opens_a_migrated_schema(
 ) -> None:
     owner = await new_store().open()
     role = f"app_{uuid.uuid4().hex[:8]}"
-    admin = await psycopg.AsyncConnection.connect(
-        owner._options.conninfo, autocommit=True
-    )
+    admin = await psycopg.AsyncConnection.connect(base_url, autocommit=True)
     try:
         try:
             await admin.execute(
@@ -187,13 +213,13 @@ async def test_a_role_without_ddl_rights_opens_a_migrated_schema(
         await admin.close()
 
 
-async def test_a_newer_schema_is_refused(new_store: Factory) -> None:
+async def test_a_newer_schema_is_refused(new_store: Factory, base_url: str) -> None:
     first = await new_store().open()
-    async with await psycopg.AsyncConnection.connect(first._options.conninfo) as conn:
+    async with await psycopg.AsyncConnection.connect(base_url) as conn:
         await conn.execute(
-            first._sql.compose(
+            sql.SQL(
                 "UPDATE {schema}.resumable_meta SET value = %s WHERE key = 'schema_version'"
-            ),
+            ).format(schema=sql.Identifier(first.schema)),
             (str(_sql.latest_version("postgres") + 1),),
         )
     later = new_store(first.schema)
@@ -272,8 +298,15 @@ async def test_a_takeover_racing_commits_leaves_no_stale_write_behind(
         await _race_takeover(zombie, successor, f"race-{attempt}")
 
 
+def _count_commit_transactions(store: PostgresStore) -> list[int]:
+    """The size of each step-commit transaction the store writes from now on."""
+    sizes: list[int] = []
+    store.add_commit_listener(sizes.append)
+    return sizes
+
+
 async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
-    new_store: Factory,
+    new_store: Factory, base_url: str
 ) -> None:
     store = await new_store().open()
     fences = {}
@@ -282,7 +315,7 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
         lease = await store.acquire_lease(f"r{i}", owner="w", now_ms=T0, ttl_ms=60_000)
         assert lease is not None
         fences[f"r{i}"] = lease.fence
-    before = store._commits.transactions
+    transactions = _count_commit_transactions(store)
     await asyncio.gather(
         *(
             store.commit_step(step_record(run_id, seq), fence=fence)
@@ -290,11 +323,14 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
             for seq in range(1, 11)
         )
     )
-    used = store._commits.transactions - before
+    used = len(transactions)
     assert used <= 20, f"200 concurrent commits took {used} transactions"
-    async with await psycopg.AsyncConnection.connect(store._options.conninfo) as conn:
+    assert sum(transactions) == 200
+    async with await psycopg.AsyncConnection.connect(base_url) as conn:
         cur = await conn.execute(
-            store._sql.compose("SELECT count(*) FROM {schema}.resumable_steps")
+            sql.SQL("SELECT count(*) FROM {}.resumable_steps").format(
+                sql.Identifier(store.schema)
+            )
         )
         assert await cur.fetchone() == (200,)
 
@@ -304,11 +340,11 @@ async def test_sequential_commits_take_one_transaction_each(new_store: Factory) 
     await store.create_run(run_record("r"))
     lease = await store.acquire_lease("r", owner="w", now_ms=T0, ttl_ms=60_000)
     assert lease is not None
-    before = store._commits.transactions
+    transactions = _count_commit_transactions(store)
     started = time.perf_counter()
     for seq in range(1, 51):
         await store.commit_step(step_record("r", seq), fence=lease.fence)
-    assert store._commits.transactions - before == 50
+    assert transactions == [1] * 50
     assert time.perf_counter() - started < 5  # no timer in the way of a lone commit
 
 
@@ -562,4 +598,4 @@ async def test_a_run_survives_a_server_restart_mid_run(
     finally:
         for task in restarted:
             await asyncio.wait([task])
-        await asyncio.to_thread(_ensure_running, version, store._options.conninfo)
+        await asyncio.to_thread(_ensure_running, version, base_url)
