@@ -133,6 +133,9 @@ class Runtime:
     parent_id, retry_failed)`."""
     observer: Observer | None = None
     """Told about executions, steps and writes (traces, metrics); None costs nothing."""
+    streams_results: bool = False
+    """The store uploads large results as they are sealed, a chunk at a time (an
+    `OffloadStore` whose object store streams): see `commits.dumps_for`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

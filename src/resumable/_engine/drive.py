@@ -32,6 +32,7 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
+from resumable.stores.offload import OffloadStore
 from resumable.stores.places import input_place, run_place
 from resumable.stores.protocol import InputRecord, Lease, RunRecord, RunStatus, Store
 
@@ -64,6 +65,7 @@ class Driver:
             run_child=self.run_child,
             prices=prices,
             observer=observer,
+            streams_results=isinstance(store, OffloadStore) and store.streams,
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
