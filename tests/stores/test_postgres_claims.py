@@ -135,3 +135,22 @@ async def test_many_claimers_of_one_run_each_share_a_small_backlog(
     taken = [run_id for ids in got for run_id in ids]
     assert len(taken) == len(set(taken)) == len(workers)
     assert sorted(taken) == [f"r{i:02}" for i in range(len(workers))]
+
+
+async def test_a_claim_past_a_full_queue_counts_the_starts_it_takes(
+    new_store: Factory,
+) -> None:
+    store = await new_store().open()
+    await store.create_run(run_record("f0", queue="full", created_at_ms=T0))
+    for i in range(3):
+        await store.create_run(
+            run_record(f"r{i}", queue="llm", created_at_ms=T0 + 1 + i)
+        )
+    policies = {
+        "full": QueuePolicy(concurrency=0),
+        "llm": QueuePolicy(rate=2, period_ms=60_000),
+    }
+    # f0 and r0 come first; f0 is refused, so the claim reads on and takes r1 too
+    assert await claim_ids(store, "w", limit=2, queues=policies) == ["r0", "r1"]
+    assert await claim_ids(store, "w", limit=2, queues=policies) == []  # rate spent
+    assert await claim_ids(store, "w", limit=2, queues={}) == ["f0", "r2"]

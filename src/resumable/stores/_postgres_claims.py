@@ -1,13 +1,15 @@
 """PostgreSQL: claiming runs inside one transaction.
 
 `claims` decides (the candidate window, queue admission); these functions read the
-candidates, lock and read each queue's load, and write the fenced leases, locking only
-the runs they take (`FOR UPDATE SKIP LOCKED`).
+candidates, lock and read each queue's load, and write the fenced leases. Runs are
+locked with `FOR UPDATE SKIP LOCKED` only: the oldest `limit` first, and past a
+queue's refusals, only those taken of the rest of the window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow
@@ -53,6 +55,25 @@ def lease_from_acquired(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    """One claim transaction: where it writes, and the leases it grants."""
+
+    conn: Conn
+    statements: Statements
+    admission: claims.Admission
+    owner: str
+    now_ms: int
+    expires_at_ms: int
+
+    def lease_params(self) -> dict[str, object]:
+        return {
+            "owner": _t(self.owner),
+            "now_ms": self.now_ms,
+            "expires_at_ms": self.expires_at_ms,
+        }
+
+
 async def claim_runs_txn(
     conn: Conn,
     statements: Statements,
@@ -67,72 +88,127 @@ async def claim_runs_txn(
 ) -> list[Lease]:
     """`Store.claim_runs` inside the caller's transaction."""
     admission = claims.Admission({_t(n): p for n, p in queues.items()})
-    params = {
+    claim = _Claim(conn, statements, admission, owner, now_ms, now_ms + ttl_ms)
+    params: dict[str, object] = {
         "workflows": [_t(name) for name in workflows],
         "versions": None if versions is None else [_t(v) for v in versions],
         "now_ms": now_ms,
-        "window": claims.candidate_window(limit),
+        "limit": limit,
     }
-    rows = await (await conn.execute(statements.runnable, params)).fetchall()
-    queues_met = admission.needs_load(row["queue"] for row in rows)
-    if queues_met:
-        # a claimer that held these queues may have leased some candidates meanwhile:
-        # the claim statement skips them (they are no longer as read)
-        await _load_queues_txn(conn, statements, admission, queues_met, now_ms)
-    # every admitted candidate, not only `limit`: concurrent claimers read the same
-    # window, and each takes the first admitted runs the others have not locked
-    admitted = [
-        row
-        for row in rows
-        if admission.admit(row["queue"], is_start=row["status"] == "queued")
-    ]
-    if not admitted:
-        return []
-    expires_at_ms = now_ms + ttl_ms
-    cur = await conn.execute(
-        statements.claim,
-        {
-            "owner": _t(owner),
-            "now_ms": now_ms,
-            "expires_at_ms": expires_at_ms,
+    cur = await conn.execute(statements.first_candidates, params)
+    first = await cur.fetchall()  # locked: whatever this claim admits of them is its
+    names = admission.needs_load(row["queue"] for row in first)
+    if names:
+        await conn.execute(
+            statements.lock_queues, {"schema": statements.schema, "queues": names}
+        )
+        await _read_loads_txn(conn, statements, admission, names, now_ms)
+    taken = [row for row in first if _admit(admission, row)]
+    if len(taken) == len(first):  # none refused: nothing more to look for
+        return await _lease_locked_txn(claim, taken)
+    # a queue refused some: read on, unlocked, to the end of the window
+    window = claims.candidate_window(limit)
+    params |= {"seen": [row["run_id"] for row in first], "more": window - len(first)}
+    more = await (await conn.execute(statements.more_candidates, params)).fetchall()
+    await _try_loads_txn(conn, statements, admission, more, now_ms)
+    admitted = taken + [row for row in more if _admit(admission, row)]
+    return await _lease_admitted_txn(claim, admitted, limit)
+
+
+async def _lease_locked_txn(claim: _Claim, rows: list[DictRow]) -> list[Lease]:
+    """Lease `rows`, which this claim locked and admitted (with their starts)."""
+    cur = await claim.conn.execute(
+        claim.statements.claim_locked,
+        claim.lease_params()
+        | {
+            "run_ids": [row["run_id"] for row in rows],
+            "starts": claim.admission.starts,
+        },
+    )
+    fences = {row["run_id"]: row["fence"] for row in await cur.fetchall()}
+    return [_lease(claim, row, fences[row["run_id"]]) for row in rows]
+
+
+async def _lease_admitted_txn(
+    claim: _Claim, admitted: list[DictRow], limit: int
+) -> list[Lease]:
+    """Lease the first `limit` of `admitted` nobody else holds, still as they were read."""
+    rated = [n for n, p in claim.admission.policies.items() if p.rate is not None]
+    cur = await claim.conn.execute(
+        claim.statements.claim_admitted,
+        claim.lease_params()
+        | {
             "run_ids": [row["run_id"] for row in admitted],
             "queued": [row["run_id"] for row in admitted if row["status"] == "queued"],
             "limit": limit,
-            "rated": sorted(
-                n for n, p in admission.policies.items() if p.rate is not None
-            ),
+            "rated": sorted(rated),
         },
     )
-    return _leases(await cur.fetchall(), owner=owner, expires_at_ms=expires_at_ms)
-
-
-def _leases(rows: list[DictRow], *, owner: str, expires_at_ms: int) -> list[Lease]:
-    """The leases the claim statement wrote, in claim order."""
+    rows = sorted(await cur.fetchall(), key=lambda r: (r["created_at_ms"], r["run_id"]))
     return [
-        Lease(
-            run_id=_sql.from_text(row["run_id"]),
-            owner=owner,
-            fence=row["fence"],
-            expires_at_ms=expires_at_ms,
-            taken_from=_rules.lease_taken_from(
-                row["before_status"], _sql.maybe_from_text(row["before_owner"]), owner
-            ),
+        _lease(
+            claim, row, row["fence"], before=(row["before_status"], row["before_owner"])
         )
-        for row in sorted(rows, key=lambda row: (row["created_at_ms"], row["run_id"]))
+        for row in rows
     ]
 
 
-async def _load_queues_txn(
+def _admit(admission: claims.Admission, row: DictRow) -> bool:
+    return admission.admit(row["queue"], is_start=row["status"] == "queued")
+
+
+def _lease(
+    claim: _Claim,
+    row: DictRow,
+    fence: int,
+    *,
+    before: tuple[str, str | None] | None = None,
+) -> Lease:
+    """The lease written for `row`; whom it was taken from, as the row was locked."""
+    status, lease_owner = (
+        (row["status"], row["lease_owner"]) if before is None else before
+    )
+    return Lease(
+        run_id=_sql.from_text(row["run_id"]),
+        owner=claim.owner,
+        fence=fence,
+        expires_at_ms=claim.expires_at_ms,
+        taken_from=_rules.lease_taken_from(
+            status, _sql.maybe_from_text(lease_owner), claim.owner
+        ),
+    )
+
+
+async def _try_loads_txn(
+    conn: Conn,
+    statements: Statements,
+    admission: claims.Admission,
+    rows: list[DictRow],
+    now_ms: int,
+) -> None:
+    """Try the locks of the queues first met in `rows`; a busy one admits nothing."""
+    names = admission.needs_load(row["queue"] for row in rows)
+    if not names:
+        return
+    cur = await conn.execute(
+        statements.try_lock_queues, {"schema": statements.schema, "queues": names}
+    )
+    locked = {row["queue"] for row in await cur.fetchall()}
+    for name in names:
+        if name not in locked:
+            admission.close(name)
+    if locked:
+        await _read_loads_txn(conn, statements, admission, sorted(locked), now_ms)
+
+
+async def _read_loads_txn(
     conn: Conn,
     statements: Statements,
     admission: claims.Admission,
     names: list[str],
     now_ms: int,
 ) -> None:
-    """Lock the queues `names` (waiting, in one global order) and read their load."""
-    await conn.execute(
-        statements.lock_queues, {"schema": statements.schema, "queues": names}
-    )
+    """Read the load of the queues `names`, whose locks the claim holds."""
     policies = admission.policies
     cur = await conn.execute(
         statements.queue_load,
