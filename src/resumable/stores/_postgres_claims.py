@@ -117,6 +117,8 @@ async def claim_runs_txn(
 
 async def _lease_locked_txn(claim: _Claim, rows: list[DictRow]) -> list[Lease]:
     """Lease `rows`, which this claim locked and admitted (with their starts)."""
+    if not rows:
+        return []
     cur = await claim.conn.execute(
         claim.statements.claim_locked,
         claim.lease_params()
@@ -133,6 +135,8 @@ async def _lease_admitted_txn(
     claim: _Claim, admitted: list[DictRow], limit: int
 ) -> list[Lease]:
     """Lease the first `limit` of `admitted` nobody else holds, still as they were read."""
+    if not admitted:
+        return []
     rated = [n for n, p in claim.admission.policies.items() if p.rate is not None]
     cur = await claim.conn.execute(
         claim.statements.claim_admitted,
