@@ -260,3 +260,48 @@ class SnapshotStoreContract:
         assert await store.load_snapshot("t") is None
         assert await store.delete_unreferenced_chunks(100) == 3
         assert await store.get_chunks(["a", "b", "c"]) == {}
+
+    async def test_single_snapshots_are_deleted_and_only_their_chunks_released(
+        self, store: Store
+    ) -> None:
+        needs(store, SnapshotStore)
+        await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
+        await store.save_snapshot(snapshot_record("t", "0001", ("a",)))
+        await store.save_snapshot(snapshot_record("t", "0002", ("a", "b")))
+        await store.save_snapshot(
+            snapshot_record("t", "0002", ("c",), namespace=":writes:")
+        )
+        await store.save_snapshot(snapshot_record("other", "0002", ("b",)))
+        keys = [("", "0002"), (":writes:", "0002"), ("", "nope"), ("gone", "0001")]
+        assert await store.delete_snapshots("t", keys) == 2
+        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0001"]
+        assert await store.list_snapshots("t", namespace=":writes:") == []
+        assert await store.load_snapshot("other", checkpoint_id="0002") is not None
+        # "b" is still the other thread's, "a" the kept snapshot's: only "c" goes
+        assert await store.delete_unreferenced_chunks(100) == 1
+        assert await store.get_chunks(["a", "b", "c"]) == {"a": b"A", "b": b"B"}
+        # deleting again, or nothing, changes nothing
+        assert await store.delete_snapshots("t", keys) == 0
+        assert await store.delete_snapshots("t", []) == 0
+        assert [t.thread_id for t in await store.list_threads()] == ["t", "other"]
+        # the last snapshot gone, the thread is no longer listed
+        assert await store.delete_snapshots("t", [("", "0001")]) == 1
+        assert [t.thread_id for t in await store.list_threads()] == ["other"]
+        assert await store.delete_unreferenced_chunks(100) == 1
+        assert await store.get_chunks(["a", "b"]) == {"b": b"B"}
+
+    async def test_deleting_snapshots_is_one_transaction(self, store: Store) -> None:
+        needs(store, SnapshotStore)
+        await store.put_chunks({"x": b"X"})
+        ids = [f"{n:04d}" for n in range(40)]
+        for checkpoint_id in ids:
+            await store.save_snapshot(snapshot_record("t", checkpoint_id, ("x",)))
+        # a reader racing the delete sees every doomed row or none of them
+        doomed = [("", checkpoint_id) for checkpoint_id in ids[::2]]
+        deleted, seen = await asyncio.gather(
+            store.delete_snapshots("t", doomed), store.list_snapshots("t")
+        )
+        assert deleted == len(doomed)
+        assert len(seen) in (len(ids), len(ids) - len(doomed))
+        kept = [s.checkpoint_id for s in await store.list_snapshots("t")]
+        assert kept == sorted(ids[1::2], reverse=True)

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
 # the optional archiving capability lives in its own module; named here too (the
 # `as` form is how mypy knows they are re-exported)
@@ -47,15 +47,7 @@ RunStatus = Literal[
     "cancelled",
 ]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
-RUN_STATUSES: tuple[str, ...] = (
-    "queued",
-    "running",
-    "waiting",
-    "sleeping",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
 StepStatus = Literal[
     "ok",  # output holds the encoded result
@@ -294,16 +286,7 @@ PayloadKind = Literal[
     "snapshot.metadata",  # key (thread_id, namespace, checkpoint_id)
     "chunk.data",  # key (hash,)
 ]
-PAYLOAD_KINDS: tuple[PayloadKind, ...] = (
-    "run.input",
-    "run.output",
-    "step.output",
-    "step.usage",
-    "input.value",
-    "snapshot.manifest",
-    "snapshot.metadata",
-    "chunk.data",
-)
+PAYLOAD_KINDS: tuple[PayloadKind, ...] = get_args(PayloadKind)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -524,6 +507,17 @@ class SnapshotStore(Protocol):
         Raises:
             ValueError: `by` belongs to another thread (`check_pack`), before
                 anything is read or written.
+        """
+        ...
+
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        """Delete the thread's snapshots named by `(namespace, checkpoint_id)` keys.
+
+        In one transaction; keys naming no snapshot are skipped. Returns how many
+        snapshots went. Chunks only they referenced are left for
+        `delete_unreferenced_chunks` to collect.
         """
         ...
 
