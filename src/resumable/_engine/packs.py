@@ -27,7 +27,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from resumable.errors import CorruptCheckpointError
+from resumable.errors import CorruptCheckpointError, StoreError
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store, through
 
@@ -215,6 +215,36 @@ class Packs:
             start += len(taken)
             held = None
         return packed
+
+    async def rewrite(
+        self, pack: SnapshotRecord, namespace: str, rows: Sequence[SnapshotRecord]
+    ) -> None:
+        """Store `pack` anew holding `rows` (oldest first, as `rows` gives them).
+
+        No rows: the pack is deleted. Each case is one atomic store call, so a
+        crash leaves the old pack or the new one, never a part. A pack keeps its
+        id unless its oldest row went: then the new one replaces it.
+
+        Raises:
+            StoreError: the pack changed or went meanwhile (nothing was lost).
+        """
+        thread_id, key = pack.thread_id, (pack.namespace, pack.checkpoint_id)
+        if not rows:
+            await self.store.delete_snapshots(thread_id, [key])
+            return
+        new = self._pack_record(thread_id, namespace, None, rows)
+        if new.record.checkpoint_id == pack.checkpoint_id:
+            await self.store.save_snapshot(new.record)
+        elif not await self.store.replace_snapshots(
+            thread_id, pack.namespace, [pack.checkpoint_id], by=new.record
+        ):
+            raise StoreError(
+                store=type(self.store).__name__,
+                detail=f"thread {thread_id!r}: the pack of checkpoints from "
+                f"{pack.checkpoint_id!r} went while it was being rewritten (another "
+                f"engine deleting from it?); nothing was lost, try again",
+            )
+        self._remember(new)
 
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -242,6 +242,27 @@ class Snapshots:
         for key in [key for key in self._shapes if key[0] == thread_id]:
             del self._shapes[key]
         self.packs.forget(thread_id)
+
+    def is_full(self, record: SnapshotRecord) -> bool:
+        """Whether the snapshot's manifest is full (it needs no earlier snapshot)."""
+        return "full" in self._manifest(record)
+
+    async def full_version(
+        self, record: SnapshotRecord
+    ) -> tuple[SnapshotRecord, dict[str, bytes]]:
+        """The snapshot with a full manifest of the same state, and new chunks it needs.
+
+        What `delete_states` writes in place of a kept snapshot whose delta chain
+        runs through a snapshot about to be deleted.
+        """
+        shape, _ = await self._resolve(record)
+        chunks: dict[str, bytes] = {}
+        manifest = self.codec.full_manifest(shape, chunks)
+        sealed = self.serde.dumps_json(
+            manifest, place=snapshot_place(record.thread_id, record.checkpoint_id)
+        )
+        full = replace(record, manifest=sealed, chunk_refs=refs(manifest))
+        return full, chunks
 
     def metadata(self, record: SnapshotRecord) -> Any:
         """The snapshot's decoded metadata (None if it has none)."""
