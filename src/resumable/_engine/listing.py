@@ -30,9 +30,10 @@ from resumable.stores.protocol import (
 INTERNAL_THREAD_PREFIX: Final = ":resumable:"
 """Threads the library keeps for itself (the LangGraph thread index) start so."""
 STAGING_SUFFIX: Final = ":resumable-staging"
-"""Where `prune`/`delete_for_runs` of the LangGraph saver keep a thread's surviving
-checkpoints while it is rewritten (`thread_id + STAGING_SUFFIX`); left behind only
-by a crash midway (restore with `copy_thread`)."""
+"""Where `prune`/`delete_for_runs` of older LangGraph savers kept a thread's surviving
+checkpoints while they rewrote it (`thread_id + STAGING_SUFFIX`); left behind only by
+a crash midway (restore with `copy_thread`). Today's saver writes none, and reports
+one it finds."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
