@@ -40,6 +40,7 @@ from resumable.errors import (
 )
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.roles import pack_namespace
 
 FULL_EVERY = 64
 _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
@@ -74,8 +75,8 @@ def _check_names(thread_id: str, namespace: str, checkpoint_id: str | None) -> N
         check_id("checkpoint_id", checkpoint_id)
     if is_pack_namespace(namespace):
         raise ValueError(
-            f"namespace {namespace!r}: names starting with ':pack:' are where "
-            f"resumable packs older snapshots; choose another"
+            f"namespace {namespace!r}: names starting with {pack_namespace('')!r} "
+            f"are where resumable packs older snapshots; choose another"
         )
 
 

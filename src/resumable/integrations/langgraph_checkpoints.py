@@ -29,7 +29,6 @@ from langgraph.types import Send
 
 from resumable._engine.damage import reading
 from resumable._engine.engine import Engine
-from resumable._engine.listing import STAGING_SUFFIX
 from resumable._engine.snapshots import Checkpoint as Snapshot
 from resumable.errors import SerializationError, UsageError
 from resumable.integrations.langgraph_threads import (
@@ -45,6 +44,11 @@ from resumable.integrations.langgraph_threads import (
     writes_record_owner,
 )
 from resumable.stores.protocol import through
+from resumable.stores.roles import (
+    STAGING_SUFFIX,
+    staging_thread,
+    writes_owner_namespace,
+)
 
 __all__ = ["STAGING_SUFFIX", "CheckpointStorage", "SendPacket"]
 
@@ -510,7 +514,7 @@ class CheckpointStorage:
         `thread_id + STAGING_SUFFIX`; after a crash midway that copy may hold
         checkpoints the thread lacks, so it is reported, never deleted here.
         """
-        staging = thread_id + STAGING_SUFFIX
+        staging = staging_thread(thread_id)
         if await self.engine.state_history(staging, namespace=None, limit=1):
             raise UsageError(
                 f"thread {thread_id!r}: an earlier prune or delete_for_runs did not "
@@ -533,7 +537,7 @@ class CheckpointStorage:
             and (
                 not is_writes_namespace(record.namespace)
                 or (
-                    record.namespace[len(writes_namespace("")) :],
+                    writes_owner_namespace(record.namespace),
                     writes_record_owner(record.checkpoint_id),
                 )
                 not in checkpoints

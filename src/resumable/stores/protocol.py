@@ -36,6 +36,7 @@ from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC04
 from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
 from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
 from resumable.stores.kinds import JournalKind, kind_of
+from resumable.stores.roles import SnapshotRole, ThreadRole, snapshot_role, thread_role
 
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
@@ -266,6 +267,11 @@ class SnapshotRecord:
     label: str | None = None
     metadata: bytes | None = None
 
+    @property
+    def role(self) -> SnapshotRole:
+        """What the record is: a checkpoint, pending writes, a pack (`stores.roles`)."""
+        return snapshot_role(self.namespace)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadRecord:
@@ -274,6 +280,11 @@ class ThreadRecord:
     thread_id: str
     updated_at_ms: int
     """The newest `created_at_ms` among its snapshots (every namespace)."""
+
+    @property
+    def role(self) -> ThreadRole:
+        """A user's thread, or one the library keeps for itself (`stores.roles`)."""
+        return thread_role(self.thread_id)
 
 
 PayloadKind = Literal[
@@ -322,11 +333,7 @@ def through(checkpoint_id: str) -> str:
 
 
 def check_pack(thread_id: str, by: SnapshotRecord) -> None:
-    """The rule every `Store.replace_snapshots` checks first: `by` is of the thread.
-
-    Raises:
-        ValueError: it is not.
-    """
+    """What every `replace_snapshots` checks first: `by` is of the thread (ValueError)."""
     if by.thread_id != thread_id:
         raise ValueError(
             f"replace_snapshots: the pack belongs to thread {by.thread_id!r}, "
