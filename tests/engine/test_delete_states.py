@@ -9,9 +9,9 @@ import pytest
 
 from resumable import Engine
 from resumable._engine import packs
-from resumable._engine.packs import pack_namespace
 from resumable._engine.snapshots import Checkpoint
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
+from resumable.stores.roles import pack_namespace
 
 
 @pytest.fixture(autouse=True)

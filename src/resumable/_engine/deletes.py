@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from resumable._engine.packs import is_pack_namespace, pack_namespace
+from resumable._engine.packs import is_pack_namespace
 from resumable._engine.snapshots import Snapshots
 from resumable.stores.protocol import SnapshotRecord
+from resumable.stores.roles import pack_namespace
 
 _Rows = dict[str, SnapshotRecord]  # checkpoint_id -> record, loose or packed
 

@@ -40,7 +40,7 @@ from resumable.errors import (
 )
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store
-from resumable.stores.roles import pack_namespace
+from resumable.stores.roles import SnapshotRole, pack_namespace, snapshot_role
 
 FULL_EVERY = 64
 _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
@@ -57,6 +57,11 @@ class Checkpoint:
     metadata: Any
     created_at: datetime
     namespace: str = ""
+
+    @property
+    def role(self) -> SnapshotRole:
+        """A saved state, or (LangGraph) pending writes: `resumable.stores.roles`."""
+        return snapshot_role(self.namespace)
 
 
 def new_checkpoint_id(after: str | None) -> str:

@@ -89,7 +89,7 @@ def writes_record_owner(record_id: str) -> str:
 def is_langgraph_checkpoint(snapshot: Snapshot) -> bool:
     """Whether a snapshot is a LangGraph checkpoint written by `ResumableSaver`."""
     return (
-        not is_writes_namespace(snapshot.namespace)
+        snapshot.role is SnapshotRole.CHECKPOINT
         and isinstance(snapshot.metadata, dict)
         and LANGGRAPH_KEY in snapshot.metadata
     )
