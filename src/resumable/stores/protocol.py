@@ -502,8 +502,8 @@ class SnapshotStore(Protocol):
         """Swap a thread's snapshots for one record that holds them all (a pack).
 
         In one transaction: if every snapshot `checkpoint_ids` of `thread_id` in
-        `namespace` exists, delete them and insert `by` (same thread; its chunk
-        refs cover theirs, so no chunk is released) and return True. If any is
+        `namespace` exists, delete them and insert `by` (same thread; a chunk they
+        named and it does not is left for collection) and return True. If any is
         gone (deleted meanwhile, or swapped by another engine), change nothing and
         return False.
 
