@@ -9,10 +9,10 @@ import pytest
 
 from resumable import CorruptCheckpointError, Engine, StoreError
 from resumable._engine import packs
-from resumable._engine.packs import pack_namespace
 from resumable._engine.snapshots import Checkpoint
 from resumable.serde import KeyRing
 from resumable.stores.protocol import Store
+from resumable.stores.roles import pack_namespace
 
 
 @pytest.fixture(autouse=True)

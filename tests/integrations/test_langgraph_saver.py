@@ -629,7 +629,29 @@ async def test_a_thread_continues_after_its_parent_checkpoint_was_deleted(
             await reader.aclose()
 
 
-async def test_a_rewrite_never_deletes_the_copy_a_crashed_one_left(
+async def test_prune_deletes_exactly_the_doomed_checkpoints_and_their_writes(
+    backend: str, tmp_path: Path
+) -> None:
+    async with open_saver(backend, tmp_path) as saver:
+        first = await put(saver, "t", run_id="r1")
+        await saver.aput_writes(first, [("ch", "old write")], "task-1")
+        second = await put(saver, "t", first["configurable"]["checkpoint_id"])
+        await saver.aput_writes(second, [("ch", "kept write")], "task-2")
+        other = await put(saver, "other", run_id="r1")
+        await saver.adelete_for_runs(["r1"])
+        assert [c.config async for c in saver.alist(config("t"))] == [second]
+        assert await saver.aget_tuple(other) is None
+        await saver.aprune(["t"])
+        found = await saver.aget_tuple(config("t"))
+        assert found is not None
+        assert found.config == second
+        assert found.pending_writes == [("task-2", "ch", "kept write")]
+        # nothing staged: no thread but the two (and the saver's index) was written
+        threads = await saver._acall(saver.engine.store.list_threads())
+        assert all(not t.thread_id.endswith(STAGING_SUFFIX) for t in threads), threads
+
+
+async def test_a_staged_copy_an_older_version_left_is_reported_never_deleted(
     tmp_path: Path,
 ) -> None:
     async with open_saver("sqlite", tmp_path) as saver:

@@ -4,14 +4,14 @@ A conversation or a LangGraph thread adds a snapshot (and LangGraph a pending-wr
 record) at every step. Such rows are small and alike: ids, a parent, a delta
 manifest, metadata. On their own they cost more bytes than the content a step adds.
 Every PACK_EVERY saves in a namespace, the engine swaps that namespace's older loose
-snapshots for one record in namespace PACK_PREFIX + namespace, their frames' bodies
-compressed together (`Store.replace_snapshots`: atomic, and refused if another
-engine got there first). Readers see the same records either way: `find` and
-`history` merge packs with loose rows.
+snapshots for one record in namespace `roles.pack_namespace(namespace)` (role
+`SnapshotRole.PACK`), their bodies compressed together (`Store.replace_snapshots`:
+atomic, and refused if another engine got there first). Readers see the same
+records either way: `find` and `history` merge packs with loose rows.
 
-A pack's checkpoint_id is its oldest row's id and its label the newest row's. The
-packs of a namespace never overlap, and its newest KEEP_LOOSE snapshots stay loose,
-so a thread's latest snapshot is a loose row.
+A pack's checkpoint_id is its oldest row's id and its label the newest row's
+(`roles.pack_label`). The packs of a namespace never overlap, and its newest
+KEEP_LOOSE snapshots stay loose, so a thread's latest snapshot is a loose row.
 
 A pack's body is a 4-byte header length, the header (JSON: one entry per row with
 its fields and the lengths of its manifest and metadata bodies), then the bodies.
@@ -27,11 +27,18 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from resumable.errors import CorruptCheckpointError
+from resumable.errors import CorruptCheckpointError, StoreError
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store, through
+from resumable.stores.roles import (
+    SnapshotRole,
+    newest_packed,
+    pack_label,
+    pack_namespace,
+    packed_namespace,
+    snapshot_role,
+)
 
-PACK_PREFIX: Final = ":pack:"
 PACK_EVERY = 16
 """Saves in one namespace between two attempts to pack it."""
 KEEP_LOOSE = 2
@@ -57,14 +64,9 @@ class _Packed(NamedTuple):
     bodies: list[bytes]  # the rows' manifests and metadata, opened, in body order
 
 
-def pack_namespace(namespace: str) -> str:
-    """Where the packs of `namespace` are stored."""
-    return PACK_PREFIX + namespace
-
-
 def is_pack_namespace(namespace: str) -> bool:
     """Whether records in `namespace` are packs."""
-    return namespace.startswith(PACK_PREFIX)
+    return snapshot_role(namespace) is SnapshotRole.PACK
 
 
 class Packs:
@@ -142,11 +144,10 @@ class Packs:
         for record in await self.store.list_snapshots(
             thread_id, namespace=None, before=None, limit=None
         ):
-            if not is_pack_namespace(record.namespace):
+            if record.role is not SnapshotRole.PACK:
                 found.append(record)
                 continue
-            namespace = record.namespace[len(PACK_PREFIX) :]
-            found.extend(self.rows(record, namespace))
+            found.extend(self.rows(record, packed_namespace(record.namespace)))
         if before is not None:
             found = [record for record in found if record.checkpoint_id < before]
         return _newest_first(found, limit)
@@ -188,7 +189,7 @@ class Packs:
             thread_id, namespace=pack_namespace(namespace), limit=1
         )
         # rows older than the newest pack's newest row (a late save) stay loose
-        after = newest[0].label if newest else None
+        after = newest_packed(newest[0].label) if newest else None
         candidates = [
             row
             for row in reversed(loose[KEEP_LOOSE:])
@@ -215,6 +216,36 @@ class Packs:
             start += len(taken)
             held = None
         return packed
+
+    async def rewrite(
+        self, pack: SnapshotRecord, namespace: str, rows: Sequence[SnapshotRecord]
+    ) -> None:
+        """Store `pack` anew holding `rows` (oldest first, as `rows` gives them).
+
+        No rows: the pack is deleted. Each case is one atomic store call, so a
+        crash leaves the old pack or the new one, never a part. A pack keeps its
+        id unless its oldest row went: then the new one replaces it.
+
+        Raises:
+            StoreError: the pack changed or went meanwhile (nothing was lost).
+        """
+        thread_id, key = pack.thread_id, (pack.namespace, pack.checkpoint_id)
+        if not rows:
+            await self.store.delete_snapshots(thread_id, [key])
+            return
+        new = self._pack_record(thread_id, namespace, None, rows)
+        if new.record.checkpoint_id == pack.checkpoint_id:
+            await self.store.save_snapshot(new.record)
+        elif not await self.store.replace_snapshots(
+            thread_id, pack.namespace, [pack.checkpoint_id], by=new.record
+        ):
+            raise StoreError(
+                store=type(self.store).__name__,
+                detail=f"thread {thread_id!r}: the pack of checkpoints from "
+                f"{pack.checkpoint_id!r} went while it was being rewritten (another "
+                f"engine deleting from it?); nothing was lost, try again",
+            )
+        self._remember(new)
 
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""
@@ -296,7 +327,7 @@ class Packs:
             manifest=self._envelope.seal(body, place=pack_place(thread_id, first)),
             chunk_refs=tuple(refs),
             created_at_ms=max(row.created_at_ms for row in rows),
-            label=last,
+            label=pack_label(last),
         )
         return _Packed(record, rows, entries, bodies)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,7 @@ from resumable.errors import (
 )
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.roles import SnapshotRole, pack_namespace, snapshot_role
 
 FULL_EVERY = 64
 _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
@@ -56,6 +57,11 @@ class Checkpoint:
     metadata: Any
     created_at: datetime
     namespace: str = ""
+
+    @property
+    def role(self) -> SnapshotRole:
+        """A saved state, or (LangGraph) pending writes: `resumable.stores.roles`."""
+        return snapshot_role(self.namespace)
 
 
 def new_checkpoint_id(after: str | None) -> str:
@@ -74,8 +80,8 @@ def _check_names(thread_id: str, namespace: str, checkpoint_id: str | None) -> N
         check_id("checkpoint_id", checkpoint_id)
     if is_pack_namespace(namespace):
         raise ValueError(
-            f"namespace {namespace!r}: names starting with ':pack:' are where "
-            f"resumable packs older snapshots; choose another"
+            f"namespace {namespace!r}: names starting with {pack_namespace('')!r} "
+            f"are where resumable packs older snapshots; choose another"
         )
 
 
@@ -242,6 +248,27 @@ class Snapshots:
         for key in [key for key in self._shapes if key[0] == thread_id]:
             del self._shapes[key]
         self.packs.forget(thread_id)
+
+    def is_full(self, record: SnapshotRecord) -> bool:
+        """Whether the snapshot's manifest is full (it needs no earlier snapshot)."""
+        return "full" in self._manifest(record)
+
+    async def full_version(
+        self, record: SnapshotRecord
+    ) -> tuple[SnapshotRecord, dict[str, bytes]]:
+        """The snapshot with a full manifest of the same state, and new chunks it needs.
+
+        What `delete_states` writes in place of a kept snapshot whose delta chain
+        runs through a snapshot about to be deleted.
+        """
+        shape, _ = await self._resolve(record)
+        chunks: dict[str, bytes] = {}
+        manifest = self.codec.full_manifest(shape, chunks)
+        sealed = self.serde.dumps_json(
+            manifest, place=snapshot_place(record.thread_id, record.checkpoint_id)
+        )
+        full = replace(record, manifest=sealed, chunk_refs=refs(manifest))
+        return full, chunks
 
     def metadata(self, record: SnapshotRecord) -> Any:
         """The snapshot's decoded metadata (None if it has none)."""

@@ -1,16 +1,18 @@
 """Thread states: the manual-checkpoint API of `Engine` over `Snapshots`.
 
-`save_state`, `load_state`, `view_state`, `state_history`, `fork_state` and
-`delete_thread` resolve a thread's latest checkpoint, word the errors, and turn
+`save_state`, `load_state`, `view_state`, `state_history`, `fork_state`,
+`delete_thread` and `delete_states` resolve a thread's latest checkpoint, word the errors, and turn
 snapshot records into public `Checkpoint`s; `Snapshots` stores and reads them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from resumable._engine.clock import Clock, datetime_of
 from resumable._engine.damage import reading
+from resumable._engine.deletes import delete_states
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable.errors import CheckpointNotFound
 from resumable.serde import Serde
@@ -105,6 +107,13 @@ class States:
         """`Engine.delete_thread`: delete every checkpoint of the thread."""
         self.snapshots.forget(thread_id)
         return await self._store.delete_thread(thread_id)
+
+    async def delete(
+        self, thread_id: str, checkpoints: Iterable[str | tuple[str, str]]
+    ) -> int:
+        """`Engine.delete_states`: delete single checkpoints of the thread."""
+        keys = [("", c) if isinstance(c, str) else c for c in checkpoints]
+        return await delete_states(self.snapshots, thread_id, keys)
 
     async def history(
         self,

@@ -12,7 +12,7 @@ from psycopg import sql
 from psycopg.rows import DictRow
 
 from resumable.stores import _sql
-from resumable.stores.protocol import RunQuery, SnapshotRecord
+from resumable.stores.protocol import Payload, PayloadKind, RunQuery, SnapshotRecord
 
 _t = _sql.to_text
 
@@ -380,6 +380,18 @@ WITH refs AS (
 )
 DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
 """
+_DELETE_SNAPSHOTS: Final = """
+WITH doomed AS (
+    SELECT * FROM unnest(%(namespaces)s::text[], %(ids)s::text[]) AS d(ns, id)
+), refs AS (
+    DELETE FROM {schema}.resumable_snapshot_chunks r USING doomed
+     WHERE r.thread_id = %(thread_id)s
+       AND r.namespace = doomed.ns AND r.checkpoint_id = doomed.id
+)
+DELETE FROM {schema}.resumable_snapshots s USING doomed
+ WHERE s.thread_id = %(thread_id)s
+   AND s.namespace = doomed.ns AND s.checkpoint_id = doomed.id
+"""
 # A collection finds candidates first, then takes SHARE on the references (waiting
 # for saves in flight, which hold ROW EXCLUSIVE, and holding new ones back) only to
 # delete those candidates still unreferenced: its DELETE reads a snapshot taken
@@ -443,6 +455,7 @@ class Statements:
         self.replace_snapshots = compose(_REPLACE_SNAPSHOTS)
         self.load_snapshot = compose(_LOAD_SNAPSHOT)
         self.list_snapshots = compose(_LIST_SNAPSHOTS)
+        self.delete_snapshots = compose(_DELETE_SNAPSHOTS)
         self.delete_thread = compose(_DELETE_THREAD)
         self.list_threads = compose(_LIST_THREADS)
         self.unreferenced_candidates = compose(_UNREFERENCED_CANDIDATES)
@@ -522,3 +535,15 @@ def run_filters(query: RunQuery) -> dict[str, object]:
         "created_since_ms": query.created_since_ms,
         "created_before_ms": query.created_before_ms,
     }
+
+
+def payloads_from_rows(kind: PayloadKind, rows: list[DictRow]) -> list[Payload]:
+    """The payloads of `kind` a scan read: key columns first, the payload last."""
+    return [
+        Payload(
+            kind=kind,
+            key=tuple(_sql.key_from_sql(value) for value in list(row.values())[:-1]),
+            data=bytes(list(row.values())[-1]),
+        )
+        for row in rows
+    ]

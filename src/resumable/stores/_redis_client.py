@@ -57,6 +57,7 @@ _SCRIPTS_WITH_LIB: Final = (
     "replace_snapshots",
     "list_snapshots",
     "delete_thread",
+    "delete_snapshots",
     "count_all_runs",
 )
 _PLAIN_SCRIPTS: Final = (

@@ -186,6 +186,21 @@ async def replace_snapshots(
     return bool(replaced)
 
 
+async def delete_snapshots(
+    conn: RedisClient, thread_id: str, keys: Collection[tuple[str, str]]
+) -> int:
+    """Delete the thread's snapshots at `keys`; how many there were."""
+    pairs = [_b(part) for key in sorted(set(keys)) for part in key]
+    if not pairs:
+        return 0
+    deleted = await conn.script(
+        "delete_snapshots",
+        [conn.keys.of(b"nss:", thread_id), conn.keys.threads],
+        [conn.keys.base, _b(thread_id), *pairs],
+    )
+    return int(deleted)
+
+
 async def delete_thread(conn: RedisClient, thread_id: str) -> int:
     """Delete the thread's snapshots; how many there were."""
     deleted = await conn.script(

@@ -138,6 +138,20 @@ def replace_snapshots_txn(
     return True
 
 
+def delete_snapshots_txn(
+    conn: Conn, thread_id: str, keys: list[tuple[str, str]]
+) -> int:
+    """Delete the thread's snapshots at `keys` (namespace, checkpoint_id); how many."""
+    deleted = 0
+    for namespace, checkpoint_id in keys:
+        deleted += conn.execute(
+            "DELETE FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
+            "AND checkpoint_id = ?",
+            (_t(thread_id), _t(namespace), _t(checkpoint_id)),
+        ).rowcount
+    return deleted
+
+
 def delete_thread_txn(conn: Conn, thread_id: str) -> int:
     """Delete the thread's snapshots; how many there were."""
     return conn.execute(

@@ -316,6 +316,17 @@ class MemoryStore:
         ] = by
         return True
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        deleted = 0
+        for namespace, checkpoint_id in set(keys):
+            snaps = self._snapshots.get((thread_id, namespace), {})
+            deleted += snaps.pop(checkpoint_id, None) is not None
+            if not snaps:
+                self._snapshots.pop((thread_id, namespace), None)
+        return deleted
+
     async def delete_thread(self, thread_id: str) -> int:
         keys = [key for key in self._snapshots if key[0] == thread_id]
         return sum(len(self._snapshots.pop(key)) for key in keys)

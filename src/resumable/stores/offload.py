@@ -502,6 +502,11 @@ class OffloadStore:
             thread_id, namespace, checkpoint_ids, by=await self._offload_snapshot(by)
         )
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        return await self.inner.delete_snapshots(thread_id, keys)
+
     async def delete_thread(self, thread_id: str) -> int:
         return await self.inner.delete_thread(thread_id)
 
@@ -552,12 +557,9 @@ class OffloadStore:
         return keys
 
     async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
-        """Delete objects no row references that are older than `older_than_ms`.
+        """Delete objects no row references, older than `older_than_ms`; how many.
 
-        See `stores.offload_gc.collect_garbage`. Returns how many were deleted.
-
-        Raises:
-            StoreError: the object store did not answer.
+        See `stores.offload_gc.collect_garbage` (StoreError: no answer from it).
         """
         referenced = await self.referenced_keys()
         return await collect_garbage(
@@ -580,11 +582,9 @@ class OffloadStore:
         )
 
     async def restore_archived(self, run_id: str) -> ArchiveStub | None:
-        """Put an archived run's journal and inputs back in the store.
+        """Put an archived run's journal and inputs back; the stub, or None if none.
 
-        Returns the stub that stood for them, or None when the run was not
-        archived (or the store cannot archive). The object stays until a
-        collection finds that nothing references it.
+        The object stays until a collection finds that nothing references it.
 
         Raises:
             CorruptCheckpointError: its object is missing or damaged.

@@ -201,6 +201,12 @@ class PartialStore:
             thread_id, namespace, checkpoint_ids, by=by
         )
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        part = self._snapshot_part("delete_snapshots")
+        return await part.delete_snapshots(thread_id, keys)
+
     async def delete_thread(self, thread_id: str) -> int:
         return await self._snapshot_part("delete_thread").delete_thread(thread_id)
 

@@ -17,12 +17,9 @@ behind a transaction-mode pooler such as PgBouncer. `wait_for_work` is the excep
 (see `_postgres_session`).
 
 Concurrent `commit_step` calls share transactions (group commit, `_postgres_commits`).
-
 The pool hands out the connection returned last, so a run's sequential steps reuse one
-warm backend instead of cycling through idle ones.
-
-After a server restart the pooled connections are dead: the first failure purges every
-idle connection from the pool (`pool.check()`) and the pool reconnects in the
+warm backend. After a server restart the pooled connections are dead: the first
+failure purges every idle one (`pool.check()`) and the pool reconnects in the
 background; reads are retried once on a fresh connection, writes fail with
 CheckpointWriteError and the engine retries them.
 """
@@ -199,7 +196,9 @@ class PostgresStore:
             cur = await conn.execute(query, params)
             return await cur.fetchall() if cur.description else []
 
-    async def _write_count(self, query: bytes, params: Params, *, run_id: str) -> int:
+    async def _write_count(
+        self, query: bytes, params: Params, *, run_id: str | None = None
+    ) -> int:
         """Run one write statement (its own transaction); how many rows it changed."""
         async with self._connection(run_id=run_id) as conn:
             cur = await conn.execute(query, params)
@@ -521,12 +520,20 @@ class PostgresStore:
             row = await cursor.fetchone()
         return row is not None and bool(row["ok"])
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        unique = sorted(set(keys))
+        params = {
+            "thread_id": _t(thread_id),
+            "namespaces": [_t(namespace) for namespace, _ in unique],
+            "ids": [_t(checkpoint_id) for _, checkpoint_id in unique],
+        }
+        return await self._write_count(self._sql.delete_snapshots, params)
+
     async def delete_thread(self, thread_id: str) -> int:
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                self._sql.delete_thread, {"thread_id": _t(thread_id)}
-            )
-            return cur.rowcount
+        params = {"thread_id": _t(thread_id)}
+        return await self._write_count(self._sql.delete_thread, params)
 
     async def list_threads(
         self,
@@ -571,16 +578,7 @@ class PostgresStore:
         else:
             parts = tuple(_sql.key_to_sql(part) for part in after[: len(ids)])
             rows = await self._read(following, (*parts, limit))
-        return [
-            Payload(
-                kind=kind,
-                key=tuple(
-                    _sql.key_from_sql(value) for value in list(row.values())[:-1]
-                ),
-                data=bytes(list(row.values())[-1]),
-            )
-            for row in rows
-        ]
+        return _pgsql.payloads_from_rows(kind, rows)
 
     async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
         replace = self._sql.payloads[payload.kind][2]

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
 # the optional archiving capability lives in its own module; named here too (the
 # `as` form is how mypy knows they are re-exported)
@@ -36,6 +36,7 @@ from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC04
 from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
 from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
 from resumable.stores.kinds import JournalKind, kind_of
+from resumable.stores.roles import SnapshotRole, ThreadRole, snapshot_role, thread_role
 
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
@@ -47,15 +48,7 @@ RunStatus = Literal[
     "cancelled",
 ]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
-RUN_STATUSES: tuple[str, ...] = (
-    "queued",
-    "running",
-    "waiting",
-    "sleeping",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
 StepStatus = Literal[
     "ok",  # output holds the encoded result
@@ -274,6 +267,11 @@ class SnapshotRecord:
     label: str | None = None
     metadata: bytes | None = None
 
+    @property
+    def role(self) -> SnapshotRole:
+        """What the record is: a checkpoint, pending writes, a pack (`stores.roles`)."""
+        return snapshot_role(self.namespace)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadRecord:
@@ -282,6 +280,11 @@ class ThreadRecord:
     thread_id: str
     updated_at_ms: int
     """The newest `created_at_ms` among its snapshots (every namespace)."""
+
+    @property
+    def role(self) -> ThreadRole:
+        """A user's thread, or one the library keeps for itself (`stores.roles`)."""
+        return thread_role(self.thread_id)
 
 
 PayloadKind = Literal[
@@ -294,16 +297,7 @@ PayloadKind = Literal[
     "snapshot.metadata",  # key (thread_id, namespace, checkpoint_id)
     "chunk.data",  # key (hash,)
 ]
-PAYLOAD_KINDS: tuple[PayloadKind, ...] = (
-    "run.input",
-    "run.output",
-    "step.output",
-    "step.usage",
-    "input.value",
-    "snapshot.manifest",
-    "snapshot.metadata",
-    "chunk.data",
-)
+PAYLOAD_KINDS: tuple[PayloadKind, ...] = get_args(PayloadKind)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,11 +333,7 @@ def through(checkpoint_id: str) -> str:
 
 
 def check_pack(thread_id: str, by: SnapshotRecord) -> None:
-    """The rule every `Store.replace_snapshots` checks first: `by` is of the thread.
-
-    Raises:
-        ValueError: it is not.
-    """
+    """What every `replace_snapshots` checks first: `by` is of the thread (ValueError)."""
     if by.thread_id != thread_id:
         raise ValueError(
             f"replace_snapshots: the pack belongs to thread {by.thread_id!r}, "
@@ -512,8 +502,8 @@ class SnapshotStore(Protocol):
         """Swap a thread's snapshots for one record that holds them all (a pack).
 
         In one transaction: if every snapshot `checkpoint_ids` of `thread_id` in
-        `namespace` exists, delete them and insert `by` (same thread; its chunk
-        refs cover theirs, so no chunk is released) and return True. If any is
+        `namespace` exists, delete them and insert `by` (same thread; a chunk they
+        named and it does not is left for collection) and return True. If any is
         gone (deleted meanwhile, or swapped by another engine), change nothing and
         return False.
 
@@ -524,6 +514,17 @@ class SnapshotStore(Protocol):
         Raises:
             ValueError: `by` belongs to another thread (`check_pack`), before
                 anything is read or written.
+        """
+        ...
+
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        """Delete the thread's snapshots named by `(namespace, checkpoint_id)` keys.
+
+        In one transaction; keys naming no snapshot are skipped. Returns how many
+        snapshots went. Chunks only they referenced are left for
+        `delete_unreferenced_chunks` to collect.
         """
         ...
 

@@ -538,6 +538,11 @@ class RedisStore:
             self._conn, thread_id, namespace, checkpoint_ids, by=by
         )
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        return await _snapshots.delete_snapshots(self._conn, thread_id, keys)
+
     async def delete_thread(self, thread_id: str) -> int:
         return await _snapshots.delete_thread(self._conn, thread_id)
 

@@ -415,6 +415,14 @@ class SQLiteStore:
         # no fsync: see the module doc (a lost swap leaves the rows loose)
         return await self._call(replace, write=True, durable=False)
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        delete = partial(
+            _snapshots.delete_snapshots_txn, thread_id=thread_id, keys=sorted(set(keys))
+        )
+        return await self._call(delete, write=True)
+
     async def delete_thread(self, thread_id: str) -> int:
         return await self._call(
             partial(_snapshots.delete_thread_txn, thread_id=thread_id), write=True
