@@ -377,6 +377,8 @@ HAVING %(after_ms)s::bigint IS NULL
 _DELETE_THREAD: Final = """
 WITH refs AS (
     DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
+), stub AS (
+    DELETE FROM {schema}.resumable_archived_threads WHERE thread_id = %(thread_id)s
 )
 DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
 """

@@ -58,6 +58,8 @@ _SCRIPTS_WITH_LIB: Final = (
     "list_snapshots",
     "delete_thread",
     "count_all_runs",
+    "archive_snapshots",
+    "restore_snapshots",
 )
 _PLAIN_SCRIPTS: Final = (
     "commit_step",
