@@ -175,8 +175,18 @@ class Packs:
                 exc,
             )
 
-    async def pack(self, thread_id: str, namespace: str) -> int:
+    async def pack(
+        self,
+        thread_id: str,
+        namespace: str,
+        *,
+        keep_loose: int = KEEP_LOOSE,
+        least: int = PACK_MIN,
+    ) -> int:
         """Pack a namespace's older loose snapshots; returns how many were packed.
+
+        The newest `keep_loose` stay loose, and fewer than `least` packable rows
+        are left as they are (archiving packs all but the newest first).
 
         They fill up the newest pack first (rewritten under the same id), then new
         ones. Loose rows are listed before the newest pack is read: a pack that
@@ -191,10 +201,10 @@ class Packs:
         after = newest[0].label if newest else None
         candidates = [
             row
-            for row in reversed(loose[KEEP_LOOSE:])
+            for row in reversed(loose[keep_loose:])
             if after is None or row.checkpoint_id > after
         ]
-        if len(candidates) < PACK_MIN:
+        if not candidates or len(candidates) < least:
             return 0
         held = self._packed(newest[0], namespace) if newest else None
         if held is not None and len(held.rows) >= PACK_MAX:

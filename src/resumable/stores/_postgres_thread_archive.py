@@ -153,6 +153,7 @@ async def archive_snapshots_txn(
     conn: Conn,
     sqls: ThreadArchiveStatements,
     stub: ThreadStub,
+    *,
     moved: Sequence[tuple[str, str]],
     chunks: list[str],
     replaces: str | None,
@@ -221,7 +222,12 @@ class ThreadArchiveMethods:
         async with self._connection() as conn:
             async with conn.transaction():
                 done = await archive_snapshots_txn(
-                    conn, self._thread_sql, stub, list(moved), list(chunks), replaces
+                    conn,
+                    self._thread_sql,
+                    stub,
+                    moved=list(moved),
+                    chunks=list(chunks),
+                    replaces=replaces,
                 )
             return done
 

@@ -93,6 +93,7 @@ def archive_snapshots_txn(
     conn: Conn,
     present: PresentChunks,
     stub: ThreadStub,
+    *,
     moved: Collection[tuple[str, str]],
     chunks: Collection[str],
     replaces: str | None,

@@ -117,7 +117,7 @@ def namespaces_of(value: object) -> tuple[tuple[str, str], ...]:
     """`ThreadStub.newest` from its stored JSON; ValueError if it is not that."""
     if not isinstance(value, list) or not all(
         isinstance(pair, list)
-        and len(pair) == 2  # noqa: PLR2004 - a (namespace, checkpoint_id) pair
+        and len(pair) == 2
         and all(isinstance(part, str) for part in pair)
         for pair in value
     ):

@@ -74,10 +74,10 @@ from urllib.parse import parse_qs, urlsplit
 from resumable.errors import StoreError
 from resumable.stores import _sql
 from resumable.stores import _sqlite_archive as _archive
-from resumable.stores import _sqlite_thread_archive as _threads
 from resumable.stores import _sqlite_claims as _claims
 from resumable.stores import _sqlite_runs as _runs
 from resumable.stores import _sqlite_snapshots as _snapshots
+from resumable.stores import _sqlite_thread_archive as _threads
 from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
 from resumable.stores.archiving import ThreadStub
 from resumable.stores.protocol import (

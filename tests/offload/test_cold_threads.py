@@ -1,0 +1,106 @@
+"""Cold threads: a thread's older snapshots leave the primary store and read back whole."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from resumable import Engine
+from resumable.stores.archiving import SupportsThreadArchive
+from resumable.stores.blobs import BlobUnavailable, FileBlobs
+from resumable.stores.offload import OffloadStore
+from resumable.stores.protocol import Store
+
+
+def _inner(engine: Engine) -> Store:
+    store = engine.store
+    assert isinstance(store, OffloadStore)
+    return store.inner
+
+
+async def _conversation(engine: Engine, thread_id: str, saves: int) -> list[object]:
+    states: list[object] = []
+    messages: list[str] = []
+    for i in range(saves):
+        messages.append(f"message {i} " + "x" * 200)
+        state = {"messages": list(messages), "turn": i}
+        await engine.save_state(thread_id, state)
+        states.append(state)
+    return states
+
+
+class _Unreachable(FileBlobs):
+    """An object store that stops answering reads once told to."""
+
+    down = False
+
+    async def get(self, key: str) -> bytes:
+        if self.down:
+            raise BlobUnavailable(f"{key}: down for this test")
+        return await super().get(key)
+
+
+async def test_an_archived_thread_keeps_its_latest_live_and_reads_history_through_its_stub(
+    primary_url: str, tmp_path: Path
+) -> None:
+    blobs = _Unreachable(tmp_path / "objects")
+    async with Engine(primary_url, blobs=blobs) as engine:
+        states = await _conversation(engine, "chat", 40)
+        history = await engine.state_history("chat")
+        ids = [c.checkpoint_id for c in history]
+        inner = _inner(engine)
+        assert isinstance(inner, SupportsThreadArchive)
+        rows_before = len(await inner.list_snapshots("chat", namespace=None))
+        done = await engine.archive(older_than=timedelta(0))
+        assert [(a.kind, a.name) for a in done] == [("thread", "chat")]
+        stub = await inner.load_thread_stub("chat")
+        assert stub is not None
+        live = await inner.list_snapshots("chat", namespace=None)
+        assert [s.checkpoint_id for s in live] == [ids[0]]
+        assert rows_before > 1
+    async with Engine(primary_url, blobs=blobs) as engine:  # nothing cached
+        blobs.down = True
+        # the latest state loads from live rows alone
+        assert await engine.load_state("chat") == states[-1]
+        blobs.down = False
+        assert [c.checkpoint_id for c in await engine.state_history("chat")] == ids
+        assert await engine.load_state("chat", checkpoint_id=ids[10]) == states[-11]
+        # fork from an archived checkpoint, save on the archived thread
+        await engine.fork_state("chat", ids[20], to_thread="forked")
+        assert await engine.load_state("forked") == states[-21]
+        await engine.save_state("chat", {"messages": [], "turn": 99})
+        assert await engine.load_state("chat") == {"messages": [], "turn": 99}
+        assert len(await engine.state_history("chat")) == 41
+        # gc keeps the stub's object; restoring puts every row back
+        assert isinstance(engine.store, OffloadStore)
+        assert stub.key in await engine.store.referenced_keys()
+        await engine.gc(blobs_grace=timedelta(0))
+        assert await engine.unarchive_thread("chat")
+        assert not await engine.unarchive_thread("chat")
+        assert await _inner(engine).load_thread_stub("chat") is None  # type: ignore[attr-defined]  # SupportsThreadArchive, checked above
+        blobs.down = True
+        assert await engine.load_state("chat", checkpoint_id=ids[10]) == states[-11]
+        assert len(await engine.state_history("chat")) == 41
+
+
+async def test_archiving_again_carries_the_earlier_object_into_one(
+    primary_url: str, tmp_path: Path
+) -> None:
+    blobs = FileBlobs(tmp_path / "objects")
+    async with Engine(primary_url, blobs=blobs) as engine:
+        states = await _conversation(engine, "t", 20)
+        await engine.archive(older_than=timedelta(0))
+        more = await _conversation(engine, "t", 20)
+        ids = [c.checkpoint_id for c in await engine.state_history("t")]
+        assert len(ids) == 40
+        done = await engine.archive(older_than=timedelta(0))
+        assert [a.name for a in done] == ["t"]
+        inner = _inner(engine)
+        assert isinstance(inner, SupportsThreadArchive)
+        stub = await inner.load_thread_stub("t")
+        assert stub is not None
+        assert len(await inner.list_snapshots("t", namespace=None)) == 1
+    async with Engine(primary_url, blobs=blobs) as engine:
+        assert [c.checkpoint_id for c in await engine.state_history("t")] == ids
+        assert await engine.load_state("t") == more[-1]
+        assert await engine.load_state("t", checkpoint_id=ids[-1]) == states[0]
