@@ -34,7 +34,7 @@ class _Unreachable(FileBlobs):
 
     down = False
 
-    async def get(self, key: str) -> bytes:
+    async def get(self, key: str) -> bytes | bytearray:
         if self.down:
             raise BlobUnavailable(f"{key}: down for this test")
         return await super().get(key)

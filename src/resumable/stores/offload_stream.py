@@ -195,7 +195,7 @@ async def download(
         ) from None
 
 
-async def fetch(blobs: BlobStore, ref: BlobRef, *, place: str) -> bytes:
+async def fetch(blobs: BlobStore, ref: BlobRef, *, place: str) -> bytes | bytearray:
     """The frame an offloaded object holds, checked against its reference.
 
     Raises:
