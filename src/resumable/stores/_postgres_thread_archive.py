@@ -3,11 +3,20 @@
 The table is `resumable_archived_threads` (migration 0004). `ThreadArchiveMethods`
 is mixed into `PostgresStore`, whose connections it borrows.
 
-Archiving locks the stub's row, then the references table in SHARE ROW EXCLUSIVE
-mode: saves (which check that the chunks they name exist, holding ROW EXCLUSIVE)
-wait for it or are waited for, so a chunk it deletes is never named by a save
-that commits, and two archivers take turns. Deletes count what they removed and
-roll back when a snapshot named is gone.
+Archiving locks the references table (`resumable_snapshot_chunks`) in SHARE ROW
+EXCLUSIVE mode, then the stub's row: saves (which check that the chunks they name
+exist, holding ROW EXCLUSIVE) wait for it or are waited for, so a chunk it deletes
+is never named by a save that commits, and two archivers take turns. Deletes
+count what they removed and roll back when a snapshot named is gone.
+
+Lock order, so that no two of these wait for each other: every writer that
+touches both takes the references table before any row lock. Restoring takes it
+first in ROW EXCLUSIVE mode (what its inserts need anyway), then the stub's row;
+the packer's swap and a save are one statement each, and PostgreSQL takes a
+statement's table locks when it starts, before the rows it locks as it runs; a
+collection of chunks takes the table alone. An archive and a restore of one
+thread therefore wait at the table, never one on the table and the other on
+the stub (`tests/stores/test_thread_archive_locks.py` forces that interleaving).
 """
 
 from __future__ import annotations
@@ -55,6 +64,9 @@ _DELETE_STUB: Final = (
 )
 _LOCK_REFERENCES: Final = (
     "LOCK TABLE {schema}.resumable_snapshot_chunks IN SHARE ROW EXCLUSIVE MODE"
+)
+_LOCK_REFERENCES_TO_WRITE: Final = (
+    "LOCK TABLE {schema}.resumable_snapshot_chunks IN ROW EXCLUSIVE MODE"
 )
 _DELETE_REFERENCES: Final = """
 DELETE FROM {schema}.resumable_snapshot_chunks r
@@ -109,6 +121,7 @@ class ThreadArchiveStatements:
         self.put_stub = compose(_PUT_STUB)
         self.delete_stub = compose(_DELETE_STUB)
         self.lock_references = compose(_LOCK_REFERENCES)
+        self.lock_references_to_write = compose(_LOCK_REFERENCES_TO_WRITE)
         self.delete_references = compose(_DELETE_REFERENCES)
         self.delete_snapshots = compose(_DELETE_SNAPSHOTS)
         self.delete_released = compose(_DELETE_RELEASED)
@@ -187,6 +200,7 @@ async def restore_snapshots_txn(
 ) -> bool:
     """`SupportsThreadArchive.restore_snapshots` on PostgreSQL."""
     thread = _t(stub.thread_id)
+    await conn.execute(sqls.lock_references_to_write)  # the order: see the module
     if await _held_key(conn, sqls, thread) != stub.key:
         return False
     await conn.execute(sqls.delete_stub, (thread,))
