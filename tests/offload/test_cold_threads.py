@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from pathlib import Path
 
+from offload.test_cold_runs import _kill_at
 from resumable import Engine
 from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobs import BlobUnavailable, FileBlobs
@@ -104,3 +106,67 @@ async def test_archiving_again_carries_the_earlier_object_into_one(
         assert [c.checkpoint_id for c in await engine.state_history("t")] == ids
         assert await engine.load_state("t") == more[-1]
         assert await engine.load_state("t", checkpoint_id=ids[-1]) == states[0]
+
+
+async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neither(
+    primary_url: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "objects"
+    blobs = FileBlobs(folder)
+    saved: dict[str, list[object]] = {}
+    ids: dict[str, list[str]] = {}
+    async with Engine(primary_url, blobs=blobs) as engine:
+        for i in range(5):
+            saved[f"c-{i}"] = await _conversation(engine, f"c-{i}", 12)
+            history = await engine.state_history(f"c-{i}")
+            ids[f"c-{i}"] = [c.checkpoint_id for c in history]
+        await asyncio.sleep(0.005)  # saved strictly before "now"
+
+    async def every_state_loads(engine: Engine) -> None:
+        for thread_id, states in saved.items():
+            history = await engine.state_history(thread_id)
+            assert [c.checkpoint_id for c in history] == ids[thread_id], thread_id
+            for checkpoint_id, state in zip(ids[thread_id], reversed(states)):
+                loaded = await engine.load_state(thread_id, checkpoint_id=checkpoint_id)
+                assert loaded == state, (thread_id, checkpoint_id)
+            assert await engine.load_state(thread_id) == states[-1]
+
+    # killed after the third thread's object was uploaded, before its swap
+    orphan = _kill_at("archive", primary_url, folder, "uploaded ")
+    async with Engine(primary_url, blobs=blobs) as engine:
+        inner = _inner(engine)
+        assert isinstance(inner, SupportsThreadArchive)
+        stubs = {t: await inner.load_thread_stub(t) for t in saved}
+        for thread_id, stub in stubs.items():
+            rows = await inner.list_snapshots(thread_id, namespace=None)
+            # a stub leaves the newest live; without one every state is a row
+            assert (stub is not None) == (len(rows) == 1), (thread_id, len(rows))
+        archived = {s.key for s in stubs.values() if s is not None}
+        assert orphan not in archived  # the third upload's thread was not swapped
+        assert 0 < len(archived) < len(saved)
+        await every_state_loads(engine)
+        store = engine.store
+        assert isinstance(store, OffloadStore)
+        assert await store.collect_garbage(older_than_ms=0, now_ms=2**62) >= 1
+        listed = {b.key for b in await blobs.listing()}
+        assert orphan not in listed
+        assert archived <= listed
+        rest = await engine.archive(older_than=timedelta(0))
+        assert len(rest) == len(saved) - len(archived)
+        for thread_id in saved:
+            assert await inner.load_thread_stub(thread_id) is not None, thread_id
+        await every_state_loads(engine)
+
+    # killed once the restore read the object, before the rows went back
+    _kill_at("restore-thread", primary_url, folder, "read ")
+    async with Engine(primary_url, blobs=blobs) as engine:
+        inner = _inner(engine)
+        assert isinstance(inner, SupportsThreadArchive)
+        assert await inner.load_thread_stub("c-0") is not None  # still archived
+        assert len(await inner.list_snapshots("c-0", namespace=None)) == 1
+        await every_state_loads(engine)
+        assert await engine.unarchive_thread("c-0")
+        assert await inner.load_thread_stub("c-0") is None
+        rows = await inner.list_snapshots("c-0", namespace=None)
+        assert len(rows) > 1
+        await every_state_loads(engine)
