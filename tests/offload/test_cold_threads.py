@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from offload.test_cold_runs import _kill_at
 from resumable import Engine
+from resumable.errors import CorruptCheckpointError
 from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobs import BlobUnavailable, FileBlobs
 from resumable.stores.offload import OffloadStore
@@ -170,3 +175,29 @@ async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neith
         rows = await inner.list_snapshots("c-0", namespace=None)
         assert len(rows) > 1
         await every_state_loads(engine)
+
+
+async def test_a_thread_whose_newest_snapshot_is_damaged_is_archived_all_the_same(
+    primary_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Engine(primary_url, blobs=FileBlobs(tmp_path / "objects")) as engine:
+        states = await _conversation(engine, "bad", 6)
+        await _conversation(engine, "good", 6)
+        ids = [c.checkpoint_id for c in await engine.state_history("bad")]
+        inner = _inner(engine)
+        newest = (await inner.list_snapshots("bad", limit=1))[0]
+        assert newest.parent_id is not None  # a delta
+        # its chain now never ends (as a delta saved on its own id left it)
+        await inner.save_snapshot(
+            dataclasses.replace(newest, parent_id=newest.checkpoint_id)
+        )
+        await asyncio.sleep(0.005)
+        with caplog.at_level(logging.WARNING, logger="resumable"):
+            done = await engine.archive(older_than=timedelta(0))
+        assert sorted(a.name for a in done) == ["bad", "good"]
+        assert "archiving thread 'bad'" in caplog.text
+    async with Engine(primary_url, blobs=FileBlobs(tmp_path / "objects")) as engine:
+        with pytest.raises(CorruptCheckpointError):
+            await engine.load_state("bad")
+        assert await engine.load_state("bad", checkpoint_id=ids[1]) == states[-2]
+        assert [c.checkpoint_id for c in await engine.state_history("bad")] == ids

@@ -14,11 +14,16 @@ Pack namespaces keep nothing live: the packs move whole.
 
 from __future__ import annotations
 
+import logging
+
 from resumable._engine.packs import is_pack_namespace
 from resumable._engine.snapshots import Snapshots
+from resumable.errors import CorruptCheckpointError
 from resumable.stores.protocol import SnapshotRecord
 
 __all__ = ["ready_thread"]
+
+_log = logging.getLogger("resumable")
 
 
 async def ready_thread(snapshots: Snapshots, thread_id: str) -> set[tuple[str, str]]:
@@ -40,5 +45,9 @@ async def ready_thread(snapshots: Snapshots, thread_id: str) -> set[tuple[str, s
 
 
 async def _full(snapshots: Snapshots, newest: SnapshotRecord) -> None:
-    # a snapshot that is not ours to decode (no manifest we know) stays as it is
-    await snapshots.make_full(newest)
+    try:
+        await snapshots.make_full(newest)
+    except CorruptCheckpointError as exc:
+        # it stays as it is: loading it fails as it did, and its thread's other
+        # snapshots are archived all the same (one damaged thread stops no archive)
+        _log.warning("archiving thread %r: %s", newest.thread_id, exc)
