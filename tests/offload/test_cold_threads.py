@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
+import sys
+from collections.abc import AsyncIterator
 import dataclasses
 import logging
 from datetime import timedelta
@@ -10,13 +13,37 @@ from pathlib import Path
 
 import pytest
 
+from conftest import store_url
 from offload.test_cold_runs import _kill_at
 from resumable import Engine
+from resumable.cli import main
 from resumable.errors import CorruptCheckpointError
+from resumable.stores import create_store
 from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobs import BlobUnavailable, FileBlobs
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import Store
+
+
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ]
+)
+async def any_url(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[str]:
+    """A fresh SQLite, PostgreSQL or Redis store URL (dropped after)."""
+    url = store_url(str(request.param), tmp_path)
+    yield url
+    if request.param != "sqlite":
+        store = create_store(url)
+        try:
+            await store.drop()  # type: ignore[attr-defined]  # PostgresStore/RedisStore.drop, for tests
+        finally:
+            await store.close()
 
 
 def _inner(engine: Engine) -> Store:
@@ -48,10 +75,10 @@ class _Unreachable(FileBlobs):
 
 
 async def test_an_archived_thread_keeps_its_latest_live_and_reads_history_through_its_stub(
-    primary_url: str, tmp_path: Path
+    any_url: str, tmp_path: Path
 ) -> None:
     blobs = _Unreachable(tmp_path / "objects")
-    async with Engine(primary_url, blobs=blobs) as engine:
+    async with Engine(any_url, blobs=blobs) as engine:
         states = await _conversation(engine, "chat", 40)
         history = await engine.state_history("chat")
         ids = [c.checkpoint_id for c in history]
@@ -65,7 +92,7 @@ async def test_an_archived_thread_keeps_its_latest_live_and_reads_history_throug
         live = await inner.list_snapshots("chat", namespace=None)
         assert [s.checkpoint_id for s in live] == [ids[0]]
         assert rows_before > 1
-    async with Engine(primary_url, blobs=blobs) as engine:  # nothing cached
+    async with Engine(any_url, blobs=blobs) as engine:  # nothing cached
         blobs.down = True
         # the latest state loads from live rows alone
         assert await engine.load_state("chat") == states[-1]
@@ -91,10 +118,10 @@ async def test_an_archived_thread_keeps_its_latest_live_and_reads_history_throug
 
 
 async def test_archiving_again_carries_the_earlier_object_into_one(
-    primary_url: str, tmp_path: Path
+    any_url: str, tmp_path: Path
 ) -> None:
     blobs = FileBlobs(tmp_path / "objects")
-    async with Engine(primary_url, blobs=blobs) as engine:
+    async with Engine(any_url, blobs=blobs) as engine:
         states = await _conversation(engine, "t", 20)
         await engine.archive(older_than=timedelta(0))
         more = await _conversation(engine, "t", 20)
@@ -107,7 +134,7 @@ async def test_archiving_again_carries_the_earlier_object_into_one(
         stub = await inner.load_thread_stub("t")
         assert stub is not None
         assert len(await inner.list_snapshots("t", namespace=None)) == 1
-    async with Engine(primary_url, blobs=blobs) as engine:
+    async with Engine(any_url, blobs=blobs) as engine:
         assert [c.checkpoint_id for c in await engine.state_history("t")] == ids
         assert await engine.load_state("t") == more[-1]
         assert await engine.load_state("t", checkpoint_id=ids[-1]) == states[0]
@@ -178,9 +205,9 @@ async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neith
 
 
 async def test_a_thread_whose_newest_snapshot_is_damaged_is_archived_all_the_same(
-    primary_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    any_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async with Engine(primary_url, blobs=FileBlobs(tmp_path / "objects")) as engine:
+    async with Engine(any_url, blobs=FileBlobs(tmp_path / "objects")) as engine:
         states = await _conversation(engine, "bad", 6)
         await _conversation(engine, "good", 6)
         ids = [c.checkpoint_id for c in await engine.state_history("bad")]
@@ -196,8 +223,62 @@ async def test_a_thread_whose_newest_snapshot_is_damaged_is_archived_all_the_sam
             done = await engine.archive(older_than=timedelta(0))
         assert sorted(a.name for a in done) == ["bad", "good"]
         assert "archiving thread 'bad'" in caplog.text
-    async with Engine(primary_url, blobs=FileBlobs(tmp_path / "objects")) as engine:
+    async with Engine(any_url, blobs=FileBlobs(tmp_path / "objects")) as engine:
         with pytest.raises(CorruptCheckpointError):
             await engine.load_state("bad")
         assert await engine.load_state("bad", checkpoint_id=ids[1]) == states[-2]
         assert [c.checkpoint_id for c in await engine.state_history("bad")] == ids
+
+
+CHECK_APP = """
+from resumable import step, workflow
+
+ENGINES = []
+
+
+@step(name="cold.check.turn")
+async def turn(thread: str, i: int) -> str:
+    await ENGINES[0].save_state(thread, {"turn": i, "text": "x" * 200})
+    return f"turn {i}"
+
+
+@workflow(name="cold.check.chat")
+async def chat(thread: str) -> list[str]:
+    return [await turn(thread, i) for i in range(8)]
+"""
+
+
+async def test_check_passes_on_a_run_whose_thread_and_journal_are_archived(
+    primary_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "cold_check_app.py").write_text(CHECK_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "cold_check_app", raising=False)
+    app = importlib.import_module("cold_check_app")
+    separator = "&" if "?" in primary_url else "?"
+    url = f"{primary_url}{separator}blobs=file://{tmp_path / 'objects'}"
+    async with Engine(url) as engine:
+        app.ENGINES.append(engine)
+        await engine.run(app.chat, "chat", run_id="c-1")
+        history = [c.checkpoint_id for c in await engine.state_history("chat")]
+        await asyncio.sleep(0.005)
+        done = await engine.archive(older_than=timedelta(0))
+        assert sorted((a.kind, a.name) for a in done) == [
+            ("run", "c-1"),
+            ("thread", "chat"),
+        ]
+    argv = ["check", "--app", "cold_check_app", "--store", url, "--all"]
+    argv += ["--status", "succeeded"]
+    assert await asyncio.to_thread(main, argv) == 0
+    assert "c-1" in capsys.readouterr().out
+    async with Engine(url) as engine:
+        assert (await engine.check(run_ids=["c-1"])).ok
+        assert [c.checkpoint_id for c in await engine.state_history("chat")] == history
+        assert await engine.load_state("chat", checkpoint_id=history[-1]) == {
+            "turn": 0,
+            "text": "x" * 200,
+        }
+    sys.modules.pop("cold_check_app", None)
