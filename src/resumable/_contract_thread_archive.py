@@ -187,3 +187,16 @@ class ThreadArchiveContract:
             after = page[-1].thread_id
         assert sorted(s.thread_id for s in listed) == sorted(WEIRD_IDS)
         assert {s.thread_id: s for s in listed} == {s.thread_id: s for s in stubs}
+
+    async def test_a_snapshot_replaced_under_its_own_id_keeps_the_chunks_it_names(
+        self, store: Store
+    ) -> None:
+        # archiving makes each namespace's newest snapshot full under its own id
+        # (`Snapshots.make_full`) and then deletes the chunks nothing names
+        await store.put_chunks(_CHUNKS)
+        await store.save_snapshot(snapshot_record("t", "0001", ("a", "b")))
+        full = snapshot_record("t", "0001", ("b", "c"), parent_id="0000")
+        assert await store.replace_snapshots("t", "", ["0001"], by=full)
+        assert await store.list_snapshots("t") == [full]
+        assert await store.delete_unreferenced_chunks(100) == 2  # "a" and "shared"
+        assert await store.get_chunks(["a", "b", "c"]) == {"b": b"B", "c": b"C"}

@@ -282,3 +282,36 @@ async def test_check_passes_on_a_run_whose_thread_and_journal_are_archived(
             "text": "x" * 200,
         }
     sys.modules.pop("cold_check_app", None)
+
+
+async def test_the_latest_state_keeps_every_chunk_when_its_thread_is_archived(
+    any_url: str, tmp_path: Path
+) -> None:
+    # the newest snapshot is made full under its own id before the others move:
+    # the chunks it shares with the delta it was must stay (PostgreSQL lost them)
+    blobs = FileBlobs(tmp_path / "objects")
+    threads = [f"d-{i}" for i in range(4)]
+    states: dict[str, dict[str, object]] = {}
+
+    async def drafts(engine: Engine, thread_id: str) -> None:
+        messages: list[str] = []
+        for i in range(20):
+            messages.append(f"{thread_id} message {i} " + "m" * 300)
+            states[thread_id] = {"messages": list(messages), "draft": f"{i} " * 400}
+            await engine.save_state(thread_id, states[thread_id])
+
+    async with Engine(any_url, blobs=blobs) as engine:
+        await asyncio.gather(*(drafts(engine, t) for t in threads))
+    async with Engine(any_url, blobs=blobs) as engine:
+        for thread_id in threads:
+            assert await engine.load_state(thread_id) == states[thread_id]
+    await asyncio.sleep(0.005)
+    async with Engine(any_url, blobs=blobs) as engine:
+        assert len(await engine.archive(older_than=timedelta(0))) == len(threads)
+        await engine.gc(blobs_grace=timedelta(0))
+    async with Engine(any_url, blobs=blobs) as engine:
+        for thread_id in threads:
+            assert await engine.load_state(thread_id) == states[thread_id]
+            history = await engine.state_history(thread_id)
+            old = await engine.load_state(thread_id, checkpoint_id=history[-5].checkpoint_id)
+            assert old["draft"] == "4 " * 400
