@@ -17,7 +17,7 @@ from conftest import store_url
 from offload.test_cold_runs import _kill_at
 from resumable import Engine
 from resumable.cli import main
-from resumable.errors import CorruptCheckpointError
+from resumable.errors import CheckpointNotFound, CorruptCheckpointError, StoreError
 from resumable.stores import create_store
 from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobs import BlobUnavailable, FileBlobs
@@ -94,8 +94,10 @@ async def test_an_archived_thread_keeps_its_latest_live_and_reads_history_throug
         assert rows_before > 1
     async with Engine(any_url, blobs=blobs) as engine:  # nothing cached
         blobs.down = True
-        # the latest state loads from live rows alone
+        # the latest state loads from live rows alone; history needs the object
         assert await engine.load_state("chat") == states[-1]
+        with pytest.raises(StoreError, match="try again"):
+            await engine.load_state("chat", checkpoint_id=ids[10])
         blobs.down = False
         assert [c.checkpoint_id for c in await engine.state_history("chat")] == ids
         assert await engine.load_state("chat", checkpoint_id=ids[10]) == states[-11]
@@ -138,6 +140,10 @@ async def test_archiving_again_carries_the_earlier_object_into_one(
         assert [c.checkpoint_id for c in await engine.state_history("t")] == ids
         assert await engine.load_state("t") == more[-1]
         assert await engine.load_state("t", checkpoint_id=ids[-1]) == states[0]
+    async with Engine(any_url) as engine:  # without ?blobs=: the live rows only
+        assert [c.checkpoint_id for c in await engine.state_history("t")] == ids[:1]
+        with pytest.raises(CheckpointNotFound):
+            await engine.load_state("t", checkpoint_id=ids[-1])
 
 
 async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neither(
