@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from datetime import timedelta
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -168,7 +168,9 @@ def test_an_archived_langgraph_thread_reads_back_through_saver_cli_and_dashboard
     oldest = str([b for b in before if b[0] == ""][-1][1])  # the root's first
     listing = _cli(["threads", "--store", url], capsys)
     shown = _cli(["show-thread", "chat", "--store", url], capsys)
-    shown_old = _cli(["show-thread", "chat", "--checkpoint", oldest, "--store", url], capsys)
+    shown_old = _cli(
+        ["show-thread", "chat", "--checkpoint", oldest, "--store", url], capsys
+    )
     pages = asyncio.run(_pages(url, oldest))
     rows_before, _ = asyncio.run(_live_rows(url))
 

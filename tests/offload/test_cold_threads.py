@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
+import logging
 import sys
 from collections.abc import AsyncIterator
-import dataclasses
-import logging
 from datetime import timedelta
 from pathlib import Path
 
@@ -32,9 +32,7 @@ from resumable.stores.protocol import Store
         pytest.param("redis", marks=pytest.mark.redis),
     ]
 )
-async def any_url(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[str]:
+async def any_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
     """A fresh SQLite, PostgreSQL or Redis store URL (dropped after)."""
     url = store_url(str(request.param), tmp_path)
     yield url
@@ -164,7 +162,9 @@ async def test_a_kill_mid_archive_or_mid_restore_leaves_rows_or_stub_never_neith
         for thread_id, states in saved.items():
             history = await engine.state_history(thread_id)
             assert [c.checkpoint_id for c in history] == ids[thread_id], thread_id
-            for checkpoint_id, state in zip(ids[thread_id], reversed(states)):
+            for checkpoint_id, state in zip(
+                ids[thread_id], reversed(states), strict=True
+            ):
                 loaded = await engine.load_state(thread_id, checkpoint_id=checkpoint_id)
                 assert loaded == state, (thread_id, checkpoint_id)
             assert await engine.load_state(thread_id) == states[-1]
@@ -319,5 +319,7 @@ async def test_the_latest_state_keeps_every_chunk_when_its_thread_is_archived(
         for thread_id in threads:
             assert await engine.load_state(thread_id) == states[thread_id]
             history = await engine.state_history(thread_id)
-            old = await engine.load_state(thread_id, checkpoint_id=history[-5].checkpoint_id)
+            old = await engine.load_state(
+                thread_id, checkpoint_id=history[-5].checkpoint_id
+            )
             assert old["draft"] == "4 " * 400

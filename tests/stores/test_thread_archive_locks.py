@@ -30,9 +30,7 @@ async def _waiting(conninfo: str, schema: str, count: int) -> None:
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
         " AND position(%s in query) > 0"
     )
-    async with await psycopg.AsyncConnection.connect(
-        conninfo, autocommit=True
-    ) as conn:
+    async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
         for _ in range(6000):
             row = await (await conn.execute(query, (f'"{schema}"',))).fetchone()
             if row is not None and row[0] >= count:
