@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from resumable._contract_records import T0, WEIRD_IDS, snapshot_record
+from resumable._contract_records import T0, WEIRD_IDS, needs, snapshot_record
 from resumable.errors import ChunksMissing
 from resumable.stores.archiving import SupportsThreadArchive, ThreadStub
-from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.protocol import SnapshotRecord, SnapshotStore, Store
 
 _CHUNKS = {"a": b"A", "b": b"B", "c": b"C", "shared": b"S"}
 
@@ -193,6 +193,7 @@ class ThreadArchiveContract:
     ) -> None:
         # archiving makes each namespace's newest snapshot full under its own id
         # (`Snapshots.make_full`) and then deletes the chunks nothing names
+        needs(store, SnapshotStore)
         await store.put_chunks(_CHUNKS)
         await store.save_snapshot(snapshot_record("t", "0001", ("a", "b")))
         full = snapshot_record("t", "0001", ("b", "c"), parent_id="0000")
