@@ -31,7 +31,7 @@ async def _waiting(conninfo: str, schema: str, count: int) -> None:
         " AND position(%s in query) > 0"
     )
     async with await psycopg.AsyncConnection.connect(conninfo, autocommit=True) as conn:
-        for _ in range(6000):
+        for _ in range(3000):
             row = await (await conn.execute(query, (f'"{schema}"',))).fetchone()
             if row is not None and row[0] >= count:
                 return
