@@ -176,8 +176,19 @@ class Packs:
                 exc,
             )
 
-    async def pack(self, thread_id: str, namespace: str) -> int:
+    async def pack(
+        self,
+        thread_id: str,
+        namespace: str,
+        *,
+        keep_loose: int | None = None,
+        least: int | None = None,
+    ) -> int:
         """Pack a namespace's older loose snapshots; returns how many were packed.
+
+        The newest `keep_loose` (default `KEEP_LOOSE`) stay loose, and fewer
+        than `least` (default `PACK_MIN`) packable rows are left as they are
+        (archiving packs all but the newest first).
 
         They fill up the newest pack first (rewritten under the same id), then new
         ones. Loose rows are listed before the newest pack is read: a pack that
@@ -190,12 +201,13 @@ class Packs:
         )
         # rows older than the newest pack's newest row (a late save) stay loose
         after = newest_packed(newest[0].label) if newest else None
+        keep = KEEP_LOOSE if keep_loose is None else keep_loose
         candidates = [
             row
-            for row in reversed(loose[KEEP_LOOSE:])
+            for row in reversed(loose[keep:])
             if after is None or row.checkpoint_id > after
         ]
-        if len(candidates) < PACK_MIN:
+        if not candidates or len(candidates) < (PACK_MIN if least is None else least):
             return 0
         held = self._packed(newest[0], namespace) if newest else None
         if held is not None and len(held.rows) >= PACK_MAX:

@@ -11,6 +11,7 @@ per save beyond the new message.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Iterable
@@ -242,6 +243,39 @@ class Snapshots:
         view = self.serde.view_opened
         leaves = {h: view(bodies[h], place=chunk_place(h)) for h in hashes}
         return record, build_view(shape, leaves, lambda body: view(body, place=place))
+
+    async def make_full(self, record: SnapshotRecord) -> bool:
+        """Rewrite a delta snapshot as a full one of the same id; False if it is gone.
+
+        Before a thread's older snapshots are archived, its newest of each
+        namespace is made full, so loading it reads none of them. Its chunk refs
+        name every leaf of its state (those inside list segments too), so the
+        archive leaves each one live.
+        """
+        shape, depth = await self._resolve(record)
+        if depth == 0:
+            return True
+        chunks: dict[str, bytes] = {}
+        manifest = self.codec.full_manifest(shape, chunks)
+        place = snapshot_place(record.thread_id, record.checkpoint_id)
+        full = dataclasses.replace(
+            record,
+            manifest=self.serde.dumps_json(manifest, place=place),
+            chunk_refs=tuple(dict.fromkeys((*refs(manifest), *leaf_hashes(shape)))),
+        )
+        await self.store.put_chunks(chunks)
+        done = await self.store.replace_snapshots(
+            record.thread_id, record.namespace, [record.checkpoint_id], by=full
+        )
+        if done:
+            # named now: stored again in case a collection took one meanwhile
+            await self.store.put_chunks(chunks)
+            self._shapes[(record.thread_id, record.namespace)] = (
+                record.checkpoint_id,
+                shape,
+                0,
+            )
+        return done
 
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""

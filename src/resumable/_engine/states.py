@@ -44,6 +44,10 @@ class States:
         if parent is None:
             latest = await self.snapshots.packs.find(thread_id, namespace, None)
             parent = None if latest is None else latest.checkpoint_id
+            if latest is not None and latest.checkpoint_id == checkpoint_id:
+                # saved again under its own id, it replaces the latest: it is no
+                # delta of itself (two first saves of one id at once did that)
+                parent = latest.parent_id
         record = await self.snapshots.save(
             thread_id,
             state,

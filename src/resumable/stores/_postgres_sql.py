@@ -318,6 +318,10 @@ SELECT ARRAY(SELECT h FROM missing) AS missing
 """  # noqa: S608 - constant SQL
 # Nothing changes unless every checkpoint named still exists (rows deleted by a
 # concurrent swap or delete_thread drop out of `doomed` once their lock is free).
+# A record replaced under its own id (`Snapshots.make_full`) is updated, not
+# deleted, and keeps the references it still makes: the sub-statements of one
+# statement do not see each other's rows, so a reference deleted by `released`
+# and inserted again by `referenced` would be lost.
 _REPLACE_SNAPSHOTS: Final[LiteralString] = f"""
 WITH doomed AS (
     SELECT checkpoint_id FROM {{schema}}.resumable_snapshots
@@ -331,11 +335,14 @@ WITH doomed AS (
      WHERE (SELECT ok FROM complete)
        AND r.thread_id = %(thread_id)s AND r.namespace = %(from_namespace)s
        AND r.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
+       AND NOT (r.namespace = %(namespace)s AND r.checkpoint_id = %(checkpoint_id)s
+                AND r.hash = ANY(%(chunk_refs)s::text[]))
 ), gone AS (
     DELETE FROM {{schema}}.resumable_snapshots s
      WHERE (SELECT ok FROM complete)
        AND s.thread_id = %(thread_id)s AND s.namespace = %(from_namespace)s
        AND s.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
+       AND NOT (s.namespace = %(namespace)s AND s.checkpoint_id = %(checkpoint_id)s)
 ), {_insert_snapshot("(SELECT ok FROM complete)")}
 SELECT ok FROM complete
 """  # noqa: S608 - constant SQL
@@ -377,6 +384,8 @@ HAVING %(after_ms)s::bigint IS NULL
 _DELETE_THREAD: Final = """
 WITH refs AS (
     DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
+), stub AS (
+    DELETE FROM {schema}.resumable_archived_threads WHERE thread_id = %(thread_id)s
 )
 DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
 """

@@ -59,6 +59,8 @@ _SCRIPTS_WITH_LIB: Final = (
     "delete_thread",
     "delete_snapshots",
     "count_all_runs",
+    "archive_snapshots",
+    "restore_snapshots",
 )
 _PLAIN_SCRIPTS: Final = (
     "commit_step",

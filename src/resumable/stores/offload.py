@@ -34,16 +34,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
+from resumable.errors import CheckpointWriteError, StoreError
 from resumable.stores.archive import (
-    Archived,
     ArchiveReader,
     is_member,
 )
+from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobref import (
     REFERENCE_MAGIC,
     REFERENCE_SIZE,
@@ -51,25 +50,24 @@ from resumable.stores.blobref import (
     is_reference,
 )
 from resumable.stores.blobs import (
-    BlobMissing,
     BlobStore,
     BlobUnavailable,
     StreamingBlobs,
 )
 from resumable.stores.coldruns import ColdReader, restore_run
-from resumable.stores.offload_archive import archive_due
-from resumable.stores.offload_gc import collect_garbage, referenced_keys
+from resumable.stores.coldthreads import ColdThreads
+from resumable.stores.offload_archive import OffloadMaintenance
 from resumable.stores.offload_stream import (
     STREAM_READ_OVER,
     Opener,
     Sealed,
     download,
+    fetch,
     upload,
 )
 from resumable.stores.places import payload_place, run_place, step_place
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -105,7 +103,7 @@ def _points_away(data: object) -> bool:
     return is_reference(data) or is_member(data)
 
 
-class OffloadStore:
+class OffloadStore(OffloadMaintenance):
     """A Store whose large payloads live in a `BlobStore` (see the module docstring).
 
     Args:
@@ -133,6 +131,11 @@ class OffloadStore:
         self._archives = ArchiveReader(blobs)
         self._cold = (
             ColdReader(inner, blobs) if isinstance(inner, SupportsArchive) else None
+        )
+        self._threads = (
+            ColdThreads(inner, blobs)
+            if isinstance(inner, SupportsThreadArchive)
+            else None
         )
         self._opener: Opener | None = None
         # asked at every step's commit: a Protocol check is worth doing once
@@ -210,33 +213,7 @@ class OffloadStore:
             and isinstance(self.blobs, StreamingBlobs)
         ):
             return await download(self.blobs, ref, self._opener, place=place)
-        try:
-            frame = await self.blobs.get(ref.key)
-        except BlobMissing:
-            raise CorruptCheckpointError(
-                place=place,
-                detail=f"object {ref.key} is missing from {self.blobs.url} (deleted "
-                f"behind the store's back, or the reference was altered)",
-            ) from None
-        except BlobUnavailable as exc:
-            raise StoreError(
-                store=self.blobs.url,
-                detail=f"{place}: cannot read object {ref.key} ({exc}); try again "
-                f"once the object store is back",
-            ) from exc
-        if len(frame) != ref.size or hashlib.sha256(frame).digest() != ref.sha256:
-            raise CorruptCheckpointError(
-                place=place,
-                detail=f"object {ref.key} in {self.blobs.url} fails its hash check "
-                f"({len(frame):,} bytes, the row says {ref.size:,})",
-            )
-        if (
-            len(frame) > 1 and frame[1] != ref.codec
-        ):  # pragma: no cover - the hash covers it
-            raise CorruptCheckpointError(
-                place=place, detail=f"object {ref.key}: codec differs"
-            )
-        return frame
+        return await fetch(self.blobs, ref, place=place)
 
     async def _resolve_run(self, run: RunRecord) -> RunRecord:
         if not (_points_away(run.input) or _points_away(run.output)):
@@ -451,6 +428,9 @@ class OffloadStore:
 
     async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
         chunks = await self.inner.get_chunks(hashes)
+        if self._threads is not None and len(chunks) < len(set(hashes)):
+            # chunks of archived snapshots: in the objects those were read from
+            chunks |= await self._threads.chunks(set(hashes) - chunks.keys())
         if not any(_points_away(data) for data in chunks.values()):
             return chunks
         digests = list(chunks)
@@ -473,6 +453,10 @@ class OffloadStore:
         snapshot = await self.inner.load_snapshot(
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
+        if self._threads is not None:
+            snapshot = await self._threads.load(
+                thread_id, namespace, checkpoint_id, snapshot
+            )
         return None if snapshot is None else await self._resolve_snapshot(snapshot)
 
     async def list_snapshots(
@@ -486,6 +470,10 @@ class OffloadStore:
         snapshots = await self.inner.list_snapshots(
             thread_id, namespace=namespace, before=before, limit=limit
         )
+        if self._threads is not None:
+            snapshots = await self._threads.merge(
+                thread_id, namespace, before, limit, snapshots
+            )
         return list(
             await asyncio.gather(*(self._resolve_snapshot(s) for s in snapshots))
         )
@@ -548,50 +536,6 @@ class OffloadStore:
         if await self.inner.replace_payload(referenced, data=new):
             return True
         return await self.inner.replace_payload(payload, data=new)
-
-    async def referenced_keys(self) -> set[str]:
-        """The keys of every object a row of the wrapped store references now."""
-        keys = await referenced_keys(self.inner)
-        if self._cold is not None:
-            keys |= await self._cold.referenced_keys()
-        return keys
-
-    async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
-        """Delete objects no row references, older than `older_than_ms`; how many.
-
-        See `stores.offload_gc.collect_garbage` (StoreError: no answer from it).
-        """
-        referenced = await self.referenced_keys()
-        return await collect_garbage(
-            referenced, self.blobs, older_than_ms=older_than_ms, now_ms=now_ms
-        )
-
-    async def archive_finished(
-        self, *, updated_before_ms: int, limit: int, now_ms: int
-    ) -> list[Archived]:
-        """Archive up to `limit` finished runs and `limit` threads gone cold.
-
-        See `stores.offload_archive.archive_due`.
-        """
-        return await archive_due(
-            self.inner,
-            self.blobs,
-            updated_before_ms=updated_before_ms,
-            limit=limit,
-            now_ms=now_ms,
-        )
-
-    async def restore_archived(self, run_id: str) -> ArchiveStub | None:
-        """Put an archived run's journal and inputs back; the stub, or None if none.
-
-        The object stays until a collection finds that nothing references it.
-
-        Raises:
-            CorruptCheckpointError: its object is missing or damaged.
-        """
-        if not isinstance(self.inner, SupportsArchive):
-            return None
-        return await restore_run(self.inner, self.blobs, run_id)
 
     async def close(self) -> None:
         try:

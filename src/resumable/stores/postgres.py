@@ -28,13 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Collection,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
@@ -68,6 +62,10 @@ from resumable.stores._postgres_session import (
     parse_url,
 )
 from resumable.stores._postgres_sql import Statements
+from resumable.stores._postgres_thread_archive import (
+    ThreadArchiveMethods,
+    ThreadArchiveStatements,
+)
 from resumable.stores.protocol import (
     NO_CHUNKS,
     ArchiveStub,
@@ -94,7 +92,7 @@ _t = _sql.to_text
 Params = Sequence[object] | Mapping[str, object]
 
 
-class PostgresStore:
+class PostgresStore(ThreadArchiveMethods):
     """The Store protocol on PostgreSQL, safe for many workers and processes."""
 
     def __init__(self, url: str) -> None:
@@ -103,6 +101,7 @@ class PostgresStore:
         self.schema = self._options.schema
         self._sql = Statements(self.schema)
         self._archive_sql = _archive.ArchiveStatements(self.schema)
+        self._thread_sql = ThreadArchiveStatements(self.schema)
         self._pool: Pool | None = None
         self._opening = asyncio.Lock()
         self._purge: asyncio.Task[None] | None = None

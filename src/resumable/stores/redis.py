@@ -72,6 +72,7 @@ from resumable.stores._redis_packing import pack as _pack
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
 from resumable.stores._redis_packing import unpack as _unpack
+from resumable.stores._redis_thread_archive import ThreadArchiveMethods
 from resumable.stores.protocol import (
     NO_CHUNKS,
     RUN_STATUSES,
@@ -93,7 +94,7 @@ from resumable.stores.protocol import (
 __all__ = ["DEFAULT_PREFIX", "SCHEMA_VERSION", "RedisStore", "parse_url"]
 
 
-class RedisStore:
+class RedisStore(ThreadArchiveMethods):
     """The Store protocol on one Redis server, or a cluster (a store's keys share a slot)."""
 
     def __init__(

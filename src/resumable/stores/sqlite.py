@@ -77,7 +77,9 @@ from resumable.stores import _sqlite_archive as _archive
 from resumable.stores import _sqlite_claims as _claims
 from resumable.stores import _sqlite_runs as _runs
 from resumable.stores import _sqlite_snapshots as _snapshots
+from resumable.stores import _sqlite_thread_archive as _threads
 from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
+from resumable.stores.archiving import ThreadStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
     ArchiveStub,
@@ -327,6 +329,49 @@ class SQLiteStore:
             lambda conn: _archive.list_stubs_txn(conn, after, limit), write=False
         )
 
+    # --- thread archive (SupportsThreadArchive, in _sqlite_thread_archive) ---------
+    async def archive_snapshots(
+        self,
+        stub: ThreadStub,
+        *,
+        moved: Collection[tuple[str, str]],
+        chunks: Collection[str],
+        replaces: str | None,
+    ) -> bool:
+        archive = partial(
+            _threads.archive_snapshots_txn,
+            present=self._present,
+            stub=stub,
+            moved=list(moved),
+            chunks=list(chunks),
+            replaces=replaces,
+        )
+        return await self._call(archive, write=True)
+
+    async def load_thread_stub(self, thread_id: str) -> ThreadStub | None:
+        load = partial(_threads.load_stub_txn, thread_id=thread_id)
+        return await self._call(load, write=False, inline=True)
+
+    async def restore_snapshots(
+        self,
+        stub: ThreadStub,
+        snapshots: Sequence[SnapshotRecord],
+        chunks: Mapping[str, bytes],
+    ) -> bool:
+        restore = partial(
+            _threads.restore_snapshots_txn,
+            stub=stub,
+            snapshots=list(snapshots),
+            chunks=dict(chunks),
+        )
+        return await self._call(restore, write=True)
+
+    async def list_thread_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ThreadStub]:
+        listing = partial(_threads.list_stubs_txn, after=after, limit=limit)
+        return await self._call(listing, write=False)
+
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:
         return await self._call(
@@ -425,7 +470,7 @@ class SQLiteStore:
 
     async def delete_thread(self, thread_id: str) -> int:
         return await self._call(
-            partial(_snapshots.delete_thread_txn, thread_id=thread_id), write=True
+            partial(_threads.delete_thread_txn, thread_id=thread_id), write=True
         )
 
     async def scan_payloads(

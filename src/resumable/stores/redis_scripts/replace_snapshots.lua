@@ -23,11 +23,14 @@ if previous then
   end
 end
 for i = first_id, #ARGV do
-  for _, ref in ipairs(snapshot_refs(redis.call('HGET', KEYS[2], ARGV[i]))) do
-    decref(ref)
+  -- the record replacing itself (made full under its own id) was `previous`
+  if not (KEYS[2] == KEYS[4] and ARGV[i] == ARGV[2]) then
+    for _, ref in ipairs(snapshot_refs(redis.call('HGET', KEYS[2], ARGV[i]))) do
+      decref(ref)
+    end
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    redis.call('ZREM', KEYS[1], ARGV[i])
   end
-  redis.call('HDEL', KEYS[2], ARGV[i])
-  redis.call('ZREM', KEYS[1], ARGV[i])
 end
 redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
