@@ -58,23 +58,41 @@ def _blocked(future: Future[None]) -> bool:
     return not future.done()
 
 
-def test_a_commit_made_during_an_fsync_waits_for_the_next_one(
+def test_a_commit_made_during_an_fsync_starts_its_own_at_once(
     gated: tuple[WalSyncs, GatedDisk],
 ) -> None:
+    """The fsync under way began before it: it cannot cover it, so waiting for
+    it to end first would only add its remaining time."""
     syncs, disk = gated
     first = syncs.note_commit()
     with ThreadPoolExecutor(2) as pool:
         early = pool.submit(syncs.through, first)
         assert disk.first_started.wait(WAIT_S)
-        later = pool.submit(syncs.through, syncs.note_commit())  # after it started
-        assert _blocked(early)
-        assert _blocked(later)
+        later = pool.submit(syncs.through, syncs.note_commit())
+        later.result(WAIT_S)  # its own fsync, begun with both commits made
+        assert _blocked(early)  # still waiting for the first
         disk.release.set()
         early.result(WAIT_S)
-        later.result(WAIT_S)
-    # the first fsync began with one commit made; the second covered the other
     assert disk.started == [1, 2]
     assert disk.ended == 2
+
+
+def test_a_commit_made_before_an_fsync_began_waits_for_that_one(
+    gated: tuple[WalSyncs, GatedDisk],
+) -> None:
+    syncs, disk = gated
+    first, second = syncs.note_commit(), syncs.note_commit()
+    with ThreadPoolExecutor(2) as pool:
+        covering = pool.submit(syncs.through, second)
+        assert disk.first_started.wait(WAIT_S)
+        covered = pool.submit(syncs.through, first)
+        assert _blocked(covered)  # it waits for the fsync under way, starts none
+        assert disk.started == [2]
+        disk.release.set()
+        covering.result(WAIT_S)
+        covered.result(WAIT_S)
+    assert disk.started == [2]
+    assert disk.ended == 1
 
 
 def test_commits_made_before_an_fsync_starts_share_it(
