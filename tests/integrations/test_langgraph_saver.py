@@ -457,6 +457,31 @@ def test_a_sync_call_waits_for_its_fsync_after_its_turn_and_returns_only_after_i
     assert events.index("put returned") > events.index("sync 1 ended")
 
 
+def test_a_sync_call_that_raises_after_a_write_still_waits_for_its_fsync(
+    tmp_path: Path,
+) -> None:
+    events: list[str] = []
+
+    def sync_file(fd: int) -> None:
+        os.fsync(fd)
+        events.append("synced")
+
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'sync.db'}", sync_file=sync_file)
+    engine = Engine(store)
+
+    async def save_then_fail() -> None:
+        await engine.save_state("t", {"x": 1})
+        events.append("saved")
+        raise ValueError("after the write")
+
+    with ResumableSaver(engine) as saver:
+        with pytest.raises(ValueError, match="after"):
+            saver._call(save_then_fail())
+        events.append("call ended")
+    asyncio.run(engine.close())
+    assert events == ["saved", "synced", "call ended"]
+
+
 async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_taking_turns(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
