@@ -20,8 +20,11 @@ WAL of 100 pages itself (the store thread's at SQLite's default, 1000); with
 (an fsync) to the store thread.
 
 Every connection commits with SQLite's `synchronous=NORMAL`. With `full`, a
-durable write then fsyncs the WAL itself (`_sync_wal`) before its call returns,
-once SQLite's write lock is free, so the next write commits while the disk works.
+durable write then has the WAL fsynced before its call returns, once SQLite's
+write lock is free, so the next write commits while the disk works. Commits are
+numbered, and a write waits for an fsync that began after its commit: one under
+way when it committed, it waits out, then starts the next, which covers every
+commit made meanwhile (group commit, `_sqlite_syncs.WalSyncs`, with no timer).
 In WAL mode that is what `synchronous=FULL` does (it syncs the WAL at each commit;
 checkpoints sync the same at either setting), without statements to switch the
 setting off around each write that need not sync (two statements more a
@@ -29,6 +32,10 @@ write). One difference: another connection may read a commit a moment before
 its fsync ends. A power cut in that moment loses it, and with it every commit
 after it (see below: the WAL is replayed in order), among them whatever was
 written from it.
+
+A durable write made inside a `syncs.DeferredSyncs` block returns once it has
+committed, and the block's `wait()` makes its fsync: `ResumableSaver` commits in
+its turn and waits for the disk after it, so the next call's turn runs meanwhile.
 
 Lease writes (acquire, renew, release) commit without an fsync, whatever the
 durability. A lease only keeps live processes apart, and a WAL file is shared
