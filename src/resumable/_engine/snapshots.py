@@ -92,10 +92,12 @@ class Snapshots:
     an earlier save met unchanged, False encodes every leaf at every save.
     """
 
-    def __init__(self, store: Store, serde: Serde, *, memo: bool = True) -> None:
+    def __init__(
+        self, store: Store, serde: Serde, *, memo: bool = True, packing: bool = True
+    ) -> None:
         self.store, self.codec = store, SnapshotCodec(serde, memo=memo)
         self.serde = serde
-        self.packs = Packs(store, serde)
+        self.packs = Packs(store, serde, packing=packing)
         # the last shape saved or loaded per (thread, namespace, checkpoint): saving
         # the next snapshot of a conversation diffs against it without a read
         self._shapes: dict[tuple[str, str], tuple[str, Shape, int]] = {}
