@@ -21,7 +21,7 @@ from resumable.integrations.langgraph import ResumableSaver
 from resumable.stores import create_store
 
 WRITES = frozenset(
-    {"save_snapshot", "put_chunks", "replace_snapshots", "delete_snapshots"}
+    {"save_snapshot", "put_chunks", "swap_snapshots", "delete_snapshots"}
 )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -111,18 +111,16 @@ class CrashingStore:
         self._write()
         await self.inner.put_chunks(chunks)
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
         self._write()
-        return await self.inner.replace_snapshots(
-            thread_id, namespace, checkpoint_ids, by=by
-        )
+        return await self.inner.swap_snapshots(thread_id, old, by=by, durable=durable)
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

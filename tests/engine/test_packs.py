@@ -179,7 +179,7 @@ async def test_a_failed_pack_leaves_the_saves_done_and_the_rows_loose(
     async def refuse(*args: object, **kwargs: object) -> bool:
         raise StoreError(store="test", detail="the store went away mid-pack")
 
-    monkeypatch.setattr(store, "replace_snapshots", refuse)
+    monkeypatch.setattr(store, "swap_snapshots", refuse)
     saved = await conversation(Engine(store), "t", 10)
     assert await loose_and_packed(store, "t") == (10, 0)
     assert await Engine(store).state_history("t") == saved[::-1]

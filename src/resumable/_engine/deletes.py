@@ -11,18 +11,28 @@ atomic store calls, so that a crash anywhere leaves every kept snapshot loadable
    packed ones by rewriting each pack without them.
 
 A crash between them leaves doomed snapshots in place; deleting again finishes.
+
+Every rewrite is a compare-and-swap of the rows as read
+(`PacksSnapshots.swap_snapshots`): if another engine packed those rows or
+extended that pack meanwhile, it is refused, and the namespace is read again and
+the pass retried, so rows another engine moved are never overwritten and a
+deleted row never comes back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Final
 
 from resumable._engine.packs import is_pack_namespace
 from resumable._engine.snapshots import Snapshots
+from resumable.errors import StoreError
 from resumable.stores.protocol import SnapshotRecord
 from resumable.stores.roles import pack_namespace
 
 _Rows = dict[str, SnapshotRecord]  # checkpoint_id -> record, loose or packed
+ATTEMPTS: Final = 8
+"""Passes over a namespace before giving up on other engines changing its packs."""
 
 
 async def delete_states(
@@ -57,15 +67,40 @@ async def delete_states(
 async def _delete_in(
     snapshots: Snapshots, thread_id: str, namespace: str, ids: set[str]
 ) -> int:
+    gone = 0
+    for _ in range(ATTEMPTS):
+        deleted, done = await _delete_pass(snapshots, thread_id, namespace, ids)
+        gone += deleted  # a later pass no longer finds what this one deleted
+        if done:
+            return gone
+    raise StoreError(
+        store=snapshots.store.url,
+        detail=f"thread {thread_id!r} namespace {namespace!r}: other engines "
+        f"changed its packs during each of {ATTEMPTS} passes of delete_states; "
+        f"every kept checkpoint is intact, but some of those named may not be "
+        f"deleted yet: call delete_states again",
+    )
+
+
+async def _delete_pass(
+    snapshots: Snapshots, thread_id: str, namespace: str, ids: set[str]
+) -> tuple[int, bool]:
+    """One pass: how many it deleted, and whether it finished (False: retry)."""
+    store = snapshots.store
     loose, packs = await _read(snapshots, thread_id, namespace)
     rows: _Rows = {**_packed_rows(snapshots, packs, namespace), **loose}
     doomed = ids & rows.keys()
     if not doomed:
-        return 0
+        return 0, True
     dependents = _dependents(snapshots, rows, doomed)
     for checkpoint_id in sorted(dependents & loose.keys()):
         full, chunks = await snapshots.full_version(loose[checkpoint_id])
-        await snapshots.store.save_snapshot(full, chunks=chunks)
+        if not snapshots.packs.packing:  # no packer can move it: an upsert will do
+            await store.save_snapshot(full, chunks=chunks)
+            continue
+        await store.put_chunks(chunks)
+        if not await store.swap_snapshots(thread_id, [loose[checkpoint_id]], by=full):
+            return 0, False  # packed meanwhile: read again
     for pack in packs:
         held = snapshots.packs.rows(pack, namespace)
         if any(row.checkpoint_id in dependents for row in held):
@@ -73,12 +108,13 @@ async def _delete_in(
             for row in held:
                 if row.checkpoint_id in dependents:
                     full, chunks = await snapshots.full_version(row)
-                    await snapshots.store.put_chunks(chunks)
+                    await store.put_chunks(chunks)
                     row = full  # noqa: PLW2901 - the row's full version replaces it
                 fulls.append(row)
-            await snapshots.packs.rewrite(pack, namespace, fulls)
+            if not await snapshots.packs.rewrite(pack, namespace, fulls):
+                return 0, False
     # every kept snapshot is now loadable without the doomed ones
-    gone = await snapshots.store.delete_snapshots(
+    gone = await store.delete_snapshots(
         thread_id,
         [(namespace, checkpoint_id) for checkpoint_id in doomed & loose.keys()],
     )
@@ -87,13 +123,14 @@ async def _delete_in(
         held = snapshots.packs.rows(pack, namespace)
         kept = [row for row in held if row.checkpoint_id not in doomed]
         if len(kept) < len(held):
-            await snapshots.packs.rewrite(pack, namespace, kept)
+            if not await snapshots.packs.rewrite(pack, namespace, kept):
+                return gone, False
             # a row both loose and packed (a swap's leftover) is counted once
             gone += sum(
                 row.checkpoint_id in doomed and row.checkpoint_id not in loose
                 for row in held
             )
-    return gone
+    return gone, True
 
 
 async def _read(

@@ -5,9 +5,16 @@ record) at every step. Such rows are small and alike: ids, a parent, a delta
 manifest, metadata. On their own they cost more bytes than the content a step adds.
 Every PACK_EVERY saves in a namespace, the engine swaps that namespace's older loose
 snapshots for one record in namespace `roles.pack_namespace(namespace)` (role
-`SnapshotRole.PACK`), their bodies compressed together (`Store.replace_snapshots`:
-atomic, and refused if another engine got there first). Readers see the same
-records either way: `find` and `history` merge packs with loose rows.
+`SnapshotRole.PACK`), their bodies compressed together. Readers see the same
+records either way: `find` and `history` merge packs with loose rows. Only a
+store that declares `PacksSnapshots` gets packs; on any other, rows stay loose.
+
+Every write of a pack is a compare-and-swap (`PacksSnapshots.swap_snapshots`):
+it replaces the loose rows and the pack exactly as this engine read them, or
+nothing. Two engines packing one thread, or packing while another deletes from
+a pack (`delete_states`), cannot overwrite each other's rows: the later swap is
+refused, and the packer gives up (packing only saves space) while a delete
+reads again and retries.
 
 A pack's checkpoint_id is its oldest row's id and its label the newest row's
 (`roles.pack_label`). The packs of a namespace never overlap, and its newest
@@ -27,7 +34,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any, Final, NamedTuple
 
-from resumable.errors import CorruptCheckpointError, StoreError
+from resumable.errors import CorruptCheckpointError
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store, through
 from resumable.stores.roles import (
@@ -72,8 +79,10 @@ def is_pack_namespace(namespace: str) -> bool:
 class Packs:
     """Finds snapshots loose or packed, and packs a namespace's older ones."""
 
-    def __init__(self, store: Store, serde: Serde) -> None:
+    def __init__(self, store: Store, serde: Serde, *, packing: bool = True) -> None:
         self.store, self.serde = store, serde
+        self.packing = packing
+        """The store declares `PacksSnapshots`: `saved` packs every PACK_EVERY saves."""
         self._envelope = serde.envelope.with_compress_over(0)
         self._saves: dict[tuple[str, str], int] = {}
         self._decoded: dict[_PackKey, _Packed] = {}
@@ -154,6 +163,8 @@ class Packs:
 
     async def saved(self, thread_id: str, namespace: str) -> None:
         """Count a save; every PACK_EVERY saves in a namespace, pack it."""
+        if not self.packing:
+            return
         key = (thread_id, namespace)
         if len(self._saves) >= _COUNTED_MAX and key not in self._saves:
             self._saves.clear()
@@ -191,9 +202,9 @@ class Packs:
         (archiving packs all but the newest first).
 
         They fill up the newest pack first (rewritten under the same id), then new
-        ones. Loose rows are listed before the newest pack is read: a pack that
-        changed after that listing took some of those rows, so the swap is refused
-        and nothing is lost (every packer takes the oldest loose rows first).
+        ones. Each swap names the loose rows and the pack it extends as read: if
+        another engine packed or deleted any of them since, it is refused, and
+        packing stops there (the rows stay as they are, readable).
         """
         loose = await self.store.list_snapshots(thread_id, namespace=namespace)
         newest = await self.store.list_snapshots(
@@ -217,11 +228,11 @@ class Packs:
             room = PACK_MAX - (0 if held is None else len(held.rows))
             taken = candidates[start : start + room]
             pack = self._pack_record(thread_id, namespace, held, taken)
-            ids = [row.checkpoint_id for row in taken]
-            if not await self.store.replace_snapshots(
-                thread_id, namespace, ids, by=pack.record
+            old = [*taken, *(() if held is None else (held.record,))]
+            if not await self.store.swap_snapshots(
+                thread_id, old, by=pack.record, durable=False
             ):
-                break  # another engine packed them, or the thread was deleted
+                break  # another engine packed or deleted some of them meanwhile
             # the next merge reads it back, and the next pack extends it: no opening
             self._remember(pack)
             packed += len(taken)
@@ -231,33 +242,22 @@ class Packs:
 
     async def rewrite(
         self, pack: SnapshotRecord, namespace: str, rows: Sequence[SnapshotRecord]
-    ) -> None:
+    ) -> bool:
         """Store `pack` anew holding `rows` (oldest first, as `rows` gives them).
 
-        No rows: the pack is deleted. Each case is one atomic store call, so a
-        crash leaves the old pack or the new one, never a part. A pack keeps its
-        id unless its oldest row went: then the new one replaces it.
-
-        Raises:
-            StoreError: the pack changed or went meanwhile (nothing was lost).
+        No rows: the pack is deleted. One atomic compare-and-swap: a crash leaves
+        the old pack or the new one, never a part. A pack keeps its id unless its
+        oldest row went: then the new one replaces it. Returns False, changing
+        nothing, if the stored pack is no longer `pack` (another engine extended
+        or rewrote it): read it again to try again.
         """
-        thread_id, key = pack.thread_id, (pack.namespace, pack.checkpoint_id)
         if not rows:
-            await self.store.delete_snapshots(thread_id, [key])
-            return
-        new = self._pack_record(thread_id, namespace, None, rows)
-        if new.record.checkpoint_id == pack.checkpoint_id:
-            await self.store.save_snapshot(new.record)
-        elif not await self.store.replace_snapshots(
-            thread_id, pack.namespace, [pack.checkpoint_id], by=new.record
-        ):
-            raise StoreError(
-                store=type(self.store).__name__,
-                detail=f"thread {thread_id!r}: the pack of checkpoints from "
-                f"{pack.checkpoint_id!r} went while it was being rewritten (another "
-                f"engine deleting from it?); nothing was lost, try again",
-            )
+            return await self.store.swap_snapshots(pack.thread_id, [pack], by=None)
+        new = self._pack_record(pack.thread_id, namespace, None, rows)
+        if not await self.store.swap_snapshots(pack.thread_id, [pack], by=new.record):
+            return False
         self._remember(new)
+        return True
 
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""

@@ -93,10 +93,12 @@ class Snapshots:
     an earlier save met unchanged, False encodes every leaf at every save.
     """
 
-    def __init__(self, store: Store, serde: Serde, *, memo: bool = True) -> None:
+    def __init__(
+        self, store: Store, serde: Serde, *, memo: bool = True, packing: bool = True
+    ) -> None:
         self.store, self.codec = store, SnapshotCodec(serde, memo=memo)
         self.serde = serde
-        self.packs = Packs(store, serde)
+        self.packs = Packs(store, serde, packing=packing)
         # the last shape saved or loaded per (thread, namespace, checkpoint): saving
         # the next snapshot of a conversation diffs against it without a read
         self._shapes: dict[tuple[str, str], tuple[str, Shape, int]] = {}
@@ -263,10 +265,12 @@ class Snapshots:
             manifest=self.serde.dumps_json(manifest, place=place),
             chunk_refs=tuple(dict.fromkeys((*refs(manifest), *leaf_hashes(shape)))),
         )
-        await self.store.put_chunks(chunks)
-        done = await self.store.replace_snapshots(
-            record.thread_id, record.namespace, [record.checkpoint_id], by=full
-        )
+        if not self.packs.packing:  # no packer can move it: an upsert will do
+            await self.store.save_snapshot(full, chunks=chunks)
+            done = True
+        else:
+            await self.store.put_chunks(chunks)
+            done = await self.store.swap_snapshots(record.thread_id, [record], by=full)
         if done:
             # named now: stored again in case a collection took one meanwhile
             await self.store.put_chunks(chunks)

@@ -25,8 +25,10 @@ MISSING: Any = object()
 class States:
     """One Engine's thread states."""
 
-    def __init__(self, store: Store, serde: Serde, clock: Clock) -> None:
-        self.snapshots = Snapshots(store, serde)
+    def __init__(
+        self, store: Store, serde: Serde, clock: Clock, *, packing: bool = True
+    ) -> None:
+        self.snapshots = Snapshots(store, serde, packing=packing)
         self._store, self._clock = store, clock
 
     async def save(

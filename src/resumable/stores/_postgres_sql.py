@@ -6,6 +6,7 @@ name; values are always parameters, never pasted in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, LiteralString
 
 from psycopg import sql
@@ -281,7 +282,10 @@ _GET_CHUNKS: Final = (
 
 
 def _insert_snapshot(condition: LiteralString) -> LiteralString:
-    """The CTEs `saved` and `referenced`: insert (or replace) a snapshot, its refs."""
+    """The CTEs `saved`, `unreferenced` and `referenced`: upsert a snapshot, its refs.
+
+    A replaced row's references to chunks the new one does not name go with it.
+    """
     return f"""saved AS (
     INSERT INTO {{schema}}.resumable_snapshots (thread_id, namespace, checkpoint_id,
         parent_id, manifest, label, metadata, created_at_ms)
@@ -292,6 +296,12 @@ def _insert_snapshot(condition: LiteralString) -> LiteralString:
        SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
            label = EXCLUDED.label, metadata = EXCLUDED.metadata,
            created_at_ms = EXCLUDED.created_at_ms
+), unreferenced AS (
+    DELETE FROM {{schema}}.resumable_snapshot_chunks r
+     WHERE {condition}
+       AND r.thread_id = %(thread_id)s AND r.namespace = %(namespace)s
+       AND r.checkpoint_id = %(checkpoint_id)s
+       AND r.hash <> ALL(%(chunk_refs)s::text[])
 ), referenced AS (
     INSERT INTO {{schema}}.resumable_snapshot_chunks (thread_id, namespace,
         checkpoint_id, hash)
@@ -299,7 +309,7 @@ def _insert_snapshot(condition: LiteralString) -> LiteralString:
       FROM unnest(%(chunk_refs)s::text[]) AS h
      WHERE {condition}
     ON CONFLICT DO NOTHING
-)"""  # noqa: S608 - constant SQL; `condition` is one of two constants
+)"""  # noqa: S608 - constant SQL; `condition` is one of the constants below
 
 
 _SAVE_SNAPSHOT: Final[LiteralString] = f"""
@@ -316,34 +326,43 @@ WITH missing AS (
 ), {_insert_snapshot("NOT EXISTS (SELECT 1 FROM missing)")}
 SELECT ARRAY(SELECT h FROM missing) AS missing
 """  # noqa: S608 - constant SQL
-# Nothing changes unless every checkpoint named still exists (rows deleted by a
-# concurrent swap or delete_thread drop out of `doomed` once their lock is free).
-# A record replaced under its own id (`Snapshots.make_full`) is updated, not
-# deleted, and keeps the references it still makes: the sub-statements of one
-# statement do not see each other's rows, so a reference deleted by `released`
-# and inserted again by `referenced` would be lost.
-_REPLACE_SNAPSHOTS: Final[LiteralString] = f"""
-WITH doomed AS (
-    SELECT checkpoint_id FROM {{schema}}.resumable_snapshots
-     WHERE thread_id = %(thread_id)s AND namespace = %(from_namespace)s
-       AND checkpoint_id = ANY(%(ids)s::text[])
+# Nothing changes unless every record of `old` holds the manifest read (rows locked
+# here are read again after a concurrent writer commits: a row it deleted drops
+# out, a row it rewrote shows its new manifest) and no other row holds `by`'s key.
+_SWAP_SNAPSHOTS: Final[LiteralString] = f"""
+WITH expected AS (
+    SELECT * FROM unnest(%(old_namespaces)s::text[], %(old_ids)s::text[],
+                         %(old_manifests)s::bytea[]) AS e(ns, id, manifest)
+), held AS (
+    SELECT s.namespace AS ns, s.checkpoint_id AS id, s.manifest
+      FROM {{schema}}.resumable_snapshots s
+     WHERE s.thread_id = %(thread_id)s
+       AND ((s.namespace, s.checkpoint_id) IN (SELECT ns, id FROM expected)
+            OR (%(has_by)s AND s.namespace = %(namespace)s
+                AND s.checkpoint_id = %(checkpoint_id)s))
        FOR UPDATE
 ), complete AS (
-    SELECT count(*) = cardinality(%(ids)s::text[]) AS ok FROM doomed
+    SELECT NOT EXISTS (
+               SELECT 1 FROM expected e
+                WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.ns = e.ns
+                                     AND h.id = e.id AND h.manifest = e.manifest))
+       AND NOT EXISTS (
+               SELECT 1 FROM held h WHERE %(has_by)s AND h.ns = %(namespace)s
+                  AND h.id = %(checkpoint_id)s
+                  AND (h.ns, h.id) NOT IN (SELECT ns, id FROM expected)) AS ok
+), doomed AS (
+    SELECT DISTINCT ns, id FROM expected
+     WHERE (SELECT ok FROM complete)
+       AND NOT (%(has_by)s AND ns = %(namespace)s AND id = %(checkpoint_id)s)
 ), released AS (
-    DELETE FROM {{schema}}.resumable_snapshot_chunks r
-     WHERE (SELECT ok FROM complete)
-       AND r.thread_id = %(thread_id)s AND r.namespace = %(from_namespace)s
-       AND r.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
-       AND NOT (r.namespace = %(namespace)s AND r.checkpoint_id = %(checkpoint_id)s
-                AND r.hash = ANY(%(chunk_refs)s::text[]))
+    DELETE FROM {{schema}}.resumable_snapshot_chunks r USING doomed
+     WHERE r.thread_id = %(thread_id)s
+       AND r.namespace = doomed.ns AND r.checkpoint_id = doomed.id
 ), gone AS (
-    DELETE FROM {{schema}}.resumable_snapshots s
-     WHERE (SELECT ok FROM complete)
-       AND s.thread_id = %(thread_id)s AND s.namespace = %(from_namespace)s
-       AND s.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
-       AND NOT (s.namespace = %(namespace)s AND s.checkpoint_id = %(checkpoint_id)s)
-), {_insert_snapshot("(SELECT ok FROM complete)")}
+    DELETE FROM {{schema}}.resumable_snapshots s USING doomed
+     WHERE s.thread_id = %(thread_id)s
+       AND s.namespace = doomed.ns AND s.checkpoint_id = doomed.id
+), {_insert_snapshot("%(has_by)s AND (SELECT ok FROM complete)")}
 SELECT ok FROM complete
 """  # noqa: S608 - constant SQL
 _SNAPSHOT_COLUMNS: Final = """
@@ -461,7 +480,7 @@ class Statements:
         self.put_chunks = compose(_PUT_CHUNKS)
         self.get_chunks = compose(_GET_CHUNKS)
         self.save_snapshot = compose(_SAVE_SNAPSHOT)
-        self.replace_snapshots = compose(_REPLACE_SNAPSHOTS)
+        self.swap_snapshots = compose(_SWAP_SNAPSHOTS)
         self.load_snapshot = compose(_LOAD_SNAPSHOT)
         self.list_snapshots = compose(_LIST_SNAPSHOTS)
         self.delete_snapshots = compose(_DELETE_SNAPSHOTS)
@@ -522,6 +541,28 @@ def snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
         "metadata": snapshot.metadata,
         "created_at_ms": snapshot.created_at_ms,
         "chunk_refs": list(snapshot.chunk_refs),
+    }
+
+
+def swap_params(
+    thread_id: str, old: Sequence[SnapshotRecord], by: SnapshotRecord | None
+) -> dict[str, Any]:
+    """The named parameters of `_SWAP_SNAPSHOTS`."""
+    # without `by`, typed stand-ins fill its parameters, each use guarded by has_by
+    row = by or SnapshotRecord(
+        thread_id=thread_id,
+        checkpoint_id="",
+        parent_id=None,
+        manifest=b"",
+        chunk_refs=(),
+        created_at_ms=0,
+    )
+    return {
+        **snapshot_params(row),
+        "has_by": by is not None,
+        "old_namespaces": [_t(record.namespace) for record in old],
+        "old_ids": [_t(record.checkpoint_id) for record in old],
+        "old_manifests": [record.manifest for record in old],
     }
 
 

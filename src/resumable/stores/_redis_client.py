@@ -54,7 +54,7 @@ _SCRIPTS_WITH_LIB: Final = (
     "send_input",
     "put_chunks",
     "save_snapshot",
-    "replace_snapshots",
+    "swap_snapshots",
     "list_snapshots",
     "delete_thread",
     "delete_snapshots",

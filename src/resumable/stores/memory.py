@@ -10,9 +10,10 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
-from resumable.stores import _rules, claims
+from resumable.stores import _rules, claims, packing
 from resumable.stores._records import checked_run
 from resumable.stores.archiving import ThreadStub
+from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
     ArchiveStub,
@@ -28,7 +29,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
-    check_pack,
 )
 
 
@@ -351,24 +351,30 @@ class MemoryStore:
         found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
         return found if limit is None else found[:limit]
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        check_pack(thread_id, by)
-        thread = self._snapshots.get((thread_id, namespace), {})
-        doomed = set(checkpoint_ids)
-        if not doomed <= thread.keys():
-            return False
-        for checkpoint_id in doomed:
-            del thread[checkpoint_id]
-        self._snapshots.setdefault((by.thread_id, by.namespace), {})[
-            by.checkpoint_id
-        ] = by
+        check_swap(thread_id, old, by)
+        for record in old:
+            stored = self._snapshots.get((thread_id, record.namespace), {})
+            now = stored.get(record.checkpoint_id)
+            if now is None or now.manifest != record.manifest:
+                return False
+        keys = packing.keys_of(old)
+        if by is not None and (by.namespace, by.checkpoint_id) not in keys:
+            taken = self._snapshots.get((thread_id, by.namespace), {})
+            if by.checkpoint_id in taken:
+                return False
+        await self.delete_snapshots(thread_id, keys)
+        if by is not None:
+            self._snapshots.setdefault((thread_id, by.namespace), {})[
+                by.checkpoint_id
+            ] = by
         return True
 
     async def delete_snapshots(

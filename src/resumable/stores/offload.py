@@ -3,9 +3,9 @@
 `OffloadStore` wraps any `Store`. On the way in, a run's input or output, a
 step's output or usage, or an input value whose sealed frame (already
 compressed, and encrypted when encryption is on: the object store never sees
-plaintext), or a saved state's, is longer than `offload_over` bytes is uploaded first, under the
-SHA-256 of those bytes, and only then is the row written, holding a 52-byte
-reference in place of the frame:
+plaintext), or a saved state's, is longer than `offload_over` bytes is uploaded
+first, under the SHA-256 of those bytes, and only then is the row written,
+holding a 52-byte reference in place of the frame:
 
 ```
 [magic: 00 "RBLOB1" (7)][codec (1)][size (8, big-endian)][sha256 (32)][crc32 (4)]
@@ -34,14 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from resumable.errors import CheckpointWriteError, StoreError
-from resumable.stores.archive import (
-    ArchiveReader,
-    is_member,
-)
+from resumable.stores.archive import ArchiveReader, is_member
 from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobref import (
     REFERENCE_MAGIC,
@@ -65,6 +62,7 @@ from resumable.stores.offload_stream import (
     fetch,
     upload,
 )
+from resumable.stores.offload_swap import as_stored
 from resumable.stores.places import payload_place, run_place, step_place
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -478,16 +476,18 @@ class OffloadStore(OffloadMaintenance):
             await asyncio.gather(*(self._resolve_snapshot(s) for s in snapshots))
         )
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        return await self.inner.replace_snapshots(
-            thread_id, namespace, checkpoint_ids, by=await self._offload_snapshot(by)
+        stored = await as_stored(self.inner, thread_id, old)
+        new = None if by is None else await self._offload_snapshot(by)
+        return stored is not None and await self.inner.swap_snapshots(
+            thread_id, stored, by=new, durable=durable
         )
 
     async def delete_snapshots(

@@ -66,6 +66,7 @@ from resumable.stores._postgres_thread_archive import (
     ThreadArchiveMethods,
     ThreadArchiveStatements,
 )
+from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
     ArchiveStub,
@@ -81,7 +82,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
-    check_pack,
 )
 
 __all__ = ["CHANNEL", "DEFAULT_SCHEMA", "Options", "PostgresStore", "parse_url"]
@@ -500,22 +500,18 @@ class PostgresStore(ThreadArchiveMethods):
         rows = await self._read(self._sql.list_snapshots, params)
         return [_pgsql.snapshot_from_row(row) for row in rows]
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        check_pack(thread_id, by)
-        params = {
-            "from_namespace": _t(namespace),
-            "ids": [_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],
-            **_pgsql.snapshot_params(by),
-        }
+        check_swap(thread_id, old, by)
+        params = _pgsql.swap_params(thread_id, old, by)
         async with self._connection() as conn:
-            cursor = await conn.execute(self._sql.replace_snapshots, params)
+            cursor = await conn.execute(self._sql.swap_snapshots, params)
             row = await cursor.fetchone()
         return row is not None and bool(row["ok"])
 

@@ -4,8 +4,9 @@ A store keeps runs, their journals, the inputs sent to them, and content-address
 snapshots, in four Protocols: `RunStore` (runs, leases with fencing, journal,
 inputs: all that running workflows needs), `SnapshotStore` (chunks, snapshots,
 threads), `RunListing` (`runs()`, the CLI, the dashboard) and `Maintenance`
-(`gc()`, `rekey()`). `Store` is all four, as the built-in stores are; a store of
-your own may start with `RunStore`. Optional capabilities are the Protocols of
+(`gc()`, `rekey()`). `Store` is all four and `PacksSnapshots` (packing of older
+snapshots, optional), as the built-in stores are; a store of your own may start
+with `RunStore`. Optional capabilities are the Protocols of
 `resumable.stores.capabilities`, checked once, when the engine takes the store.
 `docs/stores.md` shows how to write one.
 
@@ -36,6 +37,7 @@ from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC04
 from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
 from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
 from resumable.stores.kinds import JournalKind, kind_of
+from resumable.stores.packing import PacksSnapshots as PacksSnapshots  # noqa: PLC0414
 from resumable.stores.roles import SnapshotRole, ThreadRole, snapshot_role, thread_role
 
 RunStatus = Literal[
@@ -332,15 +334,6 @@ def through(checkpoint_id: str) -> str:
     return checkpoint_id + "\x01"
 
 
-def check_pack(thread_id: str, by: SnapshotRecord) -> None:
-    """What every `replace_snapshots` checks first: `by` is of the thread (ValueError)."""
-    if by.thread_id != thread_id:
-        raise ValueError(
-            f"replace_snapshots: the pack belongs to thread {by.thread_id!r}, "
-            f"not to {thread_id!r}, whose snapshots it would replace"
-        )
-
-
 @runtime_checkable
 class RunStore(Protocol):
     """The core a store must implement: runs, leases with fencing, journal, inputs.
@@ -491,32 +484,6 @@ class SnapshotStore(Protocol):
         """A thread's snapshots, newest first (all namespaces if `namespace` is None)."""
         ...
 
-    async def replace_snapshots(
-        self,
-        thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
-        *,
-        by: SnapshotRecord,
-    ) -> bool:
-        """Swap a thread's snapshots for one record that holds them all (a pack).
-
-        In one transaction: if every snapshot `checkpoint_ids` of `thread_id` in
-        `namespace` exists, delete them and insert `by` (same thread; a chunk they
-        named and it does not is left for collection) and return True. If any is
-        gone (deleted meanwhile, or swapped by another engine), change nothing and
-        return False.
-
-        A swap only saves space, so a store may commit it less durably than other
-        writes (SQLite: without an fsync), provided that a swap it loses is lost
-        whole: the rows it would have replaced stay.
-
-        Raises:
-            ValueError: `by` belongs to another thread (`check_pack`), before
-                anything is read or written.
-        """
-        ...
-
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]
     ) -> int:
@@ -595,5 +562,5 @@ class Maintenance(Protocol):
 
 
 @runtime_checkable
-class Store(RunStore, SnapshotStore, RunListing, Maintenance, Protocol):
+class Store(RunStore, SnapshotStore, PacksSnapshots, RunListing, Maintenance, Protocol):
     """Everything a full store offers, as the built-in stores do (see the module docstring)."""

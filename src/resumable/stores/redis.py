@@ -527,17 +527,15 @@ class RedisStore(ThreadArchiveMethods):
             self._conn, thread_id, namespace=namespace, before=before, limit=limit
         )
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        return await _snapshots.replace_snapshots(
-            self._conn, thread_id, namespace, checkpoint_ids, by=by
-        )
+        return await _snapshots.swap_snapshots(self._conn, thread_id, old, by=by)
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

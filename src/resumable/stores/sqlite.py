@@ -43,7 +43,7 @@ only by processes of one machine (its index is shared memory), which a power cut
 ends together. The next durable commit fsyncs the WAL, and with it every lease
 write before it. A resume takes its lease an fsync sooner (much time on a disk
 with slow fsyncs), and a heartbeat costs no fsync. So does a pack swap
-(`replace_snapshots`): it only saves space, and a power cut before the next
+(`swap_snapshots(durable=False)`): it only saves space, and a power cut before the next
 durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
 steps; each swap paid an fsync.
@@ -87,6 +87,7 @@ from resumable.stores import _sqlite_snapshots as _snapshots
 from resumable.stores import _sqlite_thread_archive as _threads
 from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
 from resumable.stores.archiving import ThreadStub
+from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
     ArchiveStub,
@@ -102,7 +103,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
-    check_pack,
 )
 
 _t = _sql.to_text
@@ -449,23 +449,21 @@ class SQLiteStore:
         select = partial(_snapshots.select_snapshots_txn, query=query, params=params)
         return await self._call(select, write=False, inline=True)
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        check_pack(thread_id, by)
-        replace = partial(
-            _snapshots.replace_snapshots_txn,
-            where=(_t(thread_id), _t(namespace)),
-            ids=[_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],
-            by=by,
+        check_swap(thread_id, old, by)
+        swap = partial(
+            _snapshots.swap_snapshots_txn, thread_id=thread_id, old=list(old), by=by
         )
-        # no fsync: see the module doc (a lost swap leaves the rows loose)
-        return await self._call(replace, write=True, durable=False)
+        # packing: no fsync, see the module doc (a lost swap leaves the rows as
+        # they were)
+        return await self._call(swap, write=True, durable=durable)
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

@@ -3,6 +3,8 @@
 -- pairs. Returns how many snapshots were deleted.
 local thread = ARGV[2]
 local count = 0
+local time = tonumber(redis.call('ZSCORE', KEYS[2], thread) or '0')
+local lowered = false
 for i = 3, #ARGV, 2 do
   local suffix = thread_suffix(thread, ARGV[i])
   local records = B .. 'cp:' .. suffix
@@ -12,17 +14,10 @@ for i = 3, #ARGV, 2 do
     for _, ref in ipairs(snapshot_refs(record)) do
       decref(ref)
     end
+    lowered = lowered or snapshot_created(record) >= time
     redis.call('HDEL', records, ARGV[i + 1])
     redis.call('ZREM', B .. 'cps:' .. suffix, ARGV[i + 1])
   end
 end
-for _, namespace in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('HLEN', B .. 'cp:' .. thread_suffix(thread, namespace)) == 0 then
-    redis.call('SREM', KEYS[1], namespace)
-  end
-end
--- the thread's time stays its newest save's; a thread left empty is no longer listed
-if redis.call('SCARD', KEYS[1]) == 0 then
-  redis.call('ZREM', KEYS[2], thread)
-end
+settle_thread(KEYS[1], KEYS[2], thread, lowered)
 return count
