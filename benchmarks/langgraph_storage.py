@@ -33,6 +33,9 @@ step, 24 runs each).
 
 Both savers fsync every commit; `--no-fsync` runs both with SQLite's
 `synchronous=NORMAL` instead (ResumableSaver: `?durability=normal`).
+`--sync-only [ROUNDS]` runs only the lockstep `durability="sync"` runs (ROUNDS of
+them, 9 by default, the saver stepping first alternating) and prints each
+round's median step per saver and their ratio, then the medians over rounds.
 
 Needs `pip install langgraph-checkpoint-sqlite` (LangGraph's SqliteSaver).
 """
@@ -48,7 +51,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
@@ -337,16 +340,65 @@ class _ResumableSaver(AbstractContextManager[BaseCheckpointSaver[Any]]):
         self.saver.close()
 
 
+OPENERS: dict[
+    str, Callable[[Path], AbstractContextManager[BaseCheckpointSaver[Any]]]
+] = {
+    "LangGraph SqliteSaver": _SqliteSaver,
+    "ResumableSaver (sqlite)": _ResumableSaver,
+}
+
+
+def sync_only(rounds: int) -> None:
+    """Lockstep sync runs only: each round's median step per saver, and the ratio."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        savers: dict[str, BaseCheckpointSaver[Any]] = {}
+        for name, opener in OPENERS.items():
+            path = Path(tmp) / name.split()[0] / "storage.db"
+            path.parent.mkdir()
+            savers[name] = stack.enter_context(opener(path))
+        theirs_name, ours_name = OPENERS
+        medians: dict[str, list[float]] = {name: [] for name in savers}
+        ratios = []
+        for run in range(rounds):
+            times = run_in_lockstep(savers, run % len(savers))
+            for name in savers:
+                medians[name].append(statistics.median(times[name]) * 1000)
+            ratios.append(medians[ours_name][-1] / medians[theirs_name][-1])
+            print(
+                f"round {run}: SqliteSaver {medians[theirs_name][-1]:.3f} ms, "
+                f"ResumableSaver {medians[ours_name][-1]:.3f} ms, "
+                f"ratio {ratios[-1]:.3f}x",
+                flush=True,
+            )
+    theirs, ours = (statistics.median(medians[name]) for name in savers)
+    print(
+        f"sync step, medians of {rounds} rounds "
+        f"({'fsync on every commit' if FSYNC else 'no fsync per commit'}): "
+        f"SqliteSaver {theirs:.3f} ms, ResumableSaver {ours:.3f} ms, ratio of "
+        f"medians {ours / theirs:.3f}x, median ratio {statistics.median(ratios):.3f}x "
+        f"(rounds: {min(ratios):.3f}x to {max(ratios):.3f}x)"
+    )
+
+
 def main() -> None:
     global FSYNC  # noqa: PLW0603 - a command-line switch read by both openers
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-fsync", action="store_true", help="synchronous=NORMAL")
-    FSYNC = not parser.parse_args().no_fsync
+    parser.add_argument(
+        "--sync-only",
+        type=int,
+        nargs="?",
+        const=9,
+        metavar="ROUNDS",
+        help="only the lockstep durability='sync' runs, ROUNDS of them",
+    )
+    args = parser.parse_args()
+    FSYNC = not args.no_fsync
+    if args.sync_only:
+        sync_only(args.sync_only)
+        return
     content = STEPS * MESSAGE_BYTES
-    openers = {
-        "LangGraph SqliteSaver": _SqliteSaver,
-        "ResumableSaver (sqlite)": _ResumableSaver,
-    }
+    openers = OPENERS
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         savers, results = {}, {}
         for name, opener in openers.items():

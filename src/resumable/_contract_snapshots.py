@@ -6,9 +6,9 @@ import asyncio
 import dataclasses
 from typing import Any
 
+from resumable._contract_packing import PacksSnapshotsContract
 from resumable._contract_records import (
     T0,
-    must_raise,
     needs,
     snapshot_record,
 )
@@ -18,10 +18,17 @@ from resumable.stores.protocol import (
     SnapshotStore,
     Store,
 )
+from resumable.stores.roles import pack_namespace, writes_namespace
+
+PACKS = pack_namespace("")
+WRITES = writes_namespace("")
 
 
-class SnapshotStoreContract:
-    """Behaviour of a store's snapshots and chunks (see `StoreContract`)."""
+class SnapshotStoreContract(PacksSnapshotsContract):
+    """Behaviour of a store's snapshots and chunks (see `StoreContract`).
+
+    With the tests of packing, which skip on a store without `PacksSnapshots`.
+    """
 
     # --- snapshots ----------------------------------------------------------------
     async def test_chunks_are_content_addressed_and_idempotent(
@@ -109,70 +116,6 @@ class SnapshotStoreContract:
             else:
                 assert await store.get_chunks([chunk]) == {chunk: b"L"}
 
-    async def test_snapshots_are_swapped_for_a_pack_in_one_step(
-        self, store: Store
-    ) -> None:
-        needs(store, SnapshotStore)
-        await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
-        for n, refs in enumerate((("a",), ("a", "b"), ("c",)), start=1):
-            await store.save_snapshot(snapshot_record("t", f"000{n}", refs))
-        pack = snapshot_record(
-            "t", "0001", ("a", "b"), namespace=":pack:", label="0002"
-        )
-        assert await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
-        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0003"]
-        loaded = await store.load_snapshot("t", namespace=":pack:")
-        assert loaded is not None
-        assert dataclasses.replace(loaded, chunk_refs=()) == dataclasses.replace(
-            pack, chunk_refs=()
-        )
-        assert sorted(loaded.chunk_refs) == ["a", "b"]
-        # the pack holds every chunk the swapped snapshots used
-        assert await store.delete_unreferenced_chunks(100) == 0
-        # one of them is gone: nothing changes
-        again = snapshot_record("t", "0003", ("c",), namespace=":pack:")
-        assert not await store.replace_snapshots("t", "", ["0003", "0002"], by=again)
-        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0003"]
-        assert len(await store.list_snapshots("t", namespace=":pack:")) == 1
-        assert await store.delete_thread("t") == 2
-        assert await store.delete_unreferenced_chunks(100) == 3
-
-    async def test_a_pack_of_another_thread_is_refused_before_anything_changes(
-        self, store: Store
-    ) -> None:
-        needs(store, SnapshotStore)
-        for n in (1, 2):
-            await store.save_snapshot(snapshot_record("t", f"000{n}", ()))
-        pack = snapshot_record("other", "0001", (), namespace=":pack:", label="0002")
-        with must_raise(ValueError):
-            await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
-        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == [
-            "0002",
-            "0001",
-        ]
-        assert await store.list_snapshots("other", namespace=":pack:") == []
-
-    async def test_two_swaps_of_the_same_snapshots_cannot_both_happen(
-        self, store: Store
-    ) -> None:
-        needs(store, SnapshotStore)
-        await store.put_chunks({"a": b"A"})
-        for n in range(1, 5):
-            await store.save_snapshot(snapshot_record("t", f"000{n}", ("a",)))
-        ids = ["0001", "0002", "0003"]
-        packs = [
-            snapshot_record("t", "0001", ("a",), namespace=":pack:", label=who)
-            for who in ("one", "two")
-        ]
-        done = await asyncio.gather(
-            *(store.replace_snapshots("t", "", ids, by=pack) for pack in packs)
-        )
-        assert sorted(done) == [False, True]
-        loaded = await store.load_snapshot("t", namespace=":pack:")
-        assert loaded is not None
-        assert loaded.label == ("one" if done[0] else "two")
-        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0004"]
-
     async def test_threads_are_listed_newest_first_by_page_and_prefix(
         self, store: Store
     ) -> None:
@@ -211,15 +154,12 @@ class SnapshotStoreContract:
             "a/1",
         ]
         assert await store.list_threads(limit=0) == []
-        # a pack's swap keeps the thread listed; a deleted thread is gone
-        pack = saved("c", "0001", 9, namespace=":pack:", label="0001")
-        assert await store.replace_snapshots("c", "", ["0001"], by=pack)
-        assert (await store.list_threads(limit=1))[0].thread_id == "c"
+        # a deleted thread is gone
         assert await store.delete_thread("b") == 1
         assert [t.thread_id for t in await store.list_threads()] == [
-            "c",
             "a/2",
             "a/1",
+            "c",
         ]
 
     async def test_snapshots_load_latest_list_and_delete(self, store: Store) -> None:
@@ -260,3 +200,48 @@ class SnapshotStoreContract:
         assert await store.load_snapshot("t") is None
         assert await store.delete_unreferenced_chunks(100) == 3
         assert await store.get_chunks(["a", "b", "c"]) == {}
+
+    async def test_single_snapshots_are_deleted_and_only_their_chunks_released(
+        self, store: Store
+    ) -> None:
+        needs(store, SnapshotStore)
+        await store.put_chunks({"a": b"A", "b": b"B", "c": b"C"})
+        await store.save_snapshot(snapshot_record("t", "0001", ("a",)))
+        await store.save_snapshot(snapshot_record("t", "0002", ("a", "b")))
+        await store.save_snapshot(
+            snapshot_record("t", "0002", ("c",), namespace=WRITES)
+        )
+        await store.save_snapshot(snapshot_record("other", "0002", ("b",)))
+        keys = [("", "0002"), (WRITES, "0002"), ("", "nope"), ("gone", "0001")]
+        assert await store.delete_snapshots("t", keys) == 2
+        assert [s.checkpoint_id for s in await store.list_snapshots("t")] == ["0001"]
+        assert await store.list_snapshots("t", namespace=WRITES) == []
+        assert await store.load_snapshot("other", checkpoint_id="0002") is not None
+        # "b" is still the other thread's, "a" the kept snapshot's: only "c" goes
+        assert await store.delete_unreferenced_chunks(100) == 1
+        assert await store.get_chunks(["a", "b", "c"]) == {"a": b"A", "b": b"B"}
+        # deleting again, or nothing, changes nothing
+        assert await store.delete_snapshots("t", keys) == 0
+        assert await store.delete_snapshots("t", []) == 0
+        assert [t.thread_id for t in await store.list_threads()] == ["t", "other"]
+        # the last snapshot gone, the thread is no longer listed
+        assert await store.delete_snapshots("t", [("", "0001")]) == 1
+        assert [t.thread_id for t in await store.list_threads()] == ["other"]
+        assert await store.delete_unreferenced_chunks(100) == 1
+        assert await store.get_chunks(["a", "b"]) == {"b": b"B"}
+
+    async def test_deleting_snapshots_is_one_transaction(self, store: Store) -> None:
+        needs(store, SnapshotStore)
+        await store.put_chunks({"x": b"X"})
+        ids = [f"{n:04d}" for n in range(40)]
+        for checkpoint_id in ids:
+            await store.save_snapshot(snapshot_record("t", checkpoint_id, ("x",)))
+        # a reader racing the delete sees every doomed row or none of them
+        doomed = [("", checkpoint_id) for checkpoint_id in ids[::2]]
+        deleted, seen = await asyncio.gather(
+            store.delete_snapshots("t", doomed), store.list_snapshots("t")
+        )
+        assert deleted == len(doomed)
+        assert len(seen) in (len(ids), len(ids) - len(doomed))
+        kept = [s.checkpoint_id for s in await store.list_snapshots("t")]
+        assert kept == sorted(ids[1::2], reverse=True)

@@ -22,6 +22,7 @@ from resumable._contract_maintenance import MaintenanceContract
 from resumable._contract_records import T0, run_record, snapshot_record, step_record
 from resumable._contract_runs import RunStoreContract
 from resumable._contract_snapshots import SnapshotStoreContract
+from resumable._contract_thread_archive import ThreadArchiveContract
 from resumable._tamper import (
     Mutation,
     StoredField,
@@ -84,6 +85,10 @@ class FakeClock:
 
 
 class StoreContract(
-    RunStoreContract, SnapshotStoreContract, MaintenanceContract, ArchiveStoreContract
+    RunStoreContract,
+    SnapshotStoreContract,
+    MaintenanceContract,
+    ArchiveStoreContract,
+    ThreadArchiveContract,
 ):
     """Behaviour every Store must show. Subclass it and provide a `store` fixture."""

@@ -9,10 +9,10 @@ import pytest
 
 from resumable import CorruptCheckpointError, Engine, StoreError
 from resumable._engine import packs
-from resumable._engine.packs import pack_namespace
 from resumable._engine.snapshots import Checkpoint
 from resumable.serde import KeyRing
 from resumable.stores.protocol import Store
+from resumable.stores.roles import pack_namespace
 
 
 @pytest.fixture(autouse=True)
@@ -179,7 +179,7 @@ async def test_a_failed_pack_leaves_the_saves_done_and_the_rows_loose(
     async def refuse(*args: object, **kwargs: object) -> bool:
         raise StoreError(store="test", detail="the store went away mid-pack")
 
-    monkeypatch.setattr(store, "replace_snapshots", refuse)
+    monkeypatch.setattr(store, "swap_snapshots", refuse)
     saved = await conversation(Engine(store), "t", 10)
     assert await loose_and_packed(store, "t") == (10, 0)
     assert await Engine(store).state_history("t") == saved[::-1]

@@ -512,3 +512,17 @@ async def test_a_deleted_thread_is_not_used_as_a_delta_base(store: Store) -> Non
         )
     await engine.save_state("gone", {"messages": [message(2)]})
     assert await engine.load_state("gone") == {"messages": [message(2)]}
+
+
+async def test_a_state_saved_again_under_its_own_id_replaces_it_whole(
+    store: Store,
+) -> None:
+    # two first saves of one id at once (LangGraph's thread index did) made the
+    # second a delta of the first under the same id: a chain that never ends
+    engine = Engine(store)
+    await engine.save_state("t", {"n": 0}, checkpoint_id="0001")
+    await engine.save_state("t", {"n": 1, "more": "x" * 50}, checkpoint_id="0002")
+    again = await engine.save_state("t", {"n": 2}, checkpoint_id="0002")
+    assert again.parent_id == "0001"
+    assert await Engine(store).load_state("t") == {"n": 2}
+    assert await Engine(store).load_state("t", checkpoint_id="0001") == {"n": 0}

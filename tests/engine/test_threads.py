@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from resumable import Engine, ResumableError
-from resumable._engine.listing import STAGING_SUFFIX
 from resumable.integrations.langgraph_threads import register_thread
 from resumable.stores.protocol import Store
+from resumable.stores.roles import STAGING_SUFFIX
 from resumable.testing import T0, FakeClock
 
 

@@ -7,13 +7,14 @@ import dataclasses
 import json
 import os
 import pickle
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, closing, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 from uuid import uuid4
@@ -385,6 +386,102 @@ def test_each_sync_call_returns_once_its_own_writes_are_on_disk(tmp_path: Path) 
     ]
 
 
+def test_a_sync_call_waits_for_its_fsync_after_its_turn_and_returns_only_after_it(
+    tmp_path: Path,
+) -> None:
+    """put_writes commits in its turn and fsyncs after it: a put called meanwhile
+    commits during that fsync, and returns on an fsync of its own while put_writes'
+    is still held. Each returns only after an fsync that began once its own
+    commit was made."""
+    path = tmp_path / "sync.db"
+    first_started, release = threading.Event(), threading.Event()
+    seen: list[set[str]] = []  # the records committed when each fsync began
+    events: list[str] = []
+    lock = threading.Lock()
+
+    def committed() -> set[str]:
+        with closing(sqlite3.connect(path)) as conn:
+            rows = conn.execute("SELECT checkpoint_id FROM resumable_snapshots")
+            return {str(row[0]) for row in rows}
+
+    armed = threading.Event()  # set once the thread and its first checkpoint exist
+
+    def sync_file(fd: int) -> None:
+        if not armed.is_set():
+            os.fsync(fd)
+            return
+        with lock:
+            seen.append(committed())
+            index = len(seen) - 1
+        if index == 0:
+            first_started.set()
+            assert release.wait(30)
+        os.fsync(fd)
+        with lock:
+            events.append(f"sync {index} ended")
+
+    store = SQLiteStore(f"sqlite:///{path}", sync_file=sync_file)
+    engine = Engine(store)
+    with ResumableSaver(engine) as saver:
+        value = "a value long enough to be a content-addressed chunk, not inline"
+        first = saver.put(config("t"), checkpoint(x=value), {"step": -1}, {})
+        before = committed()
+        armed.set()
+
+        def put_writes() -> None:
+            saver.put_writes(first, [("x", value + "!")], "task")
+            with lock:
+                events.append("put_writes returned")
+
+        def put() -> None:
+            saver.put(first, checkpoint(x=value + "?"), {"step": 0}, {})
+            with lock:
+                events.append("put returned")
+
+        with ThreadPoolExecutor(2) as pool:
+            writes = pool.submit(put_writes)
+            assert first_started.wait(30)  # put_writes committed; its fsync holds
+            pool.submit(put).result(30)  # its turn is free, its fsync its own
+            assert not writes.done()
+            assert "put_writes returned" not in events
+            release.set()
+            writes.result(30)
+        writes_record, put_record = sorted(
+            committed() - before, key=lambda record: "." not in record
+        )
+    asyncio.run(engine.close())
+    assert writes_record in seen[0]
+    assert put_record not in seen[0]  # committed during the first fsync
+    assert put_record in seen[1]
+    assert events.index("put_writes returned") > events.index("sync 0 ended")
+    assert events.index("put returned") > events.index("sync 1 ended")
+
+
+def test_a_sync_call_that_raises_after_a_write_still_waits_for_its_fsync(
+    tmp_path: Path,
+) -> None:
+    events: list[str] = []
+
+    def sync_file(fd: int) -> None:
+        os.fsync(fd)
+        events.append("synced")
+
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'sync.db'}", sync_file=sync_file)
+    engine = Engine(store)
+
+    async def save_then_fail() -> None:
+        await engine.save_state("t", {"x": 1})
+        events.append("saved")
+        raise ValueError("after the write")
+
+    with ResumableSaver(engine) as saver:
+        with pytest.raises(ValueError, match="after"):
+            saver._call(save_then_fail())
+        events.append("call ended")
+    asyncio.run(engine.close())
+    assert events == ["saved", "synced", "call ended"]
+
+
 async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_taking_turns(
     backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -629,7 +726,29 @@ async def test_a_thread_continues_after_its_parent_checkpoint_was_deleted(
             await reader.aclose()
 
 
-async def test_a_rewrite_never_deletes_the_copy_a_crashed_one_left(
+async def test_prune_deletes_exactly_the_doomed_checkpoints_and_their_writes(
+    backend: str, tmp_path: Path
+) -> None:
+    async with open_saver(backend, tmp_path) as saver:
+        first = await put(saver, "t", run_id="r1")
+        await saver.aput_writes(first, [("ch", "old write")], "task-1")
+        second = await put(saver, "t", first["configurable"]["checkpoint_id"])
+        await saver.aput_writes(second, [("ch", "kept write")], "task-2")
+        other = await put(saver, "other", run_id="r1")
+        await saver.adelete_for_runs(["r1"])
+        assert [c.config async for c in saver.alist(config("t"))] == [second]
+        assert await saver.aget_tuple(other) is None
+        await saver.aprune(["t"])
+        found = await saver.aget_tuple(config("t"))
+        assert found is not None
+        assert found.config == second
+        assert found.pending_writes == [("task-2", "ch", "kept write")]
+        # nothing staged: no thread but the two (and the saver's index) was written
+        threads = await saver._acall(saver.engine.store.list_threads())
+        assert all(not t.thread_id.endswith(STAGING_SUFFIX) for t in threads), threads
+
+
+async def test_a_staged_copy_an_older_version_left_is_reported_never_deleted(
     tmp_path: Path,
 ) -> None:
     async with open_saver("sqlite", tmp_path) as saver:

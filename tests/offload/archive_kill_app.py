@@ -2,9 +2,10 @@
 
 MODE "archive": archives every finished run; its object store notes `uploaded <key>`
 in LOG after each upload and hangs after the third, before the store swaps that
-run's rows for its stub. MODE "restore": restores run "k-0"; its object store notes
-`read <key>` once the archive is read and hangs, before the rows go back. The test
-SIGKILLs the process while it hangs.
+run's (or thread's) rows for its stub. MODE "restore": restores run "k-0"; its
+object store notes `read <key>` once the archive is read and hangs, before the
+rows go back. MODE "restore-thread": the same for thread "c-0". The test SIGKILLs
+the process while it hangs.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Hangs:
 
     async def get(self, key: str) -> bytes | bytearray:
         data = await self.inner.get(key)
-        if self.mode == "restore":
+        if self.mode.startswith("restore"):
             note(f"read {key}")
             await asyncio.sleep(3600)
         return data
@@ -55,6 +56,8 @@ async def main(mode: str, store: str, folder: str) -> None:
     async with Engine(store, blobs=Hangs(FileBlobs(folder), mode)) as engine:
         if mode == "archive":
             await engine.archive(older_than=timedelta(0))
+        elif mode == "restore-thread":
+            await engine.unarchive_thread("c-0")
         else:
             await engine.unarchive("k-0")
     note("finished")  # never reached: the test kills the process first

@@ -13,8 +13,8 @@ from offload.s3server import MotoS3
 from resumable import Engine, current_run, step, wait_for, workflow
 from resumable.cli import main
 from resumable.errors import CorruptCheckpointError, UsageError
-from resumable.stores.archive import ArchiveRef, is_member
-from resumable.stores.archiving import SupportsArchive
+from resumable.stores.archive import is_member
+from resumable.stores.archiving import SupportsArchive, SupportsThreadArchive
 from resumable.stores.offload import OffloadStore
 
 RAN: Counter[str] = Counter()
@@ -173,25 +173,15 @@ async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
         store = engine.store
         assert isinstance(store, OffloadStore)
         rows = await store.inner.list_snapshots("cold-thread", namespace=None)
-        assert rows
-        # every older manifest longer than a reference moved (shorter ones stay);
-        # the newest of each namespace stays live, with the chunks it names
-        newest = {r.namespace: r for r in sorted(rows, key=lambda r: r.checkpoint_id)}
-        older = [r for r in rows if r is not newest[r.namespace]]
-        assert any(is_member(r.manifest) for r in older)
-        assert all(is_member(r.manifest) or len(r.manifest) <= 112 for r in older)
-        assert not any(is_member(r.manifest) for r in newest.values())
-        chunks = await store.inner.get_chunks({h for r in rows for h in r.chunk_refs})
-        moved = [data for data in chunks.values() if is_member(data)]
-        assert moved  # the large chunks went with them
-        live = {h for r in newest.values() for h in r.chunk_refs}
-        assert not any(is_member(chunks[h]) for h in live if h in chunks)
-        keys = {
-            ArchiveRef.decode(r.manifest, place="").key
-            for r in rows
-            if is_member(r.manifest)
-        }
-        assert len(keys) == 1
+        # the built-in stores archive threads by row (stores.coldthreads): the
+        # older rows left and one stub stands; the newest stays live, full
+        assert [r.checkpoint_id for r in rows] == [history[0][0]]
+        inner = store.inner
+        assert isinstance(inner, SupportsThreadArchive)
+        stub = await inner.load_thread_stub("cold-thread")
+        assert stub is not None
+        assert [ns for ns, _ in stub.newest] == [":pack:"]  # packed first, then moved
+        assert not any(is_member(r.manifest) for r in rows)
         assert await _archived(engine) == []
     async with _engine(primary_url, moto_s3, bucket) as engine:  # nothing cached
         assert await engine.load_state("cold-thread") == state

@@ -6,13 +6,14 @@ from resumable import Engine
 from resumable.stores.capabilities import Capabilities
 from resumable.stores.protocol import (
     Maintenance,
+    PacksSnapshots,
     RunListing,
     RunStore,
     SnapshotStore,
     Store,
 )
 
-PARTS = ("SnapshotStore", "RunListing", "Maintenance")
+PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {
     "memory": {"RunsOnAnyLoop"},
     "sqlite": {"RunsOnAnyLoop", "NeedsOpen"},
@@ -24,7 +25,7 @@ DECLARED = {
 async def test_every_built_in_store_implements_every_part(
     store: Store, backend: str
 ) -> None:
-    for part in (RunStore, SnapshotStore, RunListing, Maintenance, Store):
+    for part in (RunStore, SnapshotStore, PacksSnapshots, RunListing, Maintenance):
         assert isinstance(store, part), part.__name__
     found = Capabilities.of(store)
     assert set(found.names) == {*PARTS, *DECLARED[backend]}

@@ -147,6 +147,7 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     memory = Capabilities.of(MemoryStore())
     assert memory.names == (
         "SnapshotStore",
+        "PacksSnapshots",
         "RunListing",
         "Maintenance",
         "RunsOnAnyLoop",

@@ -54,7 +54,7 @@ async def test_a_sqlite_store_written_before_versions_is_migrated(
         (version,) = conn.execute(
             "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
         ).fetchone()
-    assert int(version) == _sql.latest_version("sqlite") == 4
+    assert int(version) == _sql.latest_version("sqlite") == 5
 
 
 @pytest.mark.postgres
@@ -113,7 +113,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
             )
             row = await cur.fetchone()
         assert row is not None
-        assert int(row[0]) == _sql.latest_version("postgres") == 3
+        assert int(row[0]) == _sql.latest_version("postgres") == 4
     finally:
         await store.drop()
         await store.close()

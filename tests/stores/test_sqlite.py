@@ -531,16 +531,21 @@ async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
     await store.save_snapshot(snapshot_record("t", "0001", ()))
     await store.save_snapshot(snapshot_record("t", "0002", ()))
     assert events == ["WAL synced"] * 2
+    old = await store.list_snapshots("t")
     pack = snapshot_record("t", "0001", (), namespace=":pack:", label="0002")
-    assert await store.replace_snapshots("t", "", ["0001", "0002"], by=pack)
+    assert await store.swap_snapshots("t", old, by=pack, durable=False)
     assert events == ["WAL synced"] * 2
     await store.save_snapshot(snapshot_record("t", "0003", ()))
     assert events == ["WAL synced"] * 3
     with connections.gate:  # the same on the store thread
+        old = await store.list_snapshots("t")
         pack = snapshot_record("t", "0003", (), namespace=":pack:", label="0003")
-        assert await store.replace_snapshots("t", "", ["0003"], by=pack)
+        assert await store.swap_snapshots("t", old, by=pack, durable=False)
     assert events == ["WAL synced"] * 3
     assert [r.checkpoint_id for r in await store.list_snapshots("t")] == []
+    # a swap that deletes rows (delete_states) is as durable as any write
+    assert await store.swap_snapshots("t", [pack], by=None)
+    assert events == ["WAL synced"] * 4
 
 
 async def test_a_failed_wal_fsync_is_a_store_error_naming_what_to_do(

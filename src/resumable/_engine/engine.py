@@ -175,7 +175,9 @@ class Engine(StateMethods, MaintenanceMethods):
         )
         self._runtime = self._driver.runtime
         report_commit_batches(self._runtime, self.capabilities.commit_batches)
-        self._states = States(self.store, self.serde, self.clock)
+        self._states = States(
+            self.store, self.serde, self.clock, packing=self.capabilities.packs
+        )
         self._snapshots = self._states.snapshots
         self._bridge = Bridge()
 

@@ -14,7 +14,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final
 
 from resumable._engine.clock import datetime_of
 from resumable.errors import UsageError
@@ -26,13 +25,7 @@ from resumable.stores.protocol import (
     RunStatus,
     Store,
 )
-
-INTERNAL_THREAD_PREFIX: Final = ":resumable:"
-"""Threads the library keeps for itself (the LangGraph thread index) start so."""
-STAGING_SUFFIX: Final = ":resumable-staging"
-"""Where `prune`/`delete_for_runs` of the LangGraph saver keep a thread's surviving
-checkpoints while it is rewritten (`thread_id + STAGING_SUFFIX`); left behind only
-by a crash midway (restore with `copy_thread`)."""
+from resumable.stores.roles import ThreadRole, thread_role
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,9 +219,7 @@ async def count_runs(store: Store, selection: RunFilter | None) -> RunCounts:
 
 def is_internal_thread(thread_id: str) -> bool:
     """Whether the library keeps this thread for itself (never listed to users)."""
-    return thread_id.startswith(INTERNAL_THREAD_PREFIX) or thread_id.endswith(
-        STAGING_SUFFIX
-    )
+    return thread_role(thread_id) is not ThreadRole.USER
 
 
 async def threads_page(
@@ -240,9 +231,7 @@ async def threads_page(
     while len(found) <= limit:
         batch = await store.list_threads(prefix=prefix, after=after, limit=limit + 1)
         found += [
-            (t.updated_at_ms, t.thread_id)
-            for t in batch
-            if not is_internal_thread(t.thread_id)
+            (t.updated_at_ms, t.thread_id) for t in batch if t.role is ThreadRole.USER
         ]
         if len(batch) <= limit:
             break  # the store has no more

@@ -12,9 +12,11 @@ import dataclasses
 from datetime import timedelta
 
 from resumable._engine.clock import Clock
+from resumable._engine.cold import ready_thread
 from resumable._engine.context import Runtime
 from resumable._engine.journal import get_run
 from resumable._engine.retention import GcReport, collect
+from resumable._engine.snapshots import Snapshots
 from resumable.errors import UsageError
 from resumable.stores.archive import Archived
 from resumable.stores.offload import OffloadStore
@@ -56,9 +58,14 @@ async def collect_garbage(
 
 
 async def archive(
-    store: Store, clock: Clock, *, older_than: timedelta, limit: int
+    store: Store,
+    clock: Clock,
+    snapshots: Snapshots,
+    *,
+    older_than: timedelta,
+    limit: int,
 ) -> list[Archived]:
-    """`Engine.archive`: move runs finished before the cutoff to objects.
+    """`Engine.archive`: move runs finished and threads saved before the cutoff.
 
     Raises:
         UsageError: the store has no object store (`blobs=`).
@@ -66,9 +73,23 @@ async def archive(
     offload = _archiving(store)
     now_ms = clock.now_ms()
     cutoff_ms = now_ms - int(older_than.total_seconds() * 1000)
+
+    async def prepare(thread_id: str) -> set[tuple[str, str]]:
+        return await ready_thread(snapshots, thread_id)
+
     return await offload.archive_finished(
-        updated_before_ms=cutoff_ms, limit=limit, now_ms=now_ms
+        updated_before_ms=cutoff_ms, limit=limit, now_ms=now_ms, prepare=prepare
     )
+
+
+async def unarchive_thread(store: Store, thread_id: str) -> bool:
+    """`Engine.unarchive_thread`: put a thread's archived snapshots back.
+
+    Raises:
+        UsageError: the store has no object store (`blobs=`).
+    """
+    offload = _archiving(store)
+    return await offload.restore_archived_thread(thread_id) is not None
 
 
 async def unarchive(store: Store, run_id: str) -> bool:

@@ -14,9 +14,15 @@ from resumable._engine.check import CheckReport, check_runs
 from resumable._engine.clock import Clock
 from resumable._engine.context import Runtime
 from resumable._engine.export import StepExport, export_query, export_steps
-from resumable._engine.maintenance import archive, collect_garbage, unarchive
+from resumable._engine.maintenance import (
+    archive,
+    collect_garbage,
+    unarchive,
+    unarchive_thread,
+)
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport
+from resumable._engine.snapshots import Snapshots
 from resumable.serde import Serde
 from resumable.stores.archive import Archived
 from resumable.stores.protocol import RunStatus, Store
@@ -32,6 +38,7 @@ class MaintenanceMethods:
     clock: Clock
     _runtime: Runtime
     _encrypted: bool
+    _snapshots: Snapshots
 
     async def gc(
         self,
@@ -83,15 +90,24 @@ class MaintenanceMethods:
         inputs move into one compressed object each and one stub row stays; they
         are shown, forked, checked and priced as before (`resumable.stores.coldruns`,
         `unarchive` puts them back). The saved states of threads whose newest save
-        is that old move their payloads into one object per thread
-        (`resumable.stores.archive`).
+        is that old move into one object per thread too, but for the newest
+        snapshot of each namespace, which stays live, so loading a thread's
+        latest state never reads the object store (`resumable.stores.coldthreads`;
+        `unarchive_thread` puts them back). Saving to an archived thread adds live
+        rows beside its stub.
 
         Raises:
             UsageError: the engine has no object store (`blobs=`).
             StoreError: the object store did not take an archive (runs archived
                 before it stay archived).
         """
-        return await archive(self.store, self.clock, older_than=older_than, limit=limit)
+        return await archive(
+            self.store,
+            self.clock,
+            self._snapshots,
+            older_than=older_than,
+            limit=limit,
+        )
 
     async def unarchive(self, run_id: str) -> bool:
         """Put an archived run's journal and inputs back in the primary store.
@@ -104,6 +120,17 @@ class MaintenanceMethods:
             CorruptCheckpointError: the run's archive object is missing or damaged.
         """
         return await unarchive(self.store, run_id)
+
+    async def unarchive_thread(self, thread_id: str) -> bool:
+        """Put a thread's archived snapshots and chunks back in the primary store.
+
+        Returns False when none of its snapshots was archived.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            CorruptCheckpointError: the thread's archive object is missing or damaged.
+        """
+        return await unarchive_thread(self.store, thread_id)
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).

@@ -4,14 +4,21 @@ A conversation or a LangGraph thread adds a snapshot (and LangGraph a pending-wr
 record) at every step. Such rows are small and alike: ids, a parent, a delta
 manifest, metadata. On their own they cost more bytes than the content a step adds.
 Every PACK_EVERY saves in a namespace, the engine swaps that namespace's older loose
-snapshots for one record in namespace PACK_PREFIX + namespace, their frames' bodies
-compressed together (`Store.replace_snapshots`: atomic, and refused if another
-engine got there first). Readers see the same records either way: `find` and
-`history` merge packs with loose rows.
+snapshots for one record in namespace `roles.pack_namespace(namespace)` (role
+`SnapshotRole.PACK`), their bodies compressed together. Readers see the same
+records either way: `find` and `history` merge packs with loose rows. Only a
+store that declares `PacksSnapshots` gets packs; on any other, rows stay loose.
 
-A pack's checkpoint_id is its oldest row's id and its label the newest row's. The
-packs of a namespace never overlap, and its newest KEEP_LOOSE snapshots stay loose,
-so a thread's latest snapshot is a loose row.
+Every write of a pack is a compare-and-swap (`PacksSnapshots.swap_snapshots`):
+it replaces the loose rows and the pack exactly as this engine read them, or
+nothing. Two engines packing one thread, or packing while another deletes from
+a pack (`delete_states`), cannot overwrite each other's rows: the later swap is
+refused, and the packer gives up (packing only saves space) while a delete
+reads again and retries.
+
+A pack's checkpoint_id is its oldest row's id and its label the newest row's
+(`roles.pack_label`). The packs of a namespace never overlap, and its newest
+KEEP_LOOSE snapshots stay loose, so a thread's latest snapshot is a loose row.
 
 A pack's body is a 4-byte header length, the header (JSON: one entry per row with
 its fields and the lengths of its manifest and metadata bodies), then the bodies.
@@ -30,8 +37,15 @@ from typing import Any, Final, NamedTuple
 from resumable.errors import CorruptCheckpointError
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store, through
+from resumable.stores.roles import (
+    SnapshotRole,
+    newest_packed,
+    pack_label,
+    pack_namespace,
+    packed_namespace,
+    snapshot_role,
+)
 
-PACK_PREFIX: Final = ":pack:"
 PACK_EVERY = 16
 """Saves in one namespace between two attempts to pack it."""
 KEEP_LOOSE = 2
@@ -57,21 +71,18 @@ class _Packed(NamedTuple):
     bodies: list[bytes]  # the rows' manifests and metadata, opened, in body order
 
 
-def pack_namespace(namespace: str) -> str:
-    """Where the packs of `namespace` are stored."""
-    return PACK_PREFIX + namespace
-
-
 def is_pack_namespace(namespace: str) -> bool:
     """Whether records in `namespace` are packs."""
-    return namespace.startswith(PACK_PREFIX)
+    return snapshot_role(namespace) is SnapshotRole.PACK
 
 
 class Packs:
     """Finds snapshots loose or packed, and packs a namespace's older ones."""
 
-    def __init__(self, store: Store, serde: Serde) -> None:
+    def __init__(self, store: Store, serde: Serde, *, packing: bool = True) -> None:
         self.store, self.serde = store, serde
+        self.packing = packing
+        """The store declares `PacksSnapshots`: `saved` packs every PACK_EVERY saves."""
         self._envelope = serde.envelope.with_compress_over(0)
         self._saves: dict[tuple[str, str], int] = {}
         self._decoded: dict[_PackKey, _Packed] = {}
@@ -142,17 +153,18 @@ class Packs:
         for record in await self.store.list_snapshots(
             thread_id, namespace=None, before=None, limit=None
         ):
-            if not is_pack_namespace(record.namespace):
+            if record.role is not SnapshotRole.PACK:
                 found.append(record)
                 continue
-            namespace = record.namespace[len(PACK_PREFIX) :]
-            found.extend(self.rows(record, namespace))
+            found.extend(self.rows(record, packed_namespace(record.namespace)))
         if before is not None:
             found = [record for record in found if record.checkpoint_id < before]
         return _newest_first(found, limit)
 
     async def saved(self, thread_id: str, namespace: str) -> None:
         """Count a save; every PACK_EVERY saves in a namespace, pack it."""
+        if not self.packing:
+            return
         key = (thread_id, namespace)
         if len(self._saves) >= _COUNTED_MAX and key not in self._saves:
             self._saves.clear()
@@ -175,26 +187,38 @@ class Packs:
                 exc,
             )
 
-    async def pack(self, thread_id: str, namespace: str) -> int:
+    async def pack(
+        self,
+        thread_id: str,
+        namespace: str,
+        *,
+        keep_loose: int | None = None,
+        least: int | None = None,
+    ) -> int:
         """Pack a namespace's older loose snapshots; returns how many were packed.
 
+        The newest `keep_loose` (default `KEEP_LOOSE`) stay loose, and fewer
+        than `least` (default `PACK_MIN`) packable rows are left as they are
+        (archiving packs all but the newest first).
+
         They fill up the newest pack first (rewritten under the same id), then new
-        ones. Loose rows are listed before the newest pack is read: a pack that
-        changed after that listing took some of those rows, so the swap is refused
-        and nothing is lost (every packer takes the oldest loose rows first).
+        ones. Each swap names the loose rows and the pack it extends as read: if
+        another engine packed or deleted any of them since, it is refused, and
+        packing stops there (the rows stay as they are, readable).
         """
         loose = await self.store.list_snapshots(thread_id, namespace=namespace)
         newest = await self.store.list_snapshots(
             thread_id, namespace=pack_namespace(namespace), limit=1
         )
         # rows older than the newest pack's newest row (a late save) stay loose
-        after = newest[0].label if newest else None
+        after = newest_packed(newest[0].label) if newest else None
+        keep = KEEP_LOOSE if keep_loose is None else keep_loose
         candidates = [
             row
-            for row in reversed(loose[KEEP_LOOSE:])
+            for row in reversed(loose[keep:])
             if after is None or row.checkpoint_id > after
         ]
-        if len(candidates) < PACK_MIN:
+        if not candidates or len(candidates) < (PACK_MIN if least is None else least):
             return 0
         held = self._packed(newest[0], namespace) if newest else None
         if held is not None and len(held.rows) >= PACK_MAX:
@@ -204,17 +228,36 @@ class Packs:
             room = PACK_MAX - (0 if held is None else len(held.rows))
             taken = candidates[start : start + room]
             pack = self._pack_record(thread_id, namespace, held, taken)
-            ids = [row.checkpoint_id for row in taken]
-            if not await self.store.replace_snapshots(
-                thread_id, namespace, ids, by=pack.record
+            old = [*taken, *(() if held is None else (held.record,))]
+            if not await self.store.swap_snapshots(
+                thread_id, old, by=pack.record, durable=False
             ):
-                break  # another engine packed them, or the thread was deleted
+                break  # another engine packed or deleted some of them meanwhile
             # the next merge reads it back, and the next pack extends it: no opening
             self._remember(pack)
             packed += len(taken)
             start += len(taken)
             held = None
         return packed
+
+    async def rewrite(
+        self, pack: SnapshotRecord, namespace: str, rows: Sequence[SnapshotRecord]
+    ) -> bool:
+        """Store `pack` anew holding `rows` (oldest first, as `rows` gives them).
+
+        No rows: the pack is deleted. One atomic compare-and-swap: a crash leaves
+        the old pack or the new one, never a part. A pack keeps its id unless its
+        oldest row went: then the new one replaces it. Returns False, changing
+        nothing, if the stored pack is no longer `pack` (another engine extended
+        or rewrote it): read it again to try again.
+        """
+        if not rows:
+            return await self.store.swap_snapshots(pack.thread_id, [pack], by=None)
+        new = self._pack_record(pack.thread_id, namespace, None, rows)
+        if not await self.store.swap_snapshots(pack.thread_id, [pack], by=new.record):
+            return False
+        self._remember(new)
+        return True
 
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""
@@ -296,7 +339,7 @@ class Packs:
             manifest=self._envelope.seal(body, place=pack_place(thread_id, first)),
             chunk_refs=tuple(refs),
             created_at_ms=max(row.created_at_ms for row in rows),
-            label=last,
+            label=pack_label(last),
         )
         return _Packed(record, rows, entries, bodies)
 

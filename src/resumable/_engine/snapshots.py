@@ -11,10 +11,11 @@ per save beyond the new message.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +41,7 @@ from resumable.errors import (
 )
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.roles import SnapshotRole, pack_namespace, snapshot_role
 
 FULL_EVERY = 64
 _STORED_MAX = 100_000  # chunk hashes an engine remembers the store holds
@@ -56,6 +58,11 @@ class Checkpoint:
     metadata: Any
     created_at: datetime
     namespace: str = ""
+
+    @property
+    def role(self) -> SnapshotRole:
+        """A saved state, or (LangGraph) pending writes: `resumable.stores.roles`."""
+        return snapshot_role(self.namespace)
 
 
 def new_checkpoint_id(after: str | None) -> str:
@@ -74,8 +81,8 @@ def _check_names(thread_id: str, namespace: str, checkpoint_id: str | None) -> N
         check_id("checkpoint_id", checkpoint_id)
     if is_pack_namespace(namespace):
         raise ValueError(
-            f"namespace {namespace!r}: names starting with ':pack:' are where "
-            f"resumable packs older snapshots; choose another"
+            f"namespace {namespace!r}: names starting with {pack_namespace('')!r} "
+            f"are where resumable packs older snapshots; choose another"
         )
 
 
@@ -86,10 +93,12 @@ class Snapshots:
     an earlier save met unchanged, False encodes every leaf at every save.
     """
 
-    def __init__(self, store: Store, serde: Serde, *, memo: bool = True) -> None:
+    def __init__(
+        self, store: Store, serde: Serde, *, memo: bool = True, packing: bool = True
+    ) -> None:
         self.store, self.codec = store, SnapshotCodec(serde, memo=memo)
         self.serde = serde
-        self.packs = Packs(store, serde)
+        self.packs = Packs(store, serde, packing=packing)
         # the last shape saved or loaded per (thread, namespace, checkpoint): saving
         # the next snapshot of a conversation diffs against it without a read
         self._shapes: dict[tuple[str, str], tuple[str, Shape, int]] = {}
@@ -237,11 +246,67 @@ class Snapshots:
         leaves = {h: view(bodies[h], place=chunk_place(h)) for h in hashes}
         return record, build_view(shape, leaves, lambda body: view(body, place=place))
 
+    async def make_full(self, record: SnapshotRecord) -> bool:
+        """Rewrite a delta snapshot as a full one of the same id; False if it is gone.
+
+        Before a thread's older snapshots are archived, its newest of each
+        namespace is made full, so loading it reads none of them. Its chunk refs
+        name every leaf of its state (those inside list segments too), so the
+        archive leaves each one live.
+        """
+        shape, depth = await self._resolve(record)
+        if depth == 0:
+            return True
+        chunks: dict[str, bytes] = {}
+        manifest = self.codec.full_manifest(shape, chunks)
+        place = snapshot_place(record.thread_id, record.checkpoint_id)
+        full = dataclasses.replace(
+            record,
+            manifest=self.serde.dumps_json(manifest, place=place),
+            chunk_refs=tuple(dict.fromkeys((*refs(manifest), *leaf_hashes(shape)))),
+        )
+        if not self.packs.packing:  # no packer can move it: an upsert will do
+            await self.store.save_snapshot(full, chunks=chunks)
+            done = True
+        else:
+            await self.store.put_chunks(chunks)
+            done = await self.store.swap_snapshots(record.thread_id, [record], by=full)
+        if done:
+            # named now: stored again in case a collection took one meanwhile
+            await self.store.put_chunks(chunks)
+            self._shapes[(record.thread_id, record.namespace)] = (
+                record.checkpoint_id,
+                shape,
+                0,
+            )
+        return done
+
     def forget(self, thread_id: str) -> None:
         """Drop what is cached about a thread (after it was deleted)."""
         for key in [key for key in self._shapes if key[0] == thread_id]:
             del self._shapes[key]
         self.packs.forget(thread_id)
+
+    def is_full(self, record: SnapshotRecord) -> bool:
+        """Whether the snapshot's manifest is full (it needs no earlier snapshot)."""
+        return "full" in self._manifest(record)
+
+    async def full_version(
+        self, record: SnapshotRecord
+    ) -> tuple[SnapshotRecord, dict[str, bytes]]:
+        """The snapshot with a full manifest of the same state, and new chunks it needs.
+
+        What `delete_states` writes in place of a kept snapshot whose delta chain
+        runs through a snapshot about to be deleted.
+        """
+        shape, _ = await self._resolve(record)
+        chunks: dict[str, bytes] = {}
+        manifest = self.codec.full_manifest(shape, chunks)
+        sealed = self.serde.dumps_json(
+            manifest, place=snapshot_place(record.thread_id, record.checkpoint_id)
+        )
+        full = replace(record, manifest=sealed, chunk_refs=refs(manifest))
+        return full, chunks
 
     def metadata(self, record: SnapshotRecord) -> Any:
         """The snapshot's decoded metadata (None if it has none)."""

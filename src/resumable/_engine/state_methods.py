@@ -7,6 +7,7 @@ inherits them, so users and the API reference see one class.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from resumable._engine.listing import ThreadPage, threads_page
@@ -112,6 +113,26 @@ class StateMethods:
         The content chunks they used are removed by `gc` once nothing uses them.
         """
         return await self._states.delete_thread(thread_id)
+
+    async def delete_states(
+        self, thread_id: str, checkpoints: Iterable[str | tuple[str, str]]
+    ) -> int:
+        """Delete single checkpoints of a thread; returns how many existed.
+
+        Each checkpoint is an id (in namespace "") or a `(namespace, checkpoint_id)`
+        pair; ids naming no checkpoint are skipped. The others stay loadable: one
+        stored as changes against a deleted checkpoint is first rewritten whole, and
+        a packed one (older checkpoints are stored together) is rewritten out of its
+        pack. A crash
+        midway loses no kept checkpoint; calling again finishes the deletion. The
+        content chunks only they used are removed by `gc`.
+
+        Raises:
+            ValueError: a namespace names the engine's packs.
+            StoreError: another engine rewrote a pack meanwhile; nothing was lost,
+                call again.
+        """
+        return await self._states.delete(thread_id, checkpoints)
 
     async def state_history(
         self,

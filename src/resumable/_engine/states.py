@@ -1,16 +1,18 @@
 """Thread states: the manual-checkpoint API of `Engine` over `Snapshots`.
 
-`save_state`, `load_state`, `view_state`, `state_history`, `fork_state` and
-`delete_thread` resolve a thread's latest checkpoint, word the errors, and turn
+`save_state`, `load_state`, `view_state`, `state_history`, `fork_state`,
+`delete_thread` and `delete_states` resolve a thread's latest checkpoint, word the errors, and turn
 snapshot records into public `Checkpoint`s; `Snapshots` stores and reads them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from resumable._engine.clock import Clock, datetime_of
 from resumable._engine.damage import reading
+from resumable._engine.deletes import delete_states
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable.errors import CheckpointNotFound
 from resumable.serde import Serde
@@ -23,8 +25,10 @@ MISSING: Any = object()
 class States:
     """One Engine's thread states."""
 
-    def __init__(self, store: Store, serde: Serde, clock: Clock) -> None:
-        self.snapshots = Snapshots(store, serde)
+    def __init__(
+        self, store: Store, serde: Serde, clock: Clock, *, packing: bool = True
+    ) -> None:
+        self.snapshots = Snapshots(store, serde, packing=packing)
         self._store, self._clock = store, clock
 
     async def save(
@@ -42,6 +46,10 @@ class States:
         if parent is None:
             latest = await self.snapshots.packs.find(thread_id, namespace, None)
             parent = None if latest is None else latest.checkpoint_id
+            if latest is not None and latest.checkpoint_id == checkpoint_id:
+                # saved again under its own id, it replaces the latest: it is no
+                # delta of itself (two first saves of one id at once did that)
+                parent = latest.parent_id
         record = await self.snapshots.save(
             thread_id,
             state,
@@ -105,6 +113,13 @@ class States:
         """`Engine.delete_thread`: delete every checkpoint of the thread."""
         self.snapshots.forget(thread_id)
         return await self._store.delete_thread(thread_id)
+
+    async def delete(
+        self, thread_id: str, checkpoints: Iterable[str | tuple[str, str]]
+    ) -> int:
+        """`Engine.delete_states`: delete single checkpoints of the thread."""
+        keys = [("", c) if isinstance(c, str) else c for c in checkpoints]
+        return await delete_states(self.snapshots, thread_id, keys)
 
     async def history(
         self,

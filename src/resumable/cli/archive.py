@@ -1,6 +1,7 @@
-"""`resumable archive`: move finished runs' journals to the object store, one object per run.
+"""`resumable archive`: move finished runs' and cold threads' history to the object store.
 
-`--restore RUN_ID` puts one run's journal and inputs back in the primary store.
+`--restore RUN_ID` puts one run's journal and inputs back in the primary store,
+`--restore-thread THREAD_ID` one thread's archived saved states.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     archive = commands.add_parser(
         "archive",
         parents=[store],
-        help="move finished runs' history to the object store (?blobs=...)",
+        help="move finished runs' and cold threads' history to the object store (?blobs=...)",
     )
     which = archive.add_mutually_exclusive_group(required=True)
     which.add_argument(
@@ -29,8 +30,16 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         metavar="RUN_ID",
         help="put this archived run's journal back in the primary store",
     )
+    which.add_argument(
+        "--restore-thread",
+        metavar="THREAD_ID",
+        help="put this thread's archived saved states back in the primary store",
+    )
     archive.add_argument(
-        "--limit", type=int, default=1000, help="at most this many runs per call"
+        "--limit",
+        type=int,
+        default=1000,
+        help="at most this many runs, and this many threads, per call",
     )
     archive.set_defaults(handler=archive_runs)
 
@@ -39,6 +48,8 @@ async def archive_runs(args: argparse.Namespace) -> int:
     """Archive the finished runs older than --older-than and print what moved."""
     if args.restore is not None:
         return await restore_run(args)
+    if args.restore_thread is not None:
+        return await restore_thread(args)
     async with Engine(args.store) as engine:
         done = await engine.archive(
             older_than=parse_age(args.older_than), limit=args.limit
@@ -67,4 +78,18 @@ async def restore_run(args: argparse.Namespace) -> int:
         print(f"run {args.restore!r}: journal and inputs are back in the store")
     else:
         print(f"run {args.restore!r} was not archived; nothing changed")
+    return 0
+
+
+async def restore_thread(args: argparse.Namespace) -> int:
+    """Put the thread named by --restore-thread back in the primary store."""
+    async with Engine(args.store) as engine:
+        restored = await engine.unarchive_thread(args.restore_thread)
+    if restored:
+        print(
+            f"thread {args.restore_thread!r}: its archived saved states are back "
+            f"in the store"
+        )
+    else:
+        print(f"thread {args.restore_thread!r} was not archived; nothing changed")
     return 0

@@ -29,7 +29,6 @@ from langgraph.types import Send
 
 from resumable._engine.damage import reading
 from resumable._engine.engine import Engine
-from resumable._engine.listing import STAGING_SUFFIX
 from resumable._engine.snapshots import Checkpoint as Snapshot
 from resumable.errors import SerializationError, UsageError
 from resumable.integrations.langgraph_threads import (
@@ -45,6 +44,11 @@ from resumable.integrations.langgraph_threads import (
     writes_record_owner,
 )
 from resumable.stores.protocol import through
+from resumable.stores.roles import (
+    STAGING_SUFFIX,
+    staging_thread,
+    writes_owner_namespace,
+)
 
 __all__ = ["STAGING_SUFFIX", "CheckpointStorage", "SendPacket"]
 
@@ -503,21 +507,21 @@ class CheckpointStorage:
                     parent=langgraph_parent(record),
                 )
 
-    async def _rewrite(self, thread_id: str, keep: list[Snapshot]) -> None:
-        """Make `keep` the thread's only records (the Store cannot delete fewer)."""
-        staging = thread_id + STAGING_SUFFIX
+    async def _check_no_staging(self, thread_id: str) -> None:
+        """Refuse to touch a thread an older version's crashed rewrite left staged.
+
+        Versions before `Engine.delete_states` rewrote a pruned thread through
+        `thread_id + STAGING_SUFFIX`; after a crash midway that copy may hold
+        checkpoints the thread lacks, so it is reported, never deleted here.
+        """
+        staging = staging_thread(thread_id)
         if await self.engine.state_history(staging, namespace=None, limit=1):
-            # a rewrite that crashed midway: this may be the only complete copy
             raise UsageError(
                 f"thread {thread_id!r}: an earlier prune or delete_for_runs did not "
                 f"finish, and thread {staging!r} holds its surviving checkpoints; "
                 f"restore them with saver.copy_thread({staging!r}, {thread_id!r}) "
                 f"if the thread lacks them, then saver.delete_thread({staging!r})"
             )
-        await self._copy(thread_id, staging, keep)
-        await self._delete(thread_id)
-        await self._copy(staging, thread_id, keep)
-        await self._delete(staging)
 
     async def _keep_only(
         self,
@@ -525,22 +529,27 @@ class CheckpointStorage:
         records: list[Snapshot],
         checkpoints: set[tuple[str, str]],
     ) -> None:
-        """Rewrite the thread keeping these (namespace, id) checkpoints and their writes."""
-        keep = [
-            record
+        """Delete the thread's records but these (namespace, id) checkpoints and their writes."""
+        doomed = [
+            (record.namespace, record.checkpoint_id)
             for record in records
-            if (record.namespace, record.checkpoint_id) in checkpoints
-            or (
-                is_writes_namespace(record.namespace)
-                and (
-                    record.namespace[len(writes_namespace("")) :],
+            if (record.namespace, record.checkpoint_id) not in checkpoints
+            and (
+                not is_writes_namespace(record.namespace)
+                or (
+                    writes_owner_namespace(record.namespace),
                     writes_record_owner(record.checkpoint_id),
                 )
-                in checkpoints
+                not in checkpoints
             )
         ]
-        if len(keep) < len(records):
-            await self._rewrite(thread_id, keep)
+        if doomed:
+            await self._check_no_staging(thread_id)
+            # one call; a crash midway leaves some doomed records, never a kept
+            # one unloadable: pruning again finishes
+            await self.engine.delete_states(thread_id, doomed)
+            # the last record saved per namespace may be gone: no delta against it
+            self._saved.pop(thread_id, None)
 
     async def prune(self, thread_ids: Sequence[str], strategy: str) -> None:
         """Keep each namespace's latest checkpoint ("keep_latest"), or none ("delete")."""

@@ -8,7 +8,7 @@ langgraph installed. Everything is stored through `Engine.save_state`:
 thread_id     namespace         checkpoint_id    value                metadata
 <thread>      <checkpoint_ns>   <checkpoint id>  {"values", "versions", "seen", "updated"}
                                                                       {"lg", "ts", "v"[, "parent"]}
-<thread>      ":writes:" + ns   <id> "." <seq>   {"0": v0, "1": ...}  {"task", "path", "channels"}
+<thread>      writes ns         <id> "." <seq>   {"0": v0, "1": ...}  {"task", "path", "channels"}
 INDEX_THREAD  <thread>          "thread"         None                 None
 ```
 
@@ -20,6 +20,8 @@ INDEX_THREAD  <thread>          "thread"         None                 None
   `CheckpointMetadata`.
 - `metadata["parent"]` is present only when LangGraph's parent differs from the
   snapshot's own parent (a first checkpoint, or one whose parent was deleted).
+- The writes namespace of checkpoint namespace `ns` is `roles.writes_namespace(ns)`
+  (role `SnapshotRole.WRITES`); `INDEX_THREAD` is `roles.internal_thread(...)`.
 - Pending writes are one record per `put_writes` call, never rewritten, ordered by
   id; readers merge them as LangGraph's savers store them (see `merge_writes`).
   LangGraph namespaces never start with ":" (node names cannot contain it).
@@ -37,14 +39,19 @@ from datetime import datetime
 from typing import Any
 
 from resumable._engine.engine import Engine
-from resumable._engine.listing import INTERNAL_THREAD_PREFIX
 from resumable._engine.snapshots import Checkpoint as Snapshot
+from resumable.stores.roles import (
+    SnapshotRole,
+    internal_thread,
+    snapshot_role,
+    writes_namespace,
+    writes_owner_namespace,
+)
 
 __all__ = [
     "INDEX_THREAD",
     "LANGGRAPH_KEY",
     "SPECIAL_WRITES",
-    "WRITES_PREFIX",
     "CheckpointInfo",
     "ThreadInfo",
     "checkpoint_history",
@@ -57,8 +64,7 @@ __all__ = [
     "writes_record_owner",
 ]
 
-WRITES_PREFIX = ":writes:"
-INDEX_THREAD = INTERNAL_THREAD_PREFIX + "langgraph-threads"
+INDEX_THREAD = internal_thread("langgraph-threads")
 _INDEX_ID = "thread"
 LANGGRAPH_KEY = "lg"
 SPECIAL_WRITES = {
@@ -70,14 +76,9 @@ SPECIAL_WRITES = {
 """LangGraph's WRITES_IDX_MAP: writes to these channels take these indexes."""
 
 
-def writes_namespace(checkpoint_ns: str) -> str:
-    """The namespace holding the pending writes of a checkpoint namespace."""
-    return WRITES_PREFIX + checkpoint_ns
-
-
 def is_writes_namespace(namespace: str) -> bool:
     """Whether a snapshot namespace holds pending writes, not checkpoints."""
-    return namespace.startswith(WRITES_PREFIX)
+    return snapshot_role(namespace) is SnapshotRole.WRITES
 
 
 def writes_record_owner(record_id: str) -> str:
@@ -88,7 +89,7 @@ def writes_record_owner(record_id: str) -> str:
 def is_langgraph_checkpoint(snapshot: Snapshot) -> bool:
     """Whether a snapshot is a LangGraph checkpoint written by `ResumableSaver`."""
     return (
-        not is_writes_namespace(snapshot.namespace)
+        snapshot.role is SnapshotRole.CHECKPOINT
         and isinstance(snapshot.metadata, dict)
         and LANGGRAPH_KEY in snapshot.metadata
     )
@@ -197,7 +198,7 @@ def _write_counts(records: Sequence[Snapshot]) -> dict[tuple[str, str], int]:
             continue
         metadata = record.metadata if isinstance(record.metadata, dict) else {}
         owner = (
-            record.namespace[len(WRITES_PREFIX) :],
+            writes_owner_namespace(record.namespace),
             writes_record_owner(record.checkpoint_id),
         )
         found = keys.setdefault(owner, set())

@@ -6,13 +6,14 @@ name; values are always parameters, never pasted in.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final, LiteralString
 
 from psycopg import sql
 from psycopg.rows import DictRow
 
 from resumable.stores import _sql
-from resumable.stores.protocol import RunQuery, SnapshotRecord
+from resumable.stores.protocol import Payload, PayloadKind, RunQuery, SnapshotRecord
 
 _t = _sql.to_text
 
@@ -320,7 +321,10 @@ _GET_CHUNKS: Final = (
 
 
 def _insert_snapshot(condition: LiteralString) -> LiteralString:
-    """The CTEs `saved` and `referenced`: insert (or replace) a snapshot, its refs."""
+    """The CTEs `saved`, `unreferenced` and `referenced`: upsert a snapshot, its refs.
+
+    A replaced row's references to chunks the new one does not name go with it.
+    """
     return f"""saved AS (
     INSERT INTO {{schema}}.resumable_snapshots (thread_id, namespace, checkpoint_id,
         parent_id, manifest, label, metadata, created_at_ms)
@@ -331,6 +335,12 @@ def _insert_snapshot(condition: LiteralString) -> LiteralString:
        SET parent_id = EXCLUDED.parent_id, manifest = EXCLUDED.manifest,
            label = EXCLUDED.label, metadata = EXCLUDED.metadata,
            created_at_ms = EXCLUDED.created_at_ms
+), unreferenced AS (
+    DELETE FROM {{schema}}.resumable_snapshot_chunks r
+     WHERE {condition}
+       AND r.thread_id = %(thread_id)s AND r.namespace = %(namespace)s
+       AND r.checkpoint_id = %(checkpoint_id)s
+       AND r.hash <> ALL(%(chunk_refs)s::text[])
 ), referenced AS (
     INSERT INTO {{schema}}.resumable_snapshot_chunks (thread_id, namespace,
         checkpoint_id, hash)
@@ -338,7 +348,7 @@ def _insert_snapshot(condition: LiteralString) -> LiteralString:
       FROM unnest(%(chunk_refs)s::text[]) AS h
      WHERE {condition}
     ON CONFLICT DO NOTHING
-)"""  # noqa: S608 - constant SQL; `condition` is one of two constants
+)"""  # noqa: S608 - constant SQL; `condition` is one of the constants below
 
 
 _SAVE_SNAPSHOT: Final[LiteralString] = f"""
@@ -355,27 +365,43 @@ WITH missing AS (
 ), {_insert_snapshot("NOT EXISTS (SELECT 1 FROM missing)")}
 SELECT ARRAY(SELECT h FROM missing) AS missing
 """  # noqa: S608 - constant SQL
-# Nothing changes unless every checkpoint named still exists (rows deleted by a
-# concurrent swap or delete_thread drop out of `doomed` once their lock is free).
-_REPLACE_SNAPSHOTS: Final[LiteralString] = f"""
-WITH doomed AS (
-    SELECT checkpoint_id FROM {{schema}}.resumable_snapshots
-     WHERE thread_id = %(thread_id)s AND namespace = %(from_namespace)s
-       AND checkpoint_id = ANY(%(ids)s::text[])
+# Nothing changes unless every record of `old` holds the manifest read (rows locked
+# here are read again after a concurrent writer commits: a row it deleted drops
+# out, a row it rewrote shows its new manifest) and no other row holds `by`'s key.
+_SWAP_SNAPSHOTS: Final[LiteralString] = f"""
+WITH expected AS (
+    SELECT * FROM unnest(%(old_namespaces)s::text[], %(old_ids)s::text[],
+                         %(old_manifests)s::bytea[]) AS e(ns, id, manifest)
+), held AS (
+    SELECT s.namespace AS ns, s.checkpoint_id AS id, s.manifest
+      FROM {{schema}}.resumable_snapshots s
+     WHERE s.thread_id = %(thread_id)s
+       AND ((s.namespace, s.checkpoint_id) IN (SELECT ns, id FROM expected)
+            OR (%(has_by)s AND s.namespace = %(namespace)s
+                AND s.checkpoint_id = %(checkpoint_id)s))
        FOR UPDATE
 ), complete AS (
-    SELECT count(*) = cardinality(%(ids)s::text[]) AS ok FROM doomed
+    SELECT NOT EXISTS (
+               SELECT 1 FROM expected e
+                WHERE NOT EXISTS (SELECT 1 FROM held h WHERE h.ns = e.ns
+                                     AND h.id = e.id AND h.manifest = e.manifest))
+       AND NOT EXISTS (
+               SELECT 1 FROM held h WHERE %(has_by)s AND h.ns = %(namespace)s
+                  AND h.id = %(checkpoint_id)s
+                  AND (h.ns, h.id) NOT IN (SELECT ns, id FROM expected)) AS ok
+), doomed AS (
+    SELECT DISTINCT ns, id FROM expected
+     WHERE (SELECT ok FROM complete)
+       AND NOT (%(has_by)s AND ns = %(namespace)s AND id = %(checkpoint_id)s)
 ), released AS (
-    DELETE FROM {{schema}}.resumable_snapshot_chunks r
-     WHERE (SELECT ok FROM complete)
-       AND r.thread_id = %(thread_id)s AND r.namespace = %(from_namespace)s
-       AND r.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
+    DELETE FROM {{schema}}.resumable_snapshot_chunks r USING doomed
+     WHERE r.thread_id = %(thread_id)s
+       AND r.namespace = doomed.ns AND r.checkpoint_id = doomed.id
 ), gone AS (
-    DELETE FROM {{schema}}.resumable_snapshots s
-     WHERE (SELECT ok FROM complete)
-       AND s.thread_id = %(thread_id)s AND s.namespace = %(from_namespace)s
-       AND s.checkpoint_id IN (SELECT checkpoint_id FROM doomed)
-), {_insert_snapshot("(SELECT ok FROM complete)")}
+    DELETE FROM {{schema}}.resumable_snapshots s USING doomed
+     WHERE s.thread_id = %(thread_id)s
+       AND s.namespace = doomed.ns AND s.checkpoint_id = doomed.id
+), {_insert_snapshot("%(has_by)s AND (SELECT ok FROM complete)")}
 SELECT ok FROM complete
 """  # noqa: S608 - constant SQL
 _SNAPSHOT_COLUMNS: Final = """
@@ -416,8 +442,22 @@ HAVING %(after_ms)s::bigint IS NULL
 _DELETE_THREAD: Final = """
 WITH refs AS (
     DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
+), stub AS (
+    DELETE FROM {schema}.resumable_archived_threads WHERE thread_id = %(thread_id)s
 )
 DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
+"""
+_DELETE_SNAPSHOTS: Final = """
+WITH doomed AS (
+    SELECT * FROM unnest(%(namespaces)s::text[], %(ids)s::text[]) AS d(ns, id)
+), refs AS (
+    DELETE FROM {schema}.resumable_snapshot_chunks r USING doomed
+     WHERE r.thread_id = %(thread_id)s
+       AND r.namespace = doomed.ns AND r.checkpoint_id = doomed.id
+)
+DELETE FROM {schema}.resumable_snapshots s USING doomed
+ WHERE s.thread_id = %(thread_id)s
+   AND s.namespace = doomed.ns AND s.checkpoint_id = doomed.id
 """
 # A collection finds candidates first, then takes SHARE on the references (waiting
 # for saves in flight, which hold ROW EXCLUSIVE, and holding new ones back) only to
@@ -481,9 +521,10 @@ class Statements:
         self.put_chunks = compose(_PUT_CHUNKS)
         self.get_chunks = compose(_GET_CHUNKS)
         self.save_snapshot = compose(_SAVE_SNAPSHOT)
-        self.replace_snapshots = compose(_REPLACE_SNAPSHOTS)
+        self.swap_snapshots = compose(_SWAP_SNAPSHOTS)
         self.load_snapshot = compose(_LOAD_SNAPSHOT)
         self.list_snapshots = compose(_LIST_SNAPSHOTS)
+        self.delete_snapshots = compose(_DELETE_SNAPSHOTS)
         self.delete_thread = compose(_DELETE_THREAD)
         self.list_threads = compose(_LIST_THREADS)
         self.unreferenced_candidates = compose(_UNREFERENCED_CANDIDATES)
@@ -544,6 +585,28 @@ def snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:
     }
 
 
+def swap_params(
+    thread_id: str, old: Sequence[SnapshotRecord], by: SnapshotRecord | None
+) -> dict[str, Any]:
+    """The named parameters of `_SWAP_SNAPSHOTS`."""
+    # without `by`, typed stand-ins fill its parameters, each use guarded by has_by
+    row = by or SnapshotRecord(
+        thread_id=thread_id,
+        checkpoint_id="",
+        parent_id=None,
+        manifest=b"",
+        chunk_refs=(),
+        created_at_ms=0,
+    )
+    return {
+        **snapshot_params(row),
+        "has_by": by is not None,
+        "old_namespaces": [_t(record.namespace) for record in old],
+        "old_ids": [_t(record.checkpoint_id) for record in old],
+        "old_manifests": [record.manifest for record in old],
+    }
+
+
 def snapshot_from_row(row: DictRow) -> SnapshotRecord:
     """The snapshot a row of resumable_snapshots holds."""
     return _sql.snapshot_from_row(row, row["chunk_refs"])
@@ -563,3 +626,15 @@ def run_filters(query: RunQuery) -> dict[str, object]:
         "created_since_ms": query.created_since_ms,
         "created_before_ms": query.created_before_ms,
     }
+
+
+def payloads_from_rows(kind: PayloadKind, rows: list[DictRow]) -> list[Payload]:
+    """The payloads of `kind` a scan read: key columns first, the payload last."""
+    return [
+        Payload(
+            kind=kind,
+            key=tuple(_sql.key_from_sql(value) for value in list(row.values())[:-1]),
+            data=bytes(list(row.values())[-1]),
+        )
+        for row in rows
+    ]

@@ -54,10 +54,13 @@ _SCRIPTS_WITH_LIB: Final = (
     "send_input",
     "put_chunks",
     "save_snapshot",
-    "replace_snapshots",
+    "swap_snapshots",
     "list_snapshots",
     "delete_thread",
+    "delete_snapshots",
     "count_all_runs",
+    "archive_snapshots",
+    "restore_snapshots",
 )
 _PLAIN_SCRIPTS: Final = (
     "commit_step",

@@ -7,7 +7,7 @@ counts, the orphans set and the threads zset in step with the records.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from resumable.errors import ChunksMissing
@@ -16,12 +16,8 @@ from resumable.stores import _redis_records as _rec
 from resumable.stores._redis_client import RedisClient
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
-from resumable.stores.protocol import (
-    NO_CHUNKS,
-    SnapshotRecord,
-    ThreadRecord,
-    check_pack,
-)
+from resumable.stores.packing import check_swap
+from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, ThreadRecord
 
 _HMGET_SLICE: Final = 1000
 _PUT_BATCH_BYTES: Final = 4 << 20
@@ -153,37 +149,60 @@ async def list_snapshots(
     return found if limit is None else found[:limit]
 
 
-async def replace_snapshots(
+async def swap_snapshots(
     conn: RedisClient,
     thread_id: str,
-    namespace: str,
-    checkpoint_ids: Collection[str],
+    old: Sequence[SnapshotRecord],
     *,
-    by: SnapshotRecord,
+    by: SnapshotRecord | None,
 ) -> bool:
-    """Swap snapshots for the pack `by`, if all of them exist."""
-    check_pack(thread_id, by)
-    replaced = await conn.script(
-        "replace_snapshots",
-        [
-            *conn.keys.snapshots(thread_id, namespace),
-            *conn.keys.snapshots(by.thread_id, by.namespace),
-            conn.keys.of(b"nss:", by.thread_id),
-            conn.keys.threads,
-        ],
-        [
-            conn.keys.base,
+    """Swap the records `old`, if all are stored as read, for `by` (or none)."""
+    check_swap(thread_id, old, by)
+    new: list[bytes] = [b"0", b"", b"", b"", b"0", b"0"]
+    if by is not None:
+        new = [
+            b"1",
+            _b(by.namespace),
             _b(by.checkpoint_id),
             _rec.snapshot_packed(by),
-            _b(by.namespace),
+            _rec.num(by.created_at_ms),
             str(len(by.chunk_refs)).encode(),
             *(_b(ref) for ref in by.chunk_refs),
-            _b(by.thread_id),
-            _rec.num(by.created_at_ms),
-            *(_b(checkpoint_id) for checkpoint_id in set(checkpoint_ids)),
+        ]
+    replaced = await conn.script(
+        "swap_snapshots",
+        [conn.keys.of(b"nss:", thread_id), conn.keys.threads],
+        [
+            conn.keys.base,
+            _b(thread_id),
+            *new,
+            *(
+                part
+                for record in old
+                for part in (
+                    _b(record.namespace),
+                    _b(record.checkpoint_id),
+                    record.manifest,
+                )
+            ),
         ],
     )
     return bool(replaced)
+
+
+async def delete_snapshots(
+    conn: RedisClient, thread_id: str, keys: Collection[tuple[str, str]]
+) -> int:
+    """Delete the thread's snapshots at `keys`; how many there were."""
+    pairs = [_b(part) for key in sorted(set(keys)) for part in key]
+    if not pairs:
+        return 0
+    deleted = await conn.script(
+        "delete_snapshots",
+        [conn.keys.of(b"nss:", thread_id), conn.keys.threads],
+        [conn.keys.base, _b(thread_id), *pairs],
+    )
+    return int(deleted)
 
 
 async def delete_thread(conn: RedisClient, thread_id: str) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterator
 from typing import Any, Final
 
 from resumable.errors import ChunksMissing
-from resumable.stores import _sql
+from resumable.stores import _sql, packing
 from resumable.stores.protocol import SnapshotRecord, ThreadRecord
 
 _t = _sql.to_text
@@ -33,12 +33,10 @@ _INSERT_SNAPSHOT: Final = (
     f"INSERT OR REPLACE INTO resumable_snapshots ({_SNAPSHOT_COLUMNS}) "  # noqa: S608 - constant column list
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_SNAPSHOTS_IN: Final = (
-    "FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
-    "AND checkpoint_id IN "
+_SELECT_MANIFEST: Final = (
+    "SELECT manifest FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
+    "AND checkpoint_id = ?"
 )
-_COUNT_SNAPSHOTS: Final = "SELECT count(*) " + _SNAPSHOTS_IN
-_DELETE_SNAPSHOTS: Final = "DELETE " + _SNAPSHOTS_IN
 
 
 def put_chunks_txn(conn: Conn, rows: list[tuple[str, bytes]]) -> None:
@@ -121,21 +119,43 @@ def select_snapshots_txn(
     return [snapshot_from_row(row) for row in conn.execute(query, params)]
 
 
-def replace_snapshots_txn(
-    conn: Conn, where: tuple[str, str], ids: list[str], by: SnapshotRecord
+def swap_snapshots_txn(
+    conn: Conn, thread_id: str, old: list[SnapshotRecord], by: SnapshotRecord | None
 ) -> bool:
-    """Swap the snapshots `ids` of (thread, namespace) `where` for `by`, if all exist."""
-    # writers are serialized: rows counted here stay until the commit
-    found = sum(
-        conn.execute(_COUNT_SNAPSHOTS + marks, (*where, *part)).fetchone()[0]
-        for marks, part in _in_slices(ids)
-    )
-    if found != len(ids):
-        return False
-    for marks, part in _in_slices(ids):
-        conn.execute(_DELETE_SNAPSHOTS + marks, (*where, *part))
-    conn.execute(_INSERT_SNAPSHOT, snapshot_row(by))
+    """Swap the records `old`, if all are stored as read, for `by` (or none)."""
+    # writers are serialized: rows read here stay as they are until the commit
+    for record in old:
+        row = conn.execute(
+            _SELECT_MANIFEST,
+            (_t(thread_id), _t(record.namespace), _t(record.checkpoint_id)),
+        ).fetchone()
+        if row is None or _sql.blob(row[0]) != record.manifest:
+            return False
+    keys = packing.keys_of(old)
+    if by is not None and (by.namespace, by.checkpoint_id) not in keys:
+        taken = conn.execute(
+            _SELECT_MANIFEST, (_t(thread_id), _t(by.namespace), _t(by.checkpoint_id))
+        ).fetchone()
+        if taken is not None:
+            return False
+    delete_snapshots_txn(conn, thread_id, keys)
+    if by is not None:
+        conn.execute(_INSERT_SNAPSHOT, snapshot_row(by))
     return True
+
+
+def delete_snapshots_txn(
+    conn: Conn, thread_id: str, keys: list[tuple[str, str]]
+) -> int:
+    """Delete the thread's snapshots at `keys` (namespace, checkpoint_id); how many."""
+    deleted = 0
+    for namespace, checkpoint_id in keys:
+        deleted += conn.execute(
+            "DELETE FROM resumable_snapshots WHERE thread_id = ? AND namespace = ? "
+            "AND checkpoint_id = ?",
+            (_t(thread_id), _t(namespace), _t(checkpoint_id)),
+        ).rowcount
+    return deleted
 
 
 def delete_thread_txn(conn: Conn, thread_id: str) -> int:

@@ -19,6 +19,8 @@ from typing import Any, Final, TypeVar
 from resumable.errors import CheckpointWriteError, SchemaVersionError, StoreError
 from resumable.stores import _sql
 from resumable.stores._records import schema_version_of
+from resumable.stores._sqlite_syncs import WalSyncs
+from resumable.stores.syncs import deferring, owe
 
 T = TypeVar("T")
 Conn = sqlite3.Connection
@@ -87,7 +89,7 @@ class SQLiteThread:
         inline_lock: threading.Lock | None = None,
     ) -> None:
         self.url, self.path, self.durability = url, path, durability
-        self._sync_file, self._on_connect = sync_file, on_connect
+        self._on_connect = on_connect
         self._busy_timeout_ms, self._mmap_mb = busy_timeout_ms, mmap_mb
         self._jobs: queue.SimpleQueue[_Job | str | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -99,8 +101,7 @@ class SQLiteThread:
         self._inline_commits = 0
         self._queued_writes = 0  # writes handed to the store thread, not yet done
         self._last_writer: str | None = None  # the run of the latest write call
-        self._wal_fd: int | None = None  # for _sync_wal, open until close()
-        self._wal_lock = threading.Lock()
+        self._wal = WalSyncs(url, path, sync_file)
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> None:
@@ -132,10 +133,7 @@ class SQLiteThread:
         if thread is not None:
             self._jobs.put(None)
             await asyncio.to_thread(thread.join)
-        with self._wal_lock:
-            if self._wal_fd is not None:
-                os.close(self._wal_fd)
-                self._wal_fd = None
+        self._wal.close()
 
     def _connect(self, *, inline: bool = False) -> Conn:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,7 +148,7 @@ class SQLiteThread:
         if not inline:  # WAL persists in the file; the store thread set it at open
             conn.execute("PRAGMA journal_mode = WAL")
         # commits never sync themselves: a durable one syncs the WAL once it has
-        # committed (`_sync_wal`), with durability=full
+        # committed (`_sync`), with durability=full
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
         conn.execute(f"PRAGMA mmap_size = {self._mmap_mb * 2**20}")
@@ -314,9 +312,10 @@ class SQLiteThread:
                 (job, False, self._write_error(job.run_id, job.seq, exc))
                 for job in jobs
             ]
+        committed = self._wal.note_commit()
         if any(job.durable for job in jobs):
             try:
-                self._sync_wal()
+                self._wal.through(committed)
             except StoreError as exc:  # committed, but maybe not on disk
                 return [
                     (job, False, exc) if ok and job.durable else (job, ok, value)
@@ -372,8 +371,9 @@ class SQLiteThread:
 
         Writes always try to; a read does when `inline` is set (reads of one run or
         thread). With durability=full, a `durable` write syncs the WAL once it has
-        committed (`_sync_wal`). A write that is not `durable` (a lease's, a pack
-        swap) is left for the next sync to put on disk.
+        committed (`_sync`), or leaves that sync to the `syncs.DeferredSyncs` block
+        it runs in. A write that is not `durable` (a lease's, a pack swap) is left
+        for the next sync to put on disk.
         """
         durable = durable and write and self.durability == "full"
         if self._thread is None or not self._opened.is_set():
@@ -390,8 +390,13 @@ class SQLiteThread:
         if write:
             self._queued_writes += 1
             future.add_done_callback(self._write_done)
-        self._jobs.put(_Job(fn, future, write, run_id, seq, durable=durable))
-        return await future
+        owing = durable and deferring()  # the store thread commits it without a sync
+        job = _Job(fn, future, write, run_id, seq, durable=durable and not owing)
+        self._jobs.put(job)
+        result = await future
+        if owing:
+            self._sync(self._wal.committed)  # a number at or after its commit's
+        return result
 
     def _writes_alone(self, run_id: str | None) -> bool:
         """Whether a write of `run_id` may skip group commit and go inline (`full`).
@@ -423,8 +428,8 @@ class SQLiteThread:
     ) -> object:
         """Commit `fn` on this thread if the write lock is free now, else _NOT_INLINE.
 
-        A `durable` write syncs the WAL after its commit, once it has released the
-        inline connection: the next write commits meanwhile.
+        A `durable` write syncs the WAL after its commit (`_sync`), once it has
+        released the inline connection: the next write commits meanwhile.
         """
         conn = self._take_inline()
         if conn is None:
@@ -437,6 +442,7 @@ class SQLiteThread:
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
+                committed = self._wal.note_commit()
             except _DRIVER_ERRORS as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -447,7 +453,7 @@ class SQLiteThread:
         finally:
             self._inline_lock.release()
         if durable:
-            self._sync_wal()
+            self._sync(committed)
         elif self.durability == "normal":
             self._inline_commits += 1
             if self._inline_commits % CHECKPOINT_EVERY == 0:
@@ -501,29 +507,17 @@ class SQLiteThread:
             return None
         return self._inline
 
-    def _sync_wal(self) -> None:
-        """Sync the WAL to disk: a durability=full write is on disk once this returns.
+    def _sync(self, committed: int) -> None:
+        """Put the commits numbered up to `committed` on disk, or owe their sync.
 
-        Every frame written before, by any connection to the file, is then on
-        disk. A write calls it after its commit. The file descriptor stays open
-        while the store is: SQLite never deletes the WAL of a file that still has
-        a connection (ours), and it keeps no lock on the WAL that closing it
-        could drop.
+        Inside a `syncs.DeferredSyncs` block the block's `wait` makes the sync;
+        elsewhere it is made now (`WalSyncs.through`), before the write returns.
 
         Raises:
             StoreError: the sync failed; the writes since the last one may be lost.
         """
-        with self._wal_lock:
-            try:
-                if self._wal_fd is None:
-                    self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
-                self._sync_file(self._wal_fd)
-            except OSError as exc:
-                raise StoreError(
-                    store=self.url,
-                    detail=f"cannot fsync its WAL file, so the writes just committed "
-                    f"may not be on disk ({exc}); check the disk, then retry them",
-                ) from exc
+        if not owe(self._wal.through, committed):
+            self._wal.through(committed)
 
     def _checkpoint_soon(self) -> None:
         self._jobs.put(_CHECKPOINT)

@@ -7,12 +7,12 @@ drives the swap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from resumable.stores.protocol import InputRecord, StepRecord
+    from resumable.stores.protocol import InputRecord, SnapshotRecord, StepRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,4 +86,93 @@ class SupportsArchive(Protocol):
         self, *, after: str | None, limit: int
     ) -> list[ArchiveStub]:
         """Up to `limit` stubs in run_id order, after the run_id `after`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadStub:
+    """What stays of a thread's older saved states moved to an object store.
+
+    See `resumable.stores.coldthreads`. The thread's newest snapshot of each
+    namespace stays a live row beside it.
+    """
+
+    thread_id: str
+    key: str
+    """The object's key: `threads/<sha256 of its bytes>`."""
+    size: int
+    """The object's size in bytes."""
+    snapshots: int
+    """How many snapshot records it holds (packs included)."""
+    chunks: int
+    """How many chunks it holds: every chunk its snapshots name that was stored."""
+    archived_at_ms: int
+    newest: tuple[tuple[str, str], ...] = ()
+    """Per namespace it holds records of, the newest checkpoint_id it holds, in
+    namespace order: a read whose live rows are all newer needs no object."""
+    refers_to: tuple[str, ...] = ()
+    """Keys of other objects its records reference (offloaded payloads)."""
+
+
+def namespaces_of(value: object) -> tuple[tuple[str, str], ...]:
+    """`ThreadStub.newest` from its stored JSON; ValueError if it is not that."""
+    if not isinstance(value, list) or not all(
+        isinstance(pair, list)
+        and len(pair) == 2
+        and all(isinstance(part, str) for part in pair)
+        for pair in value
+    ):
+        raise ValueError(f"not a list of namespaces and ids: {value!r:.60}")
+    return tuple((str(ns), str(cp)) for ns, cp in value)
+
+
+@runtime_checkable
+class SupportsThreadArchive(Protocol):
+    """An optional capability: a store that swaps a thread's older snapshots for a stub.
+
+    The object holding them is written by the caller (`coldthreads.archive_thread`)
+    before `archive_snapshots` is called, so a crash leaves either the rows or the
+    stub, never neither. `delete_thread` deletes the thread's stub with its rows.
+    """
+
+    async def archive_snapshots(
+        self,
+        stub: ThreadStub,
+        *,
+        moved: Collection[tuple[str, str]],
+        chunks: Collection[str],
+        replaces: str | None,
+    ) -> bool:
+        """Replace the snapshots `moved` ((namespace, checkpoint_id) pairs) by `stub`.
+
+        In one transaction: only if the thread's stub is the one keyed `replaces`
+        (None: it has none) and every snapshot `moved` exists, delete them, delete
+        those of `chunks` that no remaining snapshot (of any thread) names, and put
+        `stub` in the place of the thread's stub; otherwise change nothing and
+        return False. The chunks' deletion is atomic with `save_snapshot`'s check
+        (a save naming one of them is refused with `ChunksMissing`).
+        """
+        ...
+
+    async def load_thread_stub(self, thread_id: str) -> ThreadStub | None:
+        """The thread's stub, or None when none of its snapshots is archived."""
+        ...
+
+    async def restore_snapshots(
+        self,
+        stub: ThreadStub,
+        snapshots: Sequence[SnapshotRecord],
+        chunks: Mapping[str, bytes],
+    ) -> bool:
+        """Put archived snapshots and chunks back and delete the stub, in one transaction.
+
+        Only if the thread's stub still names `stub.key`; otherwise change nothing
+        and return False. A snapshot (or chunk) that has a row already keeps it.
+        """
+        ...
+
+    async def list_thread_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ThreadStub]:
+        """Up to `limit` thread stubs in thread_id order, after the thread_id `after`."""
         ...

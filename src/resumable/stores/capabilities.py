@@ -6,6 +6,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | Protocol | members | what it buys |
 | --- | --- | --- |
 | `SnapshotStore` | chunks, snapshots, threads | `save_state`, `load_state`, LangGraph |
+| `PacksSnapshots` | `swap_snapshots` | older snapshots packed: less space |
 | `RunListing` | `list_runs`, `count_runs`, `list_inputs` | `runs()`, CLI, dashboard |
 | `Maintenance` | `delete_runs`, `scan/replace_payload` | `gc()`, `rekey()` |
 | `NeedsOpen` | `async open()` | `open_store` connects and migrates up front |
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from resumable.stores.packing import PacksSnapshots
 from resumable.stores.protocol import Maintenance, RunListing, RunStore, SnapshotStore
 
 
@@ -105,6 +107,9 @@ class Capabilities:
 
     snapshots: bool = False
     """It implements `SnapshotStore`."""
+    packs: bool = False
+    """It implements `SnapshotStore` and `PacksSnapshots`: the engine packs older
+    snapshots (without it they stay loose, and everything else works the same)."""
     listing: bool = False
     """It implements `RunListing`."""
     maintenance: bool = False
@@ -126,6 +131,10 @@ class Capabilities:
             optional = optional.inner
         return cls(
             snapshots=isinstance(store, SnapshotStore),
+            # a wrapper swaps through the store it wraps: that one must pack
+            packs=isinstance(store, SnapshotStore)
+            and isinstance(store, PacksSnapshots)
+            and isinstance(optional, PacksSnapshots),
             listing=isinstance(store, RunListing),
             maintenance=isinstance(store, Maintenance),
             any_loop=isinstance(optional, RunsOnAnyLoop) and optional.any_loop is True,
@@ -141,6 +150,7 @@ class Capabilities:
         """The names of the capabilities found, for messages and `resumable info`."""
         found = {
             "SnapshotStore": self.snapshots,
+            "PacksSnapshots": self.packs,
             "RunListing": self.listing,
             "Maintenance": self.maintenance,
             "RunsOnAnyLoop": self.any_loop,

@@ -10,9 +10,10 @@ import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
-from resumable.stores import _rules, claims
+from resumable.stores import _rules, claims, packing
 from resumable.stores._records import checked_run
-from resumable.stores.archiving import ArchiveStub
+from resumable.stores.archiving import ArchiveStub, ThreadStub
+from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -27,7 +28,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
-    check_pack,
 )
 
 
@@ -45,6 +45,7 @@ class MemoryStore:
         self._chunks: dict[str, bytes] = {}
         self._snapshots: dict[tuple[str, str], dict[str, SnapshotRecord]] = {}
         self._stubs: dict[str, ArchiveStub] = {}
+        self._thread_stubs: dict[str, ThreadStub] = {}
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:
@@ -224,6 +225,59 @@ class MemoryStore:
         ids = sorted(i for i in self._stubs if after is None or i > after)
         return [self._stubs[i] for i in ids[:limit]]
 
+    # --- thread archive (SupportsThreadArchive) -------------------------------------
+    async def archive_snapshots(
+        self,
+        stub: ThreadStub,
+        *,
+        moved: Collection[tuple[str, str]],
+        chunks: Collection[str],
+        replaces: str | None,
+    ) -> bool:
+        held = self._thread_stubs.get(stub.thread_id)
+        if (None if held is None else held.key) != replaces or not all(
+            cp in self._snapshots.get((stub.thread_id, ns), {}) for ns, cp in moved
+        ):
+            return False
+        for ns, cp in moved:
+            del self._snapshots[(stub.thread_id, ns)][cp]
+        named = {
+            ref
+            for snaps in self._snapshots.values()
+            for snap in snaps.values()
+            for ref in snap.chunk_refs
+        }
+        for digest in set(chunks) - named:
+            self._chunks.pop(digest, None)
+        self._thread_stubs[stub.thread_id] = stub
+        return True
+
+    async def load_thread_stub(self, thread_id: str) -> ThreadStub | None:
+        return self._thread_stubs.get(thread_id)
+
+    async def restore_snapshots(
+        self,
+        stub: ThreadStub,
+        snapshots: Sequence[SnapshotRecord],
+        chunks: Mapping[str, bytes],
+    ) -> bool:
+        held = self._thread_stubs.get(stub.thread_id)
+        if held is None or held.key != stub.key:
+            return False
+        del self._thread_stubs[stub.thread_id]
+        for digest, data in chunks.items():
+            self._chunks.setdefault(digest, data)
+        for snap in snapshots:  # a row written meanwhile is kept
+            thread = self._snapshots.setdefault((stub.thread_id, snap.namespace), {})
+            thread.setdefault(snap.checkpoint_id, snap)
+        return True
+
+    async def list_thread_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ThreadStub]:
+        ids = sorted(i for i in self._thread_stubs if after is None or i > after)
+        return [self._thread_stubs[i] for i in ids[:limit]]
+
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:
         run = self._require(record.run_id)
@@ -296,27 +350,45 @@ class MemoryStore:
         found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
         return found if limit is None else found[:limit]
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        check_pack(thread_id, by)
-        thread = self._snapshots.get((thread_id, namespace), {})
-        doomed = set(checkpoint_ids)
-        if not doomed <= thread.keys():
-            return False
-        for checkpoint_id in doomed:
-            del thread[checkpoint_id]
-        self._snapshots.setdefault((by.thread_id, by.namespace), {})[
-            by.checkpoint_id
-        ] = by
+        check_swap(thread_id, old, by)
+        for record in old:
+            stored = self._snapshots.get((thread_id, record.namespace), {})
+            now = stored.get(record.checkpoint_id)
+            if now is None or now.manifest != record.manifest:
+                return False
+        keys = packing.keys_of(old)
+        if by is not None and (by.namespace, by.checkpoint_id) not in keys:
+            taken = self._snapshots.get((thread_id, by.namespace), {})
+            if by.checkpoint_id in taken:
+                return False
+        await self.delete_snapshots(thread_id, keys)
+        if by is not None:
+            self._snapshots.setdefault((thread_id, by.namespace), {})[
+                by.checkpoint_id
+            ] = by
         return True
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        deleted = 0
+        for namespace, checkpoint_id in set(keys):
+            snaps = self._snapshots.get((thread_id, namespace), {})
+            deleted += snaps.pop(checkpoint_id, None) is not None
+            if not snaps:
+                self._snapshots.pop((thread_id, namespace), None)
+        return deleted
+
     async def delete_thread(self, thread_id: str) -> int:
+        self._thread_stubs.pop(thread_id, None)
         keys = [key for key in self._snapshots if key[0] == thread_id]
         return sum(len(self._snapshots.pop(key)) for key in keys)
 

@@ -3,9 +3,9 @@
 `OffloadStore` wraps any `Store`. On the way in, a run's input or output, a
 step's output or usage, or an input value whose sealed frame (already
 compressed, and encrypted when encryption is on: the object store never sees
-plaintext), or a saved state's, is longer than `offload_over` bytes is uploaded first, under the
-SHA-256 of those bytes, and only then is the row written, holding a 52-byte
-reference in place of the frame:
+plaintext), or a saved state's, is longer than `offload_over` bytes is uploaded
+first, under the SHA-256 of those bytes, and only then is the row written,
+holding a 52-byte reference in place of the frame:
 
 ```
 [magic: 00 "RBLOB1" (7)][codec (1)][size (8, big-endian)][sha256 (32)][crc32 (4)]
@@ -34,17 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
-from resumable.errors import CheckpointWriteError, CorruptCheckpointError, StoreError
-from resumable.stores.archive import (
-    Archived,
-    ArchiveReader,
-    is_member,
-)
-from resumable.stores.archiving import ArchiveStub, SupportsArchive
+from resumable.errors import CheckpointWriteError, StoreError
+from resumable.stores.archive import ArchiveReader, is_member
+from resumable.stores.archiving import SupportsArchive, SupportsThreadArchive
 from resumable.stores.blobref import (
     REFERENCE_MAGIC,
     REFERENCE_SIZE,
@@ -52,21 +47,22 @@ from resumable.stores.blobref import (
     is_reference,
 )
 from resumable.stores.blobs import (
-    BlobMissing,
     BlobStore,
     BlobUnavailable,
     StreamingBlobs,
 )
 from resumable.stores.coldruns import ColdReader, restore_run
-from resumable.stores.offload_archive import archive_due
-from resumable.stores.offload_gc import collect_garbage, referenced_keys
+from resumable.stores.coldthreads import ColdThreads
+from resumable.stores.offload_archive import OffloadMaintenance
 from resumable.stores.offload_stream import (
     STREAM_READ_OVER,
     Opener,
     Sealed,
     download,
+    fetch,
     upload,
 )
+from resumable.stores.offload_swap import as_stored
 from resumable.stores.places import payload_place, run_place, step_place
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -104,7 +100,7 @@ def _points_away(data: object) -> bool:
     return is_reference(data) or is_member(data)
 
 
-class OffloadStore:
+class OffloadStore(OffloadMaintenance):
     """A Store whose large payloads live in a `BlobStore` (see the module docstring).
 
     Args:
@@ -132,6 +128,11 @@ class OffloadStore:
         self._archives = ArchiveReader(blobs)
         self._cold = (
             ColdReader(inner, blobs) if isinstance(inner, SupportsArchive) else None
+        )
+        self._threads = (
+            ColdThreads(inner, blobs)
+            if isinstance(inner, SupportsThreadArchive)
+            else None
         )
         self._opener: Opener | None = None
         # asked at every step's commit: a Protocol check is worth doing once
@@ -209,33 +210,7 @@ class OffloadStore:
             and isinstance(self.blobs, StreamingBlobs)
         ):
             return await download(self.blobs, ref, self._opener, place=place)
-        try:
-            frame = await self.blobs.get(ref.key)
-        except BlobMissing:
-            raise CorruptCheckpointError(
-                place=place,
-                detail=f"object {ref.key} is missing from {self.blobs.url} (deleted "
-                f"behind the store's back, or the reference was altered)",
-            ) from None
-        except BlobUnavailable as exc:
-            raise StoreError(
-                store=self.blobs.url,
-                detail=f"{place}: cannot read object {ref.key} ({exc}); try again "
-                f"once the object store is back",
-            ) from exc
-        if len(frame) != ref.size or hashlib.sha256(frame).digest() != ref.sha256:
-            raise CorruptCheckpointError(
-                place=place,
-                detail=f"object {ref.key} in {self.blobs.url} fails its hash check "
-                f"({len(frame):,} bytes, the row says {ref.size:,})",
-            )
-        if (
-            len(frame) > 1 and frame[1] != ref.codec
-        ):  # pragma: no cover - the hash covers it
-            raise CorruptCheckpointError(
-                place=place, detail=f"object {ref.key}: codec differs"
-            )
-        return frame
+        return await fetch(self.blobs, ref, place=place)
 
     async def _resolve_run(self, run: RunRecord) -> RunRecord:
         if not (_points_away(run.input) or _points_away(run.output)):
@@ -450,6 +425,9 @@ class OffloadStore:
 
     async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
         chunks = await self.inner.get_chunks(hashes)
+        if self._threads is not None and len(chunks) < len(set(hashes)):
+            # chunks of archived snapshots: in the objects those were read from
+            chunks |= await self._threads.chunks(set(hashes) - chunks.keys())
         if not any(_points_away(data) for data in chunks.values()):
             return chunks
         digests = list(chunks)
@@ -472,6 +450,10 @@ class OffloadStore:
         snapshot = await self.inner.load_snapshot(
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
+        if self._threads is not None:
+            snapshot = await self._threads.load(
+                thread_id, namespace, checkpoint_id, snapshot
+            )
         return None if snapshot is None else await self._resolve_snapshot(snapshot)
 
     async def list_snapshots(
@@ -485,21 +467,32 @@ class OffloadStore:
         snapshots = await self.inner.list_snapshots(
             thread_id, namespace=namespace, before=before, limit=limit
         )
+        if self._threads is not None:
+            snapshots = await self._threads.merge(
+                thread_id, namespace, before, limit, snapshots
+            )
         return list(
             await asyncio.gather(*(self._resolve_snapshot(s) for s in snapshots))
         )
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        return await self.inner.replace_snapshots(
-            thread_id, namespace, checkpoint_ids, by=await self._offload_snapshot(by)
+        stored = await as_stored(self.inner, thread_id, old)
+        new = None if by is None else await self._offload_snapshot(by)
+        return stored is not None and await self.inner.swap_snapshots(
+            thread_id, stored, by=new, durable=durable
         )
+
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        return await self.inner.delete_snapshots(thread_id, keys)
 
     async def delete_thread(self, thread_id: str) -> int:
         return await self.inner.delete_thread(thread_id)
@@ -542,55 +535,6 @@ class OffloadStore:
         if await self.inner.replace_payload(referenced, data=new):
             return True
         return await self.inner.replace_payload(payload, data=new)
-
-    async def referenced_keys(self) -> set[str]:
-        """The keys of every object a row of the wrapped store references now."""
-        keys = await referenced_keys(self.inner)
-        if self._cold is not None:
-            keys |= await self._cold.referenced_keys()
-        return keys
-
-    async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
-        """Delete objects no row references that are older than `older_than_ms`.
-
-        See `stores.offload_gc.collect_garbage`. Returns how many were deleted.
-
-        Raises:
-            StoreError: the object store did not answer.
-        """
-        referenced = await self.referenced_keys()
-        return await collect_garbage(
-            referenced, self.blobs, older_than_ms=older_than_ms, now_ms=now_ms
-        )
-
-    async def archive_finished(
-        self, *, updated_before_ms: int, limit: int, now_ms: int
-    ) -> list[Archived]:
-        """Archive up to `limit` finished runs and `limit` threads gone cold.
-
-        See `stores.offload_archive.archive_due`.
-        """
-        return await archive_due(
-            self.inner,
-            self.blobs,
-            updated_before_ms=updated_before_ms,
-            limit=limit,
-            now_ms=now_ms,
-        )
-
-    async def restore_archived(self, run_id: str) -> ArchiveStub | None:
-        """Put an archived run's journal and inputs back in the store.
-
-        Returns the stub that stood for them, or None when the run was not
-        archived (or the store cannot archive). The object stays until a
-        collection finds that nothing references it.
-
-        Raises:
-            CorruptCheckpointError: its object is missing or damaged.
-        """
-        if not isinstance(self.inner, SupportsArchive):
-            return None
-        return await restore_run(self.inner, self.blobs, run_id)
 
     async def close(self) -> None:
         try:

@@ -26,12 +26,21 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores.blobref import BlobRef
 from resumable.stores.blobs import (
     BlobMissing,
+    BlobStore,
     BlobUnavailable,
     StreamingBlobs,
     temp_key,
 )
 
-__all__ = ["STREAM_READ_OVER", "FrameSink", "Opener", "Sealed", "download", "upload"]
+__all__ = [
+    "STREAM_READ_OVER",
+    "FrameSink",
+    "Opener",
+    "Sealed",
+    "download",
+    "fetch",
+    "upload",
+]
 
 STREAM_READ_OVER: Final = 1 << 20
 """Objects longer than this are read a chunk at a time when a reader is given."""
@@ -184,3 +193,37 @@ async def download(
         raise CorruptCheckpointError(
             place=place, detail=f"object {ref.key}: {exc.detail}"
         ) from None
+
+
+async def fetch(blobs: BlobStore, ref: BlobRef, *, place: str) -> bytes | bytearray:
+    """The frame an offloaded object holds, checked against its reference.
+
+    Raises:
+        CorruptCheckpointError: it is missing, or fails its hash check.
+        StoreError: the object store did not answer.
+    """
+    try:
+        frame = await blobs.get(ref.key)
+    except BlobMissing:
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"object {ref.key} is missing from {blobs.url} (deleted "
+            f"behind the store's back, or the reference was altered)",
+        ) from None
+    except BlobUnavailable as exc:
+        raise StoreError(
+            store=blobs.url,
+            detail=f"{place}: cannot read object {ref.key} ({exc}); try again "
+            f"once the object store is back",
+        ) from exc
+    if len(frame) != ref.size or hashlib.sha256(frame).digest() != ref.sha256:
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"object {ref.key} in {blobs.url} fails its hash check "
+            f"({len(frame):,} bytes, the row says {ref.size:,})",
+        )
+    if len(frame) > 1 and frame[1] != ref.codec:  # pragma: no cover - hash covers it
+        raise CorruptCheckpointError(
+            place=place, detail=f"object {ref.key}: codec differs"
+        )
+    return frame

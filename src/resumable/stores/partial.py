@@ -1,7 +1,7 @@
 """A full `Store` over a store that implements only some of it.
 
 The engine holds a `Store`. A store of your own may implement only `RunStore`
-(and any of `SnapshotStore`, `RunListing`, `Maintenance`): `complete` gives the
+(and any of `SnapshotStore`, `PacksSnapshots`, `RunListing`, `Maintenance`): `complete` gives the
 engine a `Store` whose missing parts raise `CapabilityMissing` naming the part,
 the call and the store, when (and only when) they are used. Running workflows
 needs nothing beyond `RunStore`.
@@ -9,7 +9,7 @@ needs nothing beyond `RunStore`.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import cast
 
 from resumable.errors import CapabilityMissing
@@ -20,6 +20,7 @@ from resumable.stores.protocol import (
     InputRecord,
     Lease,
     Maintenance,
+    PacksSnapshots,
     Payload,
     PayloadKind,
     QueuePolicy,
@@ -38,8 +39,9 @@ from resumable.stores.protocol import (
 
 def complete(store: RunStore, capabilities: Capabilities) -> Store:
     """`store` itself if it is a full Store, else a `PartialStore` over it."""
-    if capabilities.snapshots and capabilities.listing and capabilities.maintenance:
-        return cast("Store", store)  # checked by Capabilities.of: all four parts
+    parts = (capabilities.snapshots, capabilities.packs, capabilities.listing)
+    if all(parts) and capabilities.maintenance:
+        return cast("Store", store)  # checked by Capabilities.of: every part
     return PartialStore(store, capabilities)
 
 
@@ -58,6 +60,7 @@ class PartialStore:
         self._snapshots = (
             cast("SnapshotStore", inner) if capabilities.snapshots else None
         )
+        self._packs = cast("PacksSnapshots", inner) if capabilities.packs else None
         self._listing = cast("RunListing", inner) if capabilities.listing else None
         self._maintenance = (
             cast("Maintenance", inner) if capabilities.maintenance else None
@@ -189,17 +192,23 @@ class PartialStore:
             thread_id, namespace=namespace, before=before, limit=limit
         )
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        return await self._snapshot_part("replace_snapshots").replace_snapshots(
-            thread_id, namespace, checkpoint_ids, by=by
-        )
+        if self._packs is None:
+            raise self._missing("PacksSnapshots", "swap_snapshots")
+        return await self._packs.swap_snapshots(thread_id, old, by=by, durable=durable)
+
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        part = self._snapshot_part("delete_snapshots")
+        return await part.delete_snapshots(thread_id, keys)
 
     async def delete_thread(self, thread_id: str) -> int:
         return await self._snapshot_part("delete_thread").delete_thread(thread_id)

@@ -17,12 +17,9 @@ behind a transaction-mode pooler such as PgBouncer. `wait_for_work` is the excep
 (see `_postgres_session`).
 
 Concurrent `commit_step` calls share transactions (group commit, `_postgres_commits`).
-
 The pool hands out the connection returned last, so a run's sequential steps reuse one
-warm backend instead of cycling through idle ones.
-
-After a server restart the pooled connections are dead: the first failure purges every
-idle connection from the pool (`pool.check()`) and the pool reconnects in the
+warm backend. After a server restart the pooled connections are dead: the first
+failure purges every idle one (`pool.check()`) and the pool reconnects in the
 background; reads are retried once on a fresh connection, writes fail with
 CheckpointWriteError and the engine retries them.
 """
@@ -31,13 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Collection,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
@@ -70,7 +61,12 @@ from resumable.stores._postgres_session import (
     migrate,
     parse_url,
 )
+from resumable.stores._postgres_thread_archive import (
+    ThreadArchiveMethods,
+    ThreadArchiveStatements,
+)
 from resumable.stores.archiving import ArchiveStub
+from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -85,7 +81,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
-    check_pack,
 )
 from resumable.stores.urls import redact
 
@@ -97,7 +92,7 @@ _t = _sql.to_text
 Params = Sequence[object] | Mapping[str, object]
 
 
-class PostgresStore:
+class PostgresStore(ThreadArchiveMethods):
     """The Store protocol on PostgreSQL, safe for many workers and processes."""
 
     def __init__(self, url: str) -> None:
@@ -106,6 +101,7 @@ class PostgresStore:
         self.schema = self._options.schema
         self._sql = _pgsql.Statements(self.schema)
         self._archive_sql = _archive.ArchiveStatements(self.schema)
+        self._thread_sql = ThreadArchiveStatements(self.schema)
         self._pool: Pool | None = None
         self._opening = asyncio.Lock()
         self._purge: asyncio.Task[None] | None = None
@@ -199,7 +195,9 @@ class PostgresStore:
             cur = await conn.execute(query, params)
             return await cur.fetchall() if cur.description else []
 
-    async def _write_count(self, query: bytes, params: Params, *, run_id: str) -> int:
+    async def _write_count(
+        self, query: bytes, params: Params, *, run_id: str | None = None
+    ) -> int:
         """Run one write statement (its own transaction); how many rows it changed."""
         async with self._connection(run_id=run_id) as conn:
             cur = await conn.execute(query, params)
@@ -502,31 +500,35 @@ class PostgresStore:
         rows = await self._read(self._sql.list_snapshots, params)
         return [_pgsql.snapshot_from_row(row) for row in rows]
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        check_pack(thread_id, by)
-        params = {
-            "from_namespace": _t(namespace),
-            "ids": [_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],
-            **_pgsql.snapshot_params(by),
-        }
+        check_swap(thread_id, old, by)
+        params = _pgsql.swap_params(thread_id, old, by)
         async with self._connection() as conn:
-            cursor = await conn.execute(self._sql.replace_snapshots, params)
+            cursor = await conn.execute(self._sql.swap_snapshots, params)
             row = await cursor.fetchone()
         return row is not None and bool(row["ok"])
 
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        unique = sorted(set(keys))
+        params = {
+            "thread_id": _t(thread_id),
+            "namespaces": [_t(namespace) for namespace, _ in unique],
+            "ids": [_t(checkpoint_id) for _, checkpoint_id in unique],
+        }
+        return await self._write_count(self._sql.delete_snapshots, params)
+
     async def delete_thread(self, thread_id: str) -> int:
-        async with self._connection() as conn:
-            cur = await conn.execute(
-                self._sql.delete_thread, {"thread_id": _t(thread_id)}
-            )
-            return cur.rowcount
+        params = {"thread_id": _t(thread_id)}
+        return await self._write_count(self._sql.delete_thread, params)
 
     async def list_threads(
         self,
@@ -571,16 +573,7 @@ class PostgresStore:
         else:
             parts = tuple(_sql.key_to_sql(part) for part in after[: len(ids)])
             rows = await self._read(following, (*parts, limit))
-        return [
-            Payload(
-                kind=kind,
-                key=tuple(
-                    _sql.key_from_sql(value) for value in list(row.values())[:-1]
-                ),
-                data=bytes(list(row.values())[-1]),
-            )
-            for row in rows
-        ]
+        return _pgsql.payloads_from_rows(kind, rows)
 
     async def replace_payload(self, payload: Payload, *, data: bytes) -> bool:
         replace = self._sql.payloads[payload.kind][2]

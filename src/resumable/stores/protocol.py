@@ -4,8 +4,9 @@ A store keeps runs, their journals, the inputs sent to them, and content-address
 snapshots, in four Protocols: `RunStore` (runs, leases with fencing, journal,
 inputs: all that running workflows needs), `SnapshotStore` (chunks, snapshots,
 threads), `RunListing` (`runs()`, the CLI, the dashboard) and `Maintenance`
-(`gc()`, `rekey()`). `Store` is all four, as the built-in stores are; a store of
-your own may start with `RunStore`. Optional capabilities are the Protocols of
+(`gc()`, `rekey()`). `Store` is all four and `PacksSnapshots` (packing of older
+snapshots, optional), as the built-in stores are; a store of your own may start
+with `RunStore`. Optional capabilities are the Protocols of
 `resumable.stores.capabilities`, checked once, when the engine takes the store.
 `docs/stores.md` shows how to write one.
 
@@ -28,9 +29,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
 from resumable.stores.kinds import JournalKind, kind_of
+from resumable.stores.packing import PacksSnapshots as PacksSnapshots  # noqa: PLC0414
+from resumable.stores.roles import SnapshotRole, ThreadRole, snapshot_role, thread_role
 
 RunStatus = Literal[
     "queued",  # created, waiting for an executor (engine.enqueue, or woken by send)
@@ -42,15 +45,7 @@ RunStatus = Literal[
     "cancelled",
 ]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
-RUN_STATUSES: tuple[str, ...] = (
-    "queued",
-    "running",
-    "waiting",
-    "sleeping",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 
 StepStatus = Literal[
     "ok",  # output holds the encoded result
@@ -269,6 +264,11 @@ class SnapshotRecord:
     label: str | None = None
     metadata: bytes | None = None
 
+    @property
+    def role(self) -> SnapshotRole:
+        """What the record is: a checkpoint, pending writes, a pack (`stores.roles`)."""
+        return snapshot_role(self.namespace)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadRecord:
@@ -277,6 +277,11 @@ class ThreadRecord:
     thread_id: str
     updated_at_ms: int
     """The newest `created_at_ms` among its snapshots (every namespace)."""
+
+    @property
+    def role(self) -> ThreadRole:
+        """A user's thread, or one the library keeps for itself (`stores.roles`)."""
+        return thread_role(self.thread_id)
 
 
 PayloadKind = Literal[
@@ -289,16 +294,7 @@ PayloadKind = Literal[
     "snapshot.metadata",  # key (thread_id, namespace, checkpoint_id)
     "chunk.data",  # key (hash,)
 ]
-PAYLOAD_KINDS: tuple[PayloadKind, ...] = (
-    "run.input",
-    "run.output",
-    "step.output",
-    "step.usage",
-    "input.value",
-    "snapshot.manifest",
-    "snapshot.metadata",
-    "chunk.data",
-)
+PAYLOAD_KINDS: tuple[PayloadKind, ...] = get_args(PayloadKind)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,19 +327,6 @@ def through(checkpoint_id: str) -> str:
     The smallest string after the id that every store accepts (NUL is not one).
     """
     return checkpoint_id + "\x01"
-
-
-def check_pack(thread_id: str, by: SnapshotRecord) -> None:
-    """The rule every `Store.replace_snapshots` checks first: `by` is of the thread.
-
-    Raises:
-        ValueError: it is not.
-    """
-    if by.thread_id != thread_id:
-        raise ValueError(
-            f"replace_snapshots: the pack belongs to thread {by.thread_id!r}, "
-            f"not to {thread_id!r}, whose snapshots it would replace"
-        )
 
 
 @runtime_checkable
@@ -496,29 +479,14 @@ class SnapshotStore(Protocol):
         """A thread's snapshots, newest first (all namespaces if `namespace` is None)."""
         ...
 
-    async def replace_snapshots(
-        self,
-        thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
-        *,
-        by: SnapshotRecord,
-    ) -> bool:
-        """Swap a thread's snapshots for one record that holds them all (a pack).
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        """Delete the thread's snapshots named by `(namespace, checkpoint_id)` keys.
 
-        In one transaction: if every snapshot `checkpoint_ids` of `thread_id` in
-        `namespace` exists, delete them and insert `by` (same thread; its chunk
-        refs cover theirs, so no chunk is released) and return True. If any is
-        gone (deleted meanwhile, or swapped by another engine), change nothing and
-        return False.
-
-        A swap only saves space, so a store may commit it less durably than other
-        writes (SQLite: without an fsync), provided that a swap it loses is lost
-        whole: the rows it would have replaced stay.
-
-        Raises:
-            ValueError: `by` belongs to another thread (`check_pack`), before
-                anything is read or written.
+        In one transaction; keys naming no snapshot are skipped. Returns how many
+        snapshots went. Chunks only they referenced are left for
+        `delete_unreferenced_chunks` to collect.
         """
         ...
 
@@ -589,5 +557,5 @@ class Maintenance(Protocol):
 
 
 @runtime_checkable
-class Store(RunStore, SnapshotStore, RunListing, Maintenance, Protocol):
+class Store(RunStore, SnapshotStore, PacksSnapshots, RunListing, Maintenance, Protocol):
     """Everything a full store offers, as the built-in stores do (see the module docstring)."""

@@ -72,6 +72,7 @@ from resumable.stores._redis_packing import pack as _pack
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
 from resumable.stores._redis_packing import unpack as _unpack
+from resumable.stores._redis_thread_archive import ThreadArchiveMethods
 from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -93,7 +94,7 @@ from resumable.stores.protocol import (
 __all__ = ["DEFAULT_PREFIX", "SCHEMA_VERSION", "RedisStore", "parse_url"]
 
 
-class RedisStore:
+class RedisStore(ThreadArchiveMethods):
     """The Store protocol on one Redis server, or a cluster (a store's keys share a slot)."""
 
     def __init__(
@@ -526,17 +527,20 @@ class RedisStore:
             self._conn, thread_id, namespace=namespace, before=before, limit=limit
         )
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        return await _snapshots.replace_snapshots(
-            self._conn, thread_id, namespace, checkpoint_ids, by=by
-        )
+        return await _snapshots.swap_snapshots(self._conn, thread_id, old, by=by)
+
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        return await _snapshots.delete_snapshots(self._conn, thread_id, keys)
 
     async def delete_thread(self, thread_id: str) -> int:
         return await _snapshots.delete_thread(self._conn, thread_id)

@@ -20,8 +20,11 @@ WAL of 100 pages itself (the store thread's at SQLite's default, 1000); with
 (an fsync) to the store thread.
 
 Every connection commits with SQLite's `synchronous=NORMAL`. With `full`, a
-durable write then fsyncs the WAL itself (`_sync_wal`) before its call returns,
-once SQLite's write lock is free, so the next write commits while the disk works.
+durable write then has the WAL fsynced before its call returns, once SQLite's
+write lock is free, so the next write commits while the disk works. Commits are
+numbered, and a write waits for an fsync that began after its commit: one under
+way when it committed, it waits out, then starts the next, which covers every
+commit made meanwhile (group commit, `_sqlite_syncs.WalSyncs`, with no timer).
 In WAL mode that is what `synchronous=FULL` does (it syncs the WAL at each commit;
 checkpoints sync the same at either setting), without statements to switch the
 setting off around each write that need not sync (two statements more a
@@ -30,13 +33,17 @@ its fsync ends. A power cut in that moment loses it, and with it every commit
 after it (see below: the WAL is replayed in order), among them whatever was
 written from it.
 
+A durable write made inside a `syncs.DeferredSyncs` block returns once it has
+committed, and the block's `wait()` makes its fsync: `ResumableSaver` commits in
+its turn and waits for the disk after it, so the next call's turn runs meanwhile.
+
 Lease writes (acquire, renew, release) commit without an fsync, whatever the
 durability. A lease only keeps live processes apart, and a WAL file is shared
 only by processes of one machine (its index is shared memory), which a power cut
 ends together. The next durable commit fsyncs the WAL, and with it every lease
 write before it. A resume takes its lease an fsync sooner (much time on a disk
 with slow fsyncs), and a heartbeat costs no fsync. So does a pack swap
-(`replace_snapshots`): it only saves space, and a power cut before the next
+(`swap_snapshots(durable=False)`): it only saves space, and a power cut before the next
 durable commit undoes it whole (a WAL is replayed in order up to its last intact
 commit), leaving the rows loose and readable. A LangGraph thread packs every 16
 steps; each swap paid an fsync.
@@ -78,8 +85,10 @@ from resumable.stores import _sqlite_archive as _archive
 from resumable.stores import _sqlite_claims as _claims
 from resumable.stores import _sqlite_runs as _runs
 from resumable.stores import _sqlite_snapshots as _snapshots
+from resumable.stores import _sqlite_thread_archive as _threads
 from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
-from resumable.stores.archiving import ArchiveStub
+from resumable.stores.archiving import ArchiveStub, ThreadStub
+from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -94,7 +103,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
-    check_pack,
 )
 
 _t = _sql.to_text
@@ -337,6 +345,49 @@ class SQLiteStore:
             lambda conn: _archive.list_stubs_txn(conn, after, limit), write=False
         )
 
+    # --- thread archive (SupportsThreadArchive, in _sqlite_thread_archive) ---------
+    async def archive_snapshots(
+        self,
+        stub: ThreadStub,
+        *,
+        moved: Collection[tuple[str, str]],
+        chunks: Collection[str],
+        replaces: str | None,
+    ) -> bool:
+        archive = partial(
+            _threads.archive_snapshots_txn,
+            present=self._present,
+            stub=stub,
+            moved=list(moved),
+            chunks=list(chunks),
+            replaces=replaces,
+        )
+        return await self._call(archive, write=True)
+
+    async def load_thread_stub(self, thread_id: str) -> ThreadStub | None:
+        load = partial(_threads.load_stub_txn, thread_id=thread_id)
+        return await self._call(load, write=False, inline=True)
+
+    async def restore_snapshots(
+        self,
+        stub: ThreadStub,
+        snapshots: Sequence[SnapshotRecord],
+        chunks: Mapping[str, bytes],
+    ) -> bool:
+        restore = partial(
+            _threads.restore_snapshots_txn,
+            stub=stub,
+            snapshots=list(snapshots),
+            chunks=dict(chunks),
+        )
+        return await self._call(restore, write=True)
+
+    async def list_thread_stubs(
+        self, *, after: str | None, limit: int
+    ) -> list[ThreadStub]:
+        listing = partial(_threads.list_stubs_txn, after=after, limit=limit)
+        return await self._call(listing, write=False)
+
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:
         return await self._call(
@@ -407,27 +458,33 @@ class SQLiteStore:
         select = partial(_snapshots.select_snapshots_txn, query=query, params=params)
         return await self._call(select, write=False, inline=True)
 
-    async def replace_snapshots(
+    async def swap_snapshots(
         self,
         thread_id: str,
-        namespace: str,
-        checkpoint_ids: Collection[str],
+        old: Sequence[SnapshotRecord],
         *,
-        by: SnapshotRecord,
+        by: SnapshotRecord | None,
+        durable: bool = True,
     ) -> bool:
-        check_pack(thread_id, by)
-        replace = partial(
-            _snapshots.replace_snapshots_txn,
-            where=(_t(thread_id), _t(namespace)),
-            ids=[_t(checkpoint_id) for checkpoint_id in set(checkpoint_ids)],
-            by=by,
+        check_swap(thread_id, old, by)
+        swap = partial(
+            _snapshots.swap_snapshots_txn, thread_id=thread_id, old=list(old), by=by
         )
-        # no fsync: see the module doc (a lost swap leaves the rows loose)
-        return await self._call(replace, write=True, durable=False)
+        # packing: no fsync, see the module doc (a lost swap leaves the rows as
+        # they were)
+        return await self._call(swap, write=True, durable=durable)
+
+    async def delete_snapshots(
+        self, thread_id: str, keys: Collection[tuple[str, str]]
+    ) -> int:
+        delete = partial(
+            _snapshots.delete_snapshots_txn, thread_id=thread_id, keys=sorted(set(keys))
+        )
+        return await self._call(delete, write=True)
 
     async def delete_thread(self, thread_id: str) -> int:
         return await self._call(
-            partial(_snapshots.delete_thread_txn, thread_id=thread_id), write=True
+            partial(_threads.delete_thread_txn, thread_id=thread_id), write=True
         )
 
     async def scan_payloads(

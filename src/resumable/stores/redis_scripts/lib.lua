@@ -231,3 +231,53 @@ local function touch_thread(threads, thread, created_at_ms)
     redis.call('ZADD', threads, created_at_ms, thread)
   end
 end
+
+-- the item at 0-based `at` of a packed record (nil for a None item or past the end)
+local function packed_item(data, at)
+  local pos, index = 1, 0
+  while pos <= #data do
+    local a, b, c, d = string.byte(data, pos, pos + 3)
+    local len = ((a * 256 + b) * 256 + c) * 256 + d
+    if index == at then
+      if len == 4294967295 then
+        return nil
+      end
+      return string.sub(data, pos + 4, pos + 3 + len)
+    end
+    if len == 4294967295 then
+      len = 0
+    end
+    pos, index = pos + 4 + len, index + 1
+  end
+  return nil
+end
+
+-- a snapshot record's created_at_ms (its third item)
+local function snapshot_created(record)
+  return tonumber(packed_item(record, 2) or '0')
+end
+
+-- after snapshots of a thread went: forget its emptied namespaces, and unlist it
+-- if none is left; `lowered` (its newest snapshot went) sets its time again from
+-- the snapshots left, as the SQL stores compute it
+local function settle_thread(nss, threads, thread, lowered)
+  local newest = nil
+  for _, namespace in ipairs(redis.call('SMEMBERS', nss)) do
+    local records = B .. 'cp:' .. thread_suffix(thread, namespace)
+    if redis.call('HLEN', records) == 0 then
+      redis.call('SREM', nss, namespace)
+    elseif lowered then
+      for _, record in ipairs(redis.call('HVALS', records)) do
+        local created = snapshot_created(record)
+        if newest == nil or created > newest then
+          newest = created
+        end
+      end
+    end
+  end
+  if redis.call('SCARD', nss) == 0 then
+    redis.call('ZREM', threads, thread)
+  elseif newest ~= nil then
+    redis.call('ZADD', threads, int(newest), thread)
+  end
+end
