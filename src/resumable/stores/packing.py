@@ -1,55 +1,20 @@
-"""The optional packing capability: a store that swaps snapshots as read for one record.
+"""The rules of the optional packing capability, `protocol.PacksSnapshots`.
 
 The engine keeps a thread's older snapshots as packs (`resumable._engine.packs`)
 only on a store that declares `PacksSnapshots`; on any other `SnapshotStore`
 they stay loose rows, and saving, loading, history and `delete_states` work the
-same. Declared apart from `SnapshotStore` so that a store of your own need not
-implement it; `protocol` names it too, and the built-in stores implement it.
+same. The Protocol is declared in `protocol`, apart from `SnapshotStore` so that
+a store of your own need not implement it, and beside `Store`, which includes
+it; this module builds on `protocol`, never the reverse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from resumable.stores.protocol import SnapshotRecord
-
-
-@runtime_checkable
-class PacksSnapshots(Protocol):
-    """A snapshot store with a compare-and-swap of snapshot records."""
-
-    async def swap_snapshots(
-        self,
-        thread_id: str,
-        old: Sequence[SnapshotRecord],
-        *,
-        by: SnapshotRecord | None,
-        durable: bool = True,
-    ) -> bool:
-        """Replace snapshots, as they were read, by one record (a pack) or by none.
-
-        In one transaction: if every record of `old` is still stored at its key
-        (thread, namespace, checkpoint_id) with the same manifest bytes, and no
-        record other than one of `old` is stored at `by`'s key, delete them,
-        insert `by` (when given: it may take the key of one of them, as a pack
-        rewritten in place does) and return True. A chunk they named and `by`
-        does not is left for collection. Otherwise change nothing and return
-        False: another engine changed, swapped or deleted one of them meanwhile,
-        and the caller reads again before it tries again.
-
-        With `durable=False` the swap only saves space (packing): the store may
-        commit it less durably than other writes (SQLite: without an fsync),
-        provided that a swap it loses is lost whole, the records it would have
-        replaced staying. A swap that deletes rows (`Engine.delete_states`) is
-        durable like any write.
-
-        Raises:
-            ValueError: a record of `old`, or `by`, belongs to another thread
-                (`check_swap`), before anything is read or written.
-        """
-        ...
 
 
 def check_swap(

@@ -26,13 +26,12 @@ engine's, or a test's `FakeClock`) decides leases, sleeps and timeouts everywher
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
 from resumable.stores.kinds import JournalKind, kind_of
-from resumable.stores.packing import PacksSnapshots as PacksSnapshots  # noqa: PLC0414
 from resumable.stores.roles import SnapshotRole, ThreadRole, snapshot_role, thread_role
 
 RunStatus = Literal[
@@ -511,6 +510,42 @@ class SnapshotStore(Protocol):
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         """Delete up to `limit` chunks no snapshot references; returns how many."""
+        ...
+
+
+@runtime_checkable
+class PacksSnapshots(Protocol):
+    """A snapshot store with a compare-and-swap of snapshot records."""
+
+    async def swap_snapshots(
+        self,
+        thread_id: str,
+        old: Sequence[SnapshotRecord],
+        *,
+        by: SnapshotRecord | None,
+        durable: bool = True,
+    ) -> bool:
+        """Replace snapshots, as they were read, by one record (a pack) or by none.
+
+        In one transaction: if every record of `old` is still stored at its key
+        (thread, namespace, checkpoint_id) with the same manifest bytes, and no
+        record other than one of `old` is stored at `by`'s key, delete them,
+        insert `by` (when given: it may take the key of one of them, as a pack
+        rewritten in place does) and return True. A chunk they named and `by`
+        does not is left for collection. Otherwise change nothing and return
+        False: another engine changed, swapped or deleted one of them meanwhile,
+        and the caller reads again before it tries again.
+
+        With `durable=False` the swap only saves space (packing): the store may
+        commit it less durably than other writes (SQLite: without an fsync),
+        provided that a swap it loses is lost whole, the records it would have
+        replaced staying. A swap that deletes rows (`Engine.delete_states`) is
+        durable like any write.
+
+        Raises:
+            ValueError: a record of `old`, or `by`, belongs to another thread
+                (`packing.check_swap`), before anything is read or written.
+        """
         ...
 
 
