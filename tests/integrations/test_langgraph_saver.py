@@ -458,7 +458,7 @@ def test_a_sync_call_waits_for_its_fsync_after_its_turn_and_returns_only_after_i
 
 
 def test_a_sync_call_that_raises_after_a_write_still_waits_for_its_fsync(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[str] = []
 
@@ -468,15 +468,17 @@ def test_a_sync_call_that_raises_after_a_write_still_waits_for_its_fsync(
 
     store = SQLiteStore(f"sqlite:///{tmp_path / 'sync.db'}", sync_file=sync_file)
     engine = Engine(store)
+    save_snapshot = store.save_snapshot
 
-    async def save_then_fail() -> None:
-        await engine.save_state("t", {"x": 1})
+    async def save_then_fail(*args: Any, **kwargs: Any) -> None:
+        await save_snapshot(*args, **kwargs)
         events.append("saved")
         raise ValueError("after the write")
 
+    monkeypatch.setattr(store, "save_snapshot", save_then_fail)
     with ResumableSaver(engine) as saver:
         with pytest.raises(ValueError, match="after"):
-            saver._call(save_then_fail())
+            saver.put(config("t"), checkpoint(x=1), {"step": -1}, {})
         events.append("call ended")
     asyncio.run(engine.close())
     assert events == ["saved", "synced", "call ended"]
@@ -744,7 +746,7 @@ async def test_prune_deletes_exactly_the_doomed_checkpoints_and_their_writes(
         assert found.config == second
         assert found.pending_writes == [("task-2", "ch", "kept write")]
         # nothing staged: no thread but the two (and the saver's index) was written
-        threads = await saver._acall(saver.engine.store.list_threads())
+        threads = await saver.run_on_loop(saver.engine.store.list_threads())
         assert all(not t.thread_id.endswith(STAGING_SUFFIX) for t in threads), threads
 
 
