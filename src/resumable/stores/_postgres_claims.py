@@ -1,26 +1,146 @@
-"""PostgreSQL: claiming runs inside one transaction.
+"""PostgreSQL: claiming runs inside one transaction, and the statements it takes.
 
 `claims` decides (the candidate window, queue admission); these functions read the
-candidates, lock and read each queue's load, and write the fenced leases. Runs are
-locked with `FOR UPDATE SKIP LOCKED` only: the oldest `limit` first, and past a
-queue's refusals, only those taken of the rest of the window.
+candidates, lock and read each queue's load, and write the fenced leases, with the
+statements of `ClaimStatements` (the store's other SQL is in `_postgres_sql`).
+Runs are locked with `FOR UPDATE SKIP LOCKED` only: the oldest `limit` first, and
+past a queue's refusals, only those taken of the rest of the window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Final, LiteralString
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, sql
 from psycopg.rows import DictRow
 
 from resumable.errors import RunNotFound
 from resumable.stores import _rules, _sql, claims
-from resumable.stores._postgres_sql import Statements
 from resumable.stores.protocol import Lease, QueuePolicy
 
 Conn = AsyncConnection[DictRow]
 _t = _sql.to_text
+
+
+# candidates: the same rule as claims.is_claimable. A claim first locks the oldest
+# `limit` (SKIP LOCKED: a run another claim holds is not a candidate), which is all
+# it takes unless a queue refuses some; then it reads on, unlocked, to the end of its
+# window (claims.candidate_window) and locks only the runs it takes (_CLAIM_ADMITTED).
+_CANDIDATES: Final = """
+SELECT run_id, status, queue, lease_owner FROM {schema}.resumable_runs
+ WHERE workflow = ANY(%(workflows)s::text[])
+   AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
+   AND status IN ('queued', 'running', 'sleeping', 'waiting')
+   AND (status = 'queued'
+        OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
+        OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
+"""
+_FIRST_CANDIDATES: Final = (
+    _CANDIDATES
+    + """ ORDER BY created_at_ms, run_id
+ LIMIT %(limit)s
+ FOR UPDATE SKIP LOCKED
+"""
+)
+_MORE_CANDIDATES: Final = (
+    _CANDIDATES
+    + """   AND run_id <> ALL(%(seen)s::text[])
+ ORDER BY created_at_ms, run_id
+ LIMIT %(more)s
+"""
+)
+# admission to each queue is serialized across workers. A claim waits for the locks of
+# the queues its first candidates name, in one global order (sorted keys), so two
+# claimers cannot deadlock; queues met later are only tried, and a busy one counts as
+# full. Runs are only ever locked with SKIP LOCKED: a claim never waits for a run.
+_LOCK_QUEUES: Final = """
+SELECT count(pg_advisory_xact_lock(hashtext(%(schema)s), key)) AS locked
+  FROM (SELECT DISTINCT hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
+         ORDER BY key) AS keys
+"""
+_TRY_LOCK_QUEUES: Final = """
+SELECT q AS queue
+  FROM (SELECT q, hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
+         ORDER BY key) AS keys
+ WHERE pg_try_advisory_xact_lock(hashtext(%(schema)s), key)
+"""
+_QUEUE_LOAD: Final = """
+WITH policy AS (
+    SELECT * FROM unnest(%(queues)s::text[], %(since_ms)s::bigint[]) AS p(queue, since_ms)
+), expired AS (
+    DELETE FROM {schema}.resumable_queue_starts s USING policy p
+     WHERE s.queue = p.queue AND s.started_at_ms <= p.since_ms
+)
+SELECT p.queue,
+       (SELECT count(*) FROM {schema}.resumable_runs r
+         WHERE r.queue = p.queue AND r.status = 'running'
+           AND r.lease_expires_at_ms > %(now_ms)s) AS active,
+       (SELECT count(*) FROM {schema}.resumable_queue_starts s
+         WHERE s.queue = p.queue AND s.started_at_ms > p.since_ms) AS started
+  FROM policy p
+"""
+# leases runs this claim locked already
+_CLAIM_LOCKED: Final = """
+WITH starts AS (
+    INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
+    SELECT q, %(now_ms)s FROM unnest(%(starts)s::text[]) AS q
+)
+UPDATE {schema}.resumable_runs
+   SET status = 'running', lease_owner = %(owner)s,
+       lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
+       updated_at_ms = %(now_ms)s
+ WHERE run_id = ANY(%(run_ids)s::text[])
+RETURNING run_id, fence
+"""
+# leases the first `limit` of the admitted candidates (in claim order) that nobody else
+# holds and that are still claimable, a start only if it was read as one: a subset of
+# what admission counted, so the queues' limits hold for whatever is taken
+_CLAIM_ADMITTED: Final = """
+WITH chosen AS MATERIALIZED (
+    SELECT run_id, status, lease_owner, queue FROM {schema}.resumable_runs
+     WHERE run_id = ANY(%(run_ids)s::text[])
+       AND (status = 'queued'
+            OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
+            OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
+       AND (status <> 'queued' OR run_id = ANY(%(queued)s::text[]))
+     ORDER BY created_at_ms, run_id
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), starts AS (
+    INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
+    SELECT queue, %(now_ms)s FROM chosen
+     WHERE status = 'queued' AND queue = ANY(%(rated)s::text[])
+)
+UPDATE {schema}.resumable_runs r
+   SET status = 'running', lease_owner = %(owner)s,
+       lease_expires_at_ms = %(expires_at_ms)s, fence = r.fence + 1,
+       updated_at_ms = %(now_ms)s
+  FROM chosen c
+ WHERE r.run_id = c.run_id
+RETURNING r.run_id, r.fence, r.created_at_ms, c.status AS before_status,
+          c.lease_owner AS before_owner
+"""
+
+
+class ClaimStatements:
+    """The claim statements of one store, composed with its schema's name."""
+
+    def __init__(self, schema: str) -> None:
+        self.schema = schema
+        name = sql.Identifier(schema)
+
+        def compose(template: LiteralString) -> bytes:
+            return sql.SQL(template).format(schema=name).as_bytes(None)
+
+        self.first_candidates = compose(_FIRST_CANDIDATES)
+        self.more_candidates = compose(_MORE_CANDIDATES)
+        self.lock_queues = compose(_LOCK_QUEUES)
+        self.try_lock_queues = compose(_TRY_LOCK_QUEUES)
+        self.queue_load = compose(_QUEUE_LOAD)
+        self.claim_locked = compose(_CLAIM_LOCKED)
+        self.claim_admitted = compose(_CLAIM_ADMITTED)
 
 
 def acquire_params(
@@ -60,7 +180,7 @@ class _Claim:
     """One claim transaction: where it writes, and the leases it grants."""
 
     conn: Conn
-    statements: Statements
+    statements: ClaimStatements
     admission: claims.Admission
     owner: str
     now_ms: int
@@ -76,7 +196,7 @@ class _Claim:
 
 async def claim_runs_txn(
     conn: Conn,
-    statements: Statements,
+    statements: ClaimStatements,
     *,
     owner: str,
     now_ms: int,
@@ -185,7 +305,7 @@ def _lease(
 
 async def _try_loads_txn(
     conn: Conn,
-    statements: Statements,
+    statements: ClaimStatements,
     admission: claims.Admission,
     rows: list[DictRow],
     now_ms: int,
@@ -207,7 +327,7 @@ async def _try_loads_txn(
 
 async def _read_loads_txn(
     conn: Conn,
-    statements: Statements,
+    statements: ClaimStatements,
     admission: claims.Admission,
     names: list[str],
     now_ms: int,

@@ -1,7 +1,9 @@
 """The PostgreSQL store's SQL: constants with `{schema}` and placeholders.
 
 `Statements` composes every one of them once per store with its schema's quoted
-name; values are always parameters, never pasted in.
+name; values are always parameters, never pasted in. The claim statements are in
+`_postgres_claims`, the archive statements in `_postgres_archive` and
+`_postgres_thread_archive`.
 """
 
 from __future__ import annotations
@@ -130,104 +132,6 @@ WITH reopened AS (
 SELECT (SELECT count(*) FROM reopened) AS reopened,
        (SELECT count(*) FROM announced) AS announced,
        EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
-"""
-# candidates: the same rule as claims.is_claimable. A claim first locks the oldest
-# `limit` (SKIP LOCKED: a run another claim holds is not a candidate), which is all
-# it takes unless a queue refuses some; then it reads on, unlocked, to the end of its
-# window (claims.candidate_window) and locks only the runs it takes (_CLAIM_ADMITTED).
-_CANDIDATES: Final = """
-SELECT run_id, status, queue, lease_owner FROM {schema}.resumable_runs
- WHERE workflow = ANY(%(workflows)s::text[])
-   AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
-   AND status IN ('queued', 'running', 'sleeping', 'waiting')
-   AND (status = 'queued'
-        OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
-        OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
-"""
-_FIRST_CANDIDATES: Final = (
-    _CANDIDATES
-    + """ ORDER BY created_at_ms, run_id
- LIMIT %(limit)s
- FOR UPDATE SKIP LOCKED
-"""
-)
-_MORE_CANDIDATES: Final = (
-    _CANDIDATES
-    + """   AND run_id <> ALL(%(seen)s::text[])
- ORDER BY created_at_ms, run_id
- LIMIT %(more)s
-"""
-)
-# admission to each queue is serialized across workers. A claim waits for the locks of
-# the queues its first candidates name, in one global order (sorted keys), so two
-# claimers cannot deadlock; queues met later are only tried, and a busy one counts as
-# full. Runs are only ever locked with SKIP LOCKED: a claim never waits for a run.
-_LOCK_QUEUES: Final = """
-SELECT count(pg_advisory_xact_lock(hashtext(%(schema)s), key)) AS locked
-  FROM (SELECT DISTINCT hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
-         ORDER BY key) AS keys
-"""
-_TRY_LOCK_QUEUES: Final = """
-SELECT q AS queue
-  FROM (SELECT q, hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
-         ORDER BY key) AS keys
- WHERE pg_try_advisory_xact_lock(hashtext(%(schema)s), key)
-"""
-_QUEUE_LOAD: Final = """
-WITH policy AS (
-    SELECT * FROM unnest(%(queues)s::text[], %(since_ms)s::bigint[]) AS p(queue, since_ms)
-), expired AS (
-    DELETE FROM {schema}.resumable_queue_starts s USING policy p
-     WHERE s.queue = p.queue AND s.started_at_ms <= p.since_ms
-)
-SELECT p.queue,
-       (SELECT count(*) FROM {schema}.resumable_runs r
-         WHERE r.queue = p.queue AND r.status = 'running'
-           AND r.lease_expires_at_ms > %(now_ms)s) AS active,
-       (SELECT count(*) FROM {schema}.resumable_queue_starts s
-         WHERE s.queue = p.queue AND s.started_at_ms > p.since_ms) AS started
-  FROM policy p
-"""
-# leases runs this claim locked already
-_CLAIM_LOCKED: Final = """
-WITH starts AS (
-    INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
-    SELECT q, %(now_ms)s FROM unnest(%(starts)s::text[]) AS q
-)
-UPDATE {schema}.resumable_runs
-   SET status = 'running', lease_owner = %(owner)s,
-       lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
-       updated_at_ms = %(now_ms)s
- WHERE run_id = ANY(%(run_ids)s::text[])
-RETURNING run_id, fence
-"""
-# leases the first `limit` of the admitted candidates (in claim order) that nobody else
-# holds and that are still claimable, a start only if it was read as one: a subset of
-# what admission counted, so the queues' limits hold for whatever is taken
-_CLAIM_ADMITTED: Final = """
-WITH chosen AS MATERIALIZED (
-    SELECT run_id, status, lease_owner, queue FROM {schema}.resumable_runs
-     WHERE run_id = ANY(%(run_ids)s::text[])
-       AND (status = 'queued'
-            OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
-            OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
-       AND (status <> 'queued' OR run_id = ANY(%(queued)s::text[]))
-     ORDER BY created_at_ms, run_id
-     LIMIT %(limit)s
-       FOR UPDATE SKIP LOCKED
-), starts AS (
-    INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
-    SELECT queue, %(now_ms)s FROM chosen
-     WHERE status = 'queued' AND queue = ANY(%(rated)s::text[])
-)
-UPDATE {schema}.resumable_runs r
-   SET status = 'running', lease_owner = %(owner)s,
-       lease_expires_at_ms = %(expires_at_ms)s, fence = r.fence + 1,
-       updated_at_ms = %(now_ms)s
-  FROM chosen c
- WHERE r.run_id = c.run_id
-RETURNING r.run_id, r.fence, r.created_at_ms, c.status AS before_status,
-          c.lease_owner AS before_owner
 """
 _DELETE_RUNS: Final = """
 WITH runs AS (
@@ -504,13 +408,6 @@ class Statements:
         self.update_run = compose(_UPDATE_RUN)
         self.cancel = compose(_CANCEL)
         self.reopen = compose(_REOPEN)
-        self.first_candidates = compose(_FIRST_CANDIDATES)
-        self.more_candidates = compose(_MORE_CANDIDATES)
-        self.lock_queues = compose(_LOCK_QUEUES)
-        self.try_lock_queues = compose(_TRY_LOCK_QUEUES)
-        self.queue_load = compose(_QUEUE_LOAD)
-        self.claim_locked = compose(_CLAIM_LOCKED)
-        self.claim_admitted = compose(_CLAIM_ADMITTED)
         self.delete_runs = compose(_DELETE_RUNS)
         self.load_journal = compose(_LOAD_JOURNAL)
         self.commit_step = compose(_COMMIT_STEP)

@@ -100,6 +100,7 @@ class PostgresStore(ThreadArchiveMethods):
         self._options = parse_url(url)
         self.schema = self._options.schema
         self._sql = _pgsql.Statements(self.schema)
+        self._claim_sql = _claims.ClaimStatements(self.schema)
         self._archive_sql = _archive.ArchiveStatements(self.schema)
         self._thread_sql = ThreadArchiveStatements(self.schema)
         self._pool: Pool | None = None
@@ -332,7 +333,7 @@ class PostgresStore(ThreadArchiveMethods):
         async with self._connection() as conn, conn.transaction():
             return await _claims.claim_runs_txn(
                 conn,
-                self._sql,
+                self._claim_sql,
                 owner=owner,
                 now_ms=now_ms,
                 ttl_ms=ttl_ms,
