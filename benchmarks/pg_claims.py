@@ -5,7 +5,8 @@ A backlog of queued runs is drained by concurrent claimers (each its own
 `claim_runs` until nothing is left. Three cases: four claimers of 10 runs each
 without queue policies; the same with every run in a queue under a concurrency
 policy (queue locks and load reads); one claimer taking one run at a time.
-Prints runs/s per case, the median of ROUNDS rounds (env RUNS, default 5).
+Prints runs/s per case and its cost, us of claiming per run, the medians of
+ROUNDS rounds (env RUNS, default 5); `compare_main.py` compares the costs.
 
     RESUMABLE_TEST_POSTGRES_URL=postgresql://... python benchmarks/pg_claims.py
 """
@@ -123,10 +124,17 @@ async def one_round(case: Case) -> float:
 
 
 async def main() -> None:
-    rows = [("case", "runs/s")]
+    rows = [("case", "runs/s", "us/run")]
     for case in CASES:
         rates = [await one_round(case) for _ in range(ROUNDS)]
-        rows.append((case.label, f"{statistics.median(rates):.0f}"))
+        costs = [1e6 / rate for rate in rates]
+        rows.append(
+            (
+                case.label,
+                f"{statistics.median(rates):.0f}",
+                f"{statistics.median(costs):.0f}",
+            )
+        )
     print(f"claims on PostgreSQL, median of {ROUNDS} rounds")
     print(table(rows))
 
