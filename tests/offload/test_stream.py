@@ -335,3 +335,72 @@ async def test_put_stream_and_move_keep_objects_whole(blobs: StreamingBlobs) -> 
     async for chunk in await blobs.get_stream("sha256/ab/abc"):
         got += chunk
     assert got == b"".join(parts)
+
+
+@step(name="stream.repetitive")
+async def repetitive(n: int) -> str:
+    return "the same line, again and again\n" * n
+
+
+@workflow(name="stream.compressible")
+async def compressible(n: int) -> int:
+    return len(await repetitive(n))
+
+
+async def _sealed_size(engine: Engine, run_id: str) -> tuple[int, bool]:
+    """(the stored frame's size, whether the row holds a reference to it)."""
+    output = (await _raw_steps(engine, run_id))[1].output or b""
+    if is_reference(output):
+        return BlobRef.decode(output, place="").size, True
+    return len(output), False
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_a_large_result_that_seals_small_stays_in_its_row_and_one_byte_more_goes_out(
+    tmp_path: Path, blobs: StreamingBlobs, encrypted: bool
+) -> None:
+    n = 100_000  # 3.1 MB of text, streamed (past STREAM_OVER); zstd makes it tiny
+    key = KEY if encrypted else None
+    url = f"sqlite:///{tmp_path}/state.db"
+    async with Engine(url, blobs=blobs, encryption_key=key) as engine:
+        assert await engine.run(compressible, n, run_id="inline") == 31 * n
+        sealed, is_offloaded = await _sealed_size(engine, "inline")
+        assert not is_offloaded
+        assert sealed < 20_000
+        assert await blobs.listing() == []  # no object, no temporary
+        assert (await engine.history("inline"))[
+            0
+        ].output() == "the same line, again and again\n" * n
+    # the threshold is the sealed size: at it the frame stays, one byte under it goes out
+    for over, offloaded in ((sealed, False), (sealed - 1, True)):
+        run_id = f"over-{over}"
+        async with Engine(
+            url, blobs=blobs, encryption_key=key, offload_over=over
+        ) as engine:
+            assert await engine.run(compressible, n, run_id=run_id) == 31 * n
+            size, is_offloaded = await _sealed_size(engine, run_id)
+            assert (size, is_offloaded) == (sealed, offloaded)
+            assert len((await engine.history(run_id))[0].output()) == 31 * n
+    assert len([b for b in await blobs.listing() if b.key.startswith("sha256/")]) == 1
+
+
+@workflow(name="stream.compressible_output")
+async def compressible_output(n: int) -> str:
+    return "the same line, again and again\n" * n
+
+
+async def test_a_workflow_result_that_seals_small_stays_in_the_run_row(
+    tmp_path: Path,
+) -> None:
+    blobs = FileBlobs(tmp_path / "objects")
+    async with Engine(f"sqlite:///{tmp_path}/state.db", blobs=blobs) as engine:
+        assert (
+            len(await engine.run(compressible_output, 100_000, run_id="o")) == 3_100_000
+        )
+        assert isinstance(engine.store, OffloadStore)
+        run = await engine.store.inner.get_run("o")
+        assert run is not None
+        assert run.output is not None
+        assert not is_reference(run.output)
+        assert len(run.output) < 20_000
+        assert await blobs.listing() == []
