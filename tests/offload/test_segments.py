@@ -57,7 +57,7 @@ async def test_put_segmented_puts_small_objects_whole_and_large_ones_as_segments
 ):
     stored: dict[str, bytes] = {}
 
-    async def put(key: str, data: bytes) -> None:
+    async def put(key: str, data: bytes | bytearray) -> None:
         stored[key] = bytes(data)
 
     await put_segmented(put, "tmp/a", _chunks(b"x" * 1000, b"y"), in_flight=2)
@@ -77,7 +77,7 @@ async def test_put_segmented_puts_small_objects_whole_and_large_ones_as_segments
 async def test_a_failed_segment_leaves_no_manifest() -> None:
     stored: dict[str, bytes] = {}
 
-    async def put(key: str, data: bytes) -> None:
+    async def put(key: str, data: bytes | bytearray) -> None:
         if len(stored) == 1:
             raise OSError("the endpoint went away")
         await asyncio.sleep(0)

@@ -354,7 +354,7 @@ class S3Blobs:
             return BlobMissing(key)
         return BlobUnavailable(f"{self.url}: {type(exc).__name__}: {exc}")
 
-    async def put(self, key: str, data: bytes) -> None:
+    async def put(self, key: str, data: bytes | bytearray) -> None:
         # one plain PUT, never a multipart upload: a request cut short by a crash
         # leaves nothing, where a multipart upload would leave parts no listing
         # shows and no other process can abort (S3 takes up to 5 GB this way)
@@ -400,7 +400,7 @@ class S3Blobs:
         buffer = bytearray(manifest.size)
         view = memoryview(buffer)
         filled = 0
-        async for chunk in segment_chunks(self.get_stream, manifest):
+        async for chunk in segment_chunks(self.get, manifest, ahead=_PART_CONCURRENCY):
             end = filled + len(chunk)
             if end > len(buffer):
                 break  # a segment longer than its manifest says: the hash check fails
@@ -439,7 +439,7 @@ class S3Blobs:
                 data = bytes(await result.bytes_async())
                 manifest = Manifest.parse(data)
                 if manifest is not None:
-                    return segment_chunks(self.get_stream, manifest)
+                    return segment_chunks(self.get, manifest, ahead=_PART_CONCURRENCY)
                 return _one(data)
         except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc

@@ -20,8 +20,10 @@ An object of one segment or less is put as it is, without a manifest.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import hashlib
+import itertools
 import struct
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -105,12 +107,12 @@ class Manifest:
         return cls(segments)
 
     @staticmethod
-    def entry(segment: bytes) -> tuple[int, bytes]:
+    def entry(segment: bytes | bytearray) -> tuple[int, bytes]:
         """(size, sha256) of a segment's bytes."""
         return len(segment), hashlib.sha256(segment).digest()
 
 
-Put = Callable[[str, bytes], Coroutine[Any, Any, None]]
+Put = Callable[[str, bytes | bytearray], Coroutine[Any, Any, None]]
 """A plain, whole-or-nothing write of one object (`S3Blobs.put`)."""
 
 
@@ -119,15 +121,15 @@ async def put_segmented(
 ) -> None:
     """Store the chunks' bytes under `key`: whole if short, else segments and a manifest.
 
-    Up to `in_flight` segments are sent at once. A failure leaves whole segments
-    and no manifest (garbage for `collect_garbage`); it is raised as `put` raised it.
+    Each segment is filled in one buffer of its size (the chunks are copied in
+    once) and sent as it fills, up to `in_flight` at once. A failure leaves
+    whole segments and no manifest (garbage for `collect_garbage`); it is
+    raised as `put` raised it.
     """
     entries: list[tuple[int, bytes]] = []
     sending: set[asyncio.Task[None]] = set()
-    pending: list[bytes] = []
-    held = 0
 
-    async def send(segment: bytes) -> None:
+    async def send(segment: bytearray) -> None:
         entry = await asyncio.to_thread(Manifest.entry, segment)
         entries.append(entry)
         while len(sending) >= in_flight:
@@ -137,21 +139,22 @@ async def put_segmented(
                 task.result()  # the first failure stops the upload
         sending.add(asyncio.create_task(put(segment_key(entry[1]), segment)))
 
+    segment = bytearray()
     try:
         async for chunk in chunks:
-            pending.append(chunk)
-            held += len(chunk)
-            while held >= SEGMENT_BYTES:
-                joined = b"".join(pending)
-                await send(joined[:SEGMENT_BYTES])
-                rest = joined[SEGMENT_BYTES:]
-                pending, held = ([rest] if rest else []), len(rest)
+            view = memoryview(chunk)
+            while len(segment) + len(view) >= SEGMENT_BYTES:
+                room = SEGMENT_BYTES - len(segment)
+                segment += view[:room]
+                view = view[room:]
+                await send(segment)
+                segment = bytearray()
+            segment += view
         if not entries:  # one segment or less: the object itself, no manifest
-            await put(key, b"".join(pending))
+            await put(key, segment)
             return
-        if held:
-            await send(b"".join(pending))
-        pending.clear()
+        if segment:
+            await send(segment)
         await asyncio.gather(*sending)
         sending.clear()
         await put(key, Manifest(tuple(entries)).encode())
@@ -162,18 +165,33 @@ async def put_segmented(
             await asyncio.gather(*sending, return_exceptions=True)
 
 
-GetStream = Callable[[str], Awaitable[AsyncIterator[bytes]]]
-"""Reads one plain object a chunk at a time (`S3Blobs.get_stream` of a segment)."""
+Get = Callable[[str], Awaitable[bytes | bytearray]]
+"""Reads one plain object whole (`S3Blobs.get` of a segment)."""
 
 
 async def segment_chunks(
-    get_stream: GetStream, manifest: Manifest
+    get: Get, manifest: Manifest, *, ahead: int
 ) -> AsyncIterator[bytes]:
-    """The bytes of the object a manifest stands for, a chunk at a time.
+    """The bytes of the object a manifest stands for, a segment at a time.
 
-    A missing segment raises as `get_stream` does (`BlobMissing` naming its key);
-    the reader's hash of the whole object catches any other damage.
+    Up to `ahead` segments are read at once, in order, so one request's latency
+    hides behind another. A missing segment raises as `get` does (`BlobMissing`
+    naming its key); the reader's hash of the whole object catches any other damage.
     """
-    for key in manifest.keys:
-        async for chunk in await get_stream(key):
-            yield chunk
+    keys = iter(manifest.keys)
+    reading: collections.deque[asyncio.Task[bytes | bytearray]] = collections.deque()
+    try:
+        for key in itertools.islice(keys, ahead):
+            reading.append(asyncio.ensure_future(get(key)))
+        while reading:
+            segment = await reading.popleft()
+            following = next(keys, None)
+            if following is not None:
+                reading.append(asyncio.ensure_future(get(following)))
+            # a segment fits one read (S3Blobs.get returns bytes): no copy here
+            yield segment if isinstance(segment, bytes) else bytes(segment)
+    finally:
+        for task in reading:
+            task.cancel()
+        if reading:
+            await asyncio.gather(*reading, return_exceptions=True)
