@@ -27,7 +27,8 @@ and running the same run_id again resumes once the object store is back).
 Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
 checkpoints live) are offloaded the same way; their upload failures are
 `StoreError`, as they belong to no run. Large results stream both ways (see
-`stores.offload_stream`); other frames are held whole in memory.
+`stores.offload_stream`; one that seals to `offload_over` or less stays in its
+row); other frames are held whole in memory.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ class OffloadStore(OffloadMaintenance):
     async def put_sealed(
         self, sealed: Sealed, *, run_id: str, seq: int | None
     ) -> bytes:
-        """Upload a frame made on demand; the reference a row keeps in its place.
+        """What a row keeps of a frame made on demand (`offload_stream.upload`).
 
         Raises:
             CheckpointWriteError: the object store did not take it.
@@ -165,8 +166,10 @@ class OffloadStore(OffloadMaintenance):
         """
         if not isinstance(self.blobs, StreamingBlobs):
             raise TypeError(f"{self.blobs!r} takes no streamed uploads")
-        ref = await upload(self.blobs, sealed, run_id=run_id, seq=seq)
-        return ref.encode()
+        kept = await upload(
+            self.blobs, sealed, run_id=run_id, seq=seq, inline_up_to=self.offload_over
+        )
+        return kept if isinstance(kept, bytes) else kept.encode()
 
     # --- the two crossings ------------------------------------------------------
     async def _offload(
