@@ -16,7 +16,9 @@ Every rewrite is a compare-and-swap of the rows as read
 (`PacksSnapshots.swap_snapshots`): if another engine packed those rows or
 extended that pack meanwhile, it is refused, and the namespace is read again and
 the pass retried, so rows another engine moved are never overwritten and a
-deleted row never comes back.
+deleted row never comes back. A rewrite hands the swap the new chunks its full
+manifest names (`chunks=`): stored in the swap's transaction, a collection
+running meanwhile (`resumable gc`) cannot delete them before the swap names them.
 """
 
 from __future__ import annotations
