@@ -485,12 +485,19 @@ class OffloadStore(OffloadMaintenance):
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         stored = await as_stored(self.inner, thread_id, old)
+        if stored is None:
+            return False
         new = None if by is None else await self._offload_snapshot(by)
-        return stored is not None and await self.inner.swap_snapshots(
-            thread_id, stored, by=new, durable=durable
+        return await self.inner.swap_snapshots(
+            thread_id,
+            stored,
+            by=new,
+            chunks=await self._offload_chunks(chunks),
+            durable=durable,
         )
 
     async def delete_snapshots(

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
 # the optional archiving capability lives in its own module; named here too (the
@@ -37,6 +36,7 @@ from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC04
 from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
 from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
 from resumable.stores.kinds import JournalKind, kind_of
+from resumable.stores.packing import NO_CHUNKS as NO_CHUNKS  # noqa: PLC0414
 from resumable.stores.packing import PacksSnapshots as PacksSnapshots  # noqa: PLC0414
 from resumable.stores.roles import SnapshotRole, ThreadRole, snapshot_role, thread_role
 
@@ -58,10 +58,6 @@ StepStatus = Literal[
     "retrying",  # an attempt failed and another is due; output holds its error
     "waiting",  # a wait_for/sleep was reached; output holds its deadline (ms or None)
 ]
-
-
-NO_CHUNKS: Final[Mapping[str, bytes]] = MappingProxyType({})
-"""`save_snapshot`'s default: a snapshot whose chunks are all stored already."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
