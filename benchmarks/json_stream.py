@@ -8,10 +8,11 @@ and reads every chunk of the frame, in this process, without I/O:
 - whole (the baseline, measured in the same run): the JSON text made whole by
   json's C encoder, then its UTF-8 a slice at a time (the path before).
 
-Dicts of SIZE MB: "small" (many small items: never streamed, so both paths are
-one), "text" (one long text field json writes as it is), "escaped" (one long
+Values of SIZE MB: "small" (a dict of many small items), "list" (a list of
+small dicts), "text" (one long text field json writes as it is), "escaped" (one long
 text field with quotes and newlines, which json escapes). Also the encode time
-of a 10-key dict (the hot path every step result takes). Medians of RUNS runs.
+of a 10-key dict (the hot path every step result takes) and of a list of 100
+ints. Medians of RUNS runs.
 
     python benchmarks/json_stream.py [--sizes 5,100]
 """
@@ -40,12 +41,17 @@ RUNS = 5
 PLACE = "run 'bench' step #1 'big'"
 
 
-def make_value(kind: str, size: int) -> dict[str, Any]:
+def make_value(kind: str, size: int) -> Any:
     if kind == "small":
         return {
             f"key{i}": {"a": i, "b": "x" * 20, "c": [1.5, None]}
             for i in range(size // 55)
         }
+    if kind == "list":
+        return [
+            {"id": i, "text": os.urandom(40).hex(), "ok": True}
+            for i in range(size // 110)
+        ]
     text = os.urandom(size // 2).hex()
     if kind == "escaped":
         text = text.replace("a", '"').replace("b", "\n")
@@ -81,7 +87,7 @@ def main() -> None:
     serde = Serde()
     rows = [["dict", "MB", "whole s", "streamed s", "ratio"]]
     for size in (int(s) for s in args.sizes.split(",")):
-        for kind in ("small", "text", "escaped"):
+        for kind in ("small", "list", "text", "escaped"):
             value = make_value(kind, size * MB)
             assert streamed(serde, value) == whole(serde, value)
             before = median_s(lambda: whole(serde, value))  # noqa: B023 - called at once
@@ -104,6 +110,20 @@ def main() -> None:
     rows.append(
         [
             "10 keys",
+            "-",
+            f"{before / per * 1e6:.2f} us",
+            f"{after / per * 1e6:.2f} us",
+            f"{after / before:.2f}x",
+        ]
+    )
+    items = list(range(100))
+    before = median_s(
+        lambda: [serde.codec._json_text(items, "r").encode() for _ in range(per)]
+    )
+    after = median_s(lambda: [serde.codec.encode_stream(items) for _ in range(per)])
+    rows.append(
+        [
+            "100 ints",
             "-",
             f"{before / per * 1e6:.2f} us",
             f"{after / per * 1e6:.2f} us",

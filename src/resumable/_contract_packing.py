@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 
 from resumable._contract_records import T0, must_raise, needs, snapshot_record
+from resumable.errors import ChunksMissing
 from resumable.stores.protocol import (
     PacksSnapshots,
     SnapshotRecord,
@@ -18,6 +19,7 @@ from resumable.stores.protocol import (
 from resumable.stores.roles import pack_namespace
 
 PACKS = pack_namespace("")
+_A = {"a": b"A"}
 
 
 async def _read(store: Store, thread: str, namespace: str = "") -> list[SnapshotRecord]:
@@ -177,6 +179,72 @@ class PacksSnapshotsContract:
         assert await store.list_snapshots("t", namespace=None) == []
         assert await store.list_threads() == []
         assert await store.delete_unreferenced_chunks(100) == 1
+
+    # --- the chunks a swapped-in record names ------------------------------------
+    async def test_a_swap_naming_a_chunk_a_collection_deleted_changes_nothing(
+        self, store: Store
+    ) -> None:
+        """The race `chunks` closes: chunks put, then collected before the swap."""
+        needs(store, SnapshotStore, PacksSnapshots)
+        await store.save_snapshot(snapshot_record("t", "0001", ("a",)), chunks=_A)
+        old = await _read(store, "t")
+        full = dataclasses.replace(old[0], manifest=b"full", chunk_refs=("a", "n"))
+        await store.put_chunks({"n": b"N"})
+        assert await store.delete_unreferenced_chunks(100) == 1  # took "n"
+        refused: ChunksMissing | None = None
+        try:
+            await store.swap_snapshots("t", old, by=full, chunks={"x": b"X"})
+        except ChunksMissing as exc:
+            refused = exc
+        assert refused is not None, "expected ChunksMissing"
+        assert (refused.thread_id, refused.hashes) == ("t", ("n",))
+        assert await _read(store, "t") == old
+        assert await store.get_chunks(["a", "n", "x"]) == {"a": b"A"}  # nor "x" put
+        # a swap refused as read stores none of its chunks either
+        assert not await store.swap_snapshots("t", [full], by=full, chunks={"n": b"N"})
+        assert await store.get_chunks(["n"]) == {}
+
+    async def test_a_swap_given_its_chunks_survives_a_collection_after_the_read(
+        self, store: Store
+    ) -> None:
+        needs(store, SnapshotStore, PacksSnapshots)
+        await store.save_snapshot(snapshot_record("t", "0001", ("a",)), chunks=_A)
+        old = await _read(store, "t")
+        full = dataclasses.replace(old[0], manifest=b"full", chunk_refs=("a", "n"))
+        await store.put_chunks({"n": b"N"})
+        assert await store.delete_unreferenced_chunks(100) == 1
+        given = {"n": b"N", "a": b"other bytes"}  # a hash present is left alone
+        assert await store.swap_snapshots("t", old, by=full, chunks=given)
+        assert await _read(store, "t") == [full]
+        assert await store.delete_unreferenced_chunks(100) == 0
+        assert await store.get_chunks(["a", "n"]) == {"a": b"A", "n": b"N"}
+        # a pack given the chunks its rows name, in place of the rows
+        pack = snapshot_record("t", "0001", ("a", "n", "p"), namespace=PACKS)
+        assert await store.swap_snapshots("t", [full], by=pack, chunks={"p": b"P"})
+        assert await store.delete_unreferenced_chunks(100) == 0
+        assert await store.get_chunks(["p"]) == {"p": b"P"}
+
+    async def test_swaps_racing_a_collection_never_keep_a_missing_chunk(
+        self, store: Store
+    ) -> None:
+        needs(store, SnapshotStore, PacksSnapshots)
+        for n in range(30):
+            thread, chunk = f"race-{n}", f"loose-{n}"
+            await store.save_snapshot(snapshot_record(thread, "0001", ()))
+            old = await _read(store, thread)
+            full = dataclasses.replace(old[0], manifest=b"full", chunk_refs=(chunk,))
+            await store.put_chunks({chunk: b"L"})  # unreferenced: garbage until swapped
+            swapped, _ = await asyncio.gather(
+                store.swap_snapshots(thread, old, by=full),
+                store.delete_unreferenced_chunks(1000),
+                return_exceptions=True,
+            )
+            if isinstance(swapped, BaseException):
+                assert isinstance(swapped, ChunksMissing), swapped
+                assert await _read(store, thread) == old
+            else:
+                assert swapped is True
+                assert await store.get_chunks([chunk]) == {chunk: b"L"}
 
     # --- snapshots rewritten or deleted: chunk references and thread times --------
     async def test_an_upserted_snapshot_releases_chunks_it_no_longer_names(

@@ -206,11 +206,11 @@ class ThreadArchiveContract:
         first = snapshot_record("t", "0001", ("a", "b"))
         await store.save_snapshot(first)
         full = snapshot_record("t", "0001", ("b", "c"), parent_id="0000")
-        snapshots: SnapshotStore = store  # a store of your own may not pack
-        if isinstance(snapshots, PacksSnapshots):
-            assert await snapshots.swap_snapshots("t", [first], by=full)
+        packing: object = store  # a Store by type, maybe not at run time
+        if isinstance(packing, PacksSnapshots):
+            assert await packing.swap_snapshots("t", [first], by=full)
         else:
-            await snapshots.save_snapshot(full)
+            await store.save_snapshot(full)
         assert await store.list_snapshots("t") == [full]
         assert await store.delete_unreferenced_chunks(100) == 2  # "a" and "shared"
         assert await store.get_chunks(["a", "b", "c"]) == {"b": b"B", "c": b"C"}

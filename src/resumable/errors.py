@@ -146,7 +146,7 @@ class StoreError(ResumableError):
 
 
 class ChunksMissing(StoreError):
-    """`Store.save_snapshot` refused a snapshot naming chunks the store does not hold.
+    """`save_snapshot` or `swap_snapshots` refused a snapshot naming chunks not held.
 
     Raised when a collection deleted chunks a writer still counted as stored;
     nothing was saved. The engine then writes the snapshot again with every chunk.

@@ -117,10 +117,13 @@ class CrashingStore:
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         self._write()
-        return await self.inner.swap_snapshots(thread_id, old, by=by, durable=durable)
+        return await self.inner.swap_snapshots(
+            thread_id, old, by=by, chunks=chunks, durable=durable
+        )
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

@@ -9,7 +9,7 @@ them, so it is refused and (a delete) read again, or (a packer) given up.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,7 +20,7 @@ from resumable import Engine
 from resumable._engine import packs
 from resumable._engine.snapshots import Checkpoint
 from resumable.stores import create_store
-from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 from resumable.stores.roles import SnapshotRole, pack_namespace
 
 PAIRED = [
@@ -75,6 +75,7 @@ class Paused:
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         if self.hold and any(r.role is SnapshotRole.PACK for r in old):
@@ -82,7 +83,9 @@ class Paused:
             self.swaps.clear()  # from here on
             self.arrived.set()
             await self.go.wait()
-        done = await self.inner.swap_snapshots(thread_id, old, by=by, durable=durable)
+        done = await self.inner.swap_snapshots(
+            thread_id, old, by=by, chunks=chunks, durable=durable
+        )
         self.swaps.append(done)
         return done
 

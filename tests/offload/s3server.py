@@ -7,6 +7,7 @@ import threading
 import urllib.request
 import uuid
 from typing import Any
+from xml.etree import ElementTree
 
 from resumable.stores.blobs import S3Blobs
 
@@ -65,6 +66,17 @@ class MotoS3:
         with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
             assert response.status == 200
         return name
+
+    def multipart_uploads(self, bucket: str) -> list[str]:
+        """The upload ids of the bucket's incomplete multipart uploads (ListMultipartUploads)."""
+        url = f"{self.endpoint}/{bucket}?uploads"
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310
+            tree = ElementTree.fromstring(response.read())  # noqa: S314 - moto's own reply
+        return [
+            element.text or ""
+            for element in tree.iter()
+            if element.tag.rsplit("}", 1)[-1] == "UploadId"
+        ]
 
     @property
     def config(self) -> dict[str, str]:

@@ -3,9 +3,10 @@
 Its step returns a result past `STREAM_OVER`, which is sealed and uploaded a
 chunk at a time to a temporary key, then moved to its content address. WHEN
 says where the process stops until the test SIGKILLs it: `before-move` (the
-temporary object is whole, the move never happens) or `after-move` (the object
-is at its key, the row that references it never commits). It notes
-`streamed <temporary key>` and `moved <key>` in LOG.
+temporary object is whole, the move never happens), `after-move` (the object
+is at its key, the row that references it never commits), or `mid-upload` (a
+result of several segments, see `stores.segments`, stops once two are sent). It
+notes `streamed <temporary key>`, `moved <key>` and `midway` in LOG.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from resumable import Engine, step, workflow
 from resumable.stores.blobs import BlobInfo, S3Blobs
 
 SIZE = 3_000_000
+HUGE = 24_000_000
+"""Random bytes: about 24 MB sealed, three segments."""
+MIDWAY = 17 * 1024 * 1024
+"""Bytes of the frame made before a `mid-upload` run stops: two segments."""
 WHEN = {"at": ""}
 LOG = {"path": os.devnull}
 """Where `note` writes (main sets it from argv; a test importing the module, too)."""
@@ -42,6 +47,8 @@ class StopsAroundTheMove:
         await self.inner.put(key, data)
 
     async def put_stream(self, key: str, chunks: AsyncIterator[bytes]) -> None:
+        if WHEN["at"] == "mid-upload":
+            chunks = _stops_midway(chunks)
         await self.inner.put_stream(key, chunks)
         note(f"streamed {key}")
 
@@ -72,6 +79,16 @@ class StopsAroundTheMove:
         await self.inner.close()
 
 
+async def _stops_midway(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    made = 0
+    async for chunk in chunks:
+        yield chunk
+        made += len(chunk)
+        if made >= MIDWAY:
+            note("midway")
+            await asyncio.sleep(3600)
+
+
 @step(name="streamkill.big")
 async def big() -> str:
     note("ran")
@@ -83,6 +100,17 @@ async def flow() -> int:
     return len(await big())
 
 
+@step(name="streamkill.huge")
+async def huge() -> bytes:
+    note("ran")
+    return os.urandom(HUGE)
+
+
+@workflow(name="streamkill.huge_flow")
+async def huge_flow() -> int:
+    return len(await huge())
+
+
 async def main(store: str, endpoint: str, bucket: str) -> None:
     config = {
         "endpoint": endpoint,
@@ -92,7 +120,8 @@ async def main(store: str, endpoint: str, bucket: str) -> None:
     }
     blobs = StopsAroundTheMove(S3Blobs(f"s3://{bucket}/p", config=config))
     async with Engine(store, blobs=blobs) as engine:
-        await engine.run(flow, run_id="killed")
+        chosen = huge_flow if WHEN["at"] == "mid-upload" else flow
+        await engine.run(chosen, run_id="killed")
 
 
 if __name__ == "__main__":

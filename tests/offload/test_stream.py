@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from offload.s3server import MotoS3
-from offload.stream_kill_app import LOG
+from offload.stream_kill_app import HUGE, LOG, huge_flow
 from offload.stream_kill_app import SIZE as KILL_SIZE
 from offload.stream_kill_app import flow as kill_flow
 from resumable import Engine, step, wait_for, workflow
@@ -35,10 +35,12 @@ from resumable.stores.blobs import (
     BlobStore,
     BlobUnavailable,
     FileBlobs,
+    S3Blobs,
     StreamingBlobs,
 )
 from resumable.stores.offload import BlobRef, OffloadStore, is_reference
 from resumable.stores.protocol import Payload, StepRecord
+from resumable.stores.segments import SEGMENT_PREFIX
 
 KEY = "k1:" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="  # 32 bytes, base64
 MARKER = "PLAINTEXT-MARKER-"
@@ -259,6 +261,58 @@ async def test_a_kill_mid_streamed_upload_leaves_only_collectable_garbage(
         assert (await engine.gc(blobs_grace=timedelta(0))).blobs == 0
 
 
+def _kill_child(args: list[str], log: Path, line: str) -> str:
+    """Run stream_kill_app with `args` until it notes `line`, then SIGKILL it."""
+    with (log.parent / "err").open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, str(APP), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        return _wait_for_line(log, line, proc)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+@pytest.mark.usefixtures("_log_here")
+async def test_a_kill_mid_upload_of_many_segments_leaves_nothing_after_gc(
+    primary_url: str, moto_s3: MotoS3, tmp_path: Path
+) -> None:
+    bucket = moto_s3.create_bucket()
+    blobs = moto_s3.blobs(bucket, prefix="p")
+    log = tmp_path / "log"
+    args = [primary_url, moto_s3.endpoint, bucket, str(log), "mid-upload"]
+    _kill_child(args, log, "midway")
+    # what the upload left: whole segments, never an upload S3 keeps hidden
+    assert moto_s3.multipart_uploads(bucket) == []
+    left = {b.key for b in await blobs.listing()}
+    assert left, "the child was killed before any segment was sent"
+    assert all(key.startswith(SEGMENT_PREFIX) for key in left)
+
+    async with Engine(primary_url, blobs=blobs) as engine:
+        assert 1 not in await _raw_steps(engine, "killed")
+        assert (await engine.gc()).blobs == 0  # younger than the grace period
+        assert (await engine.gc(blobs_grace=timedelta(0))).blobs == len(left)
+        assert await blobs.listing() == []
+
+        assert await engine.run(huge_flow, run_id="killed") == HUGE
+        # the result is a manifest at its content address and the segments it
+        # names, all kept by gc while the row references it
+        row = (await _raw_steps(engine, "killed"))[1]
+        key = BlobRef.decode(row.output or b"", place="").key
+        segments = await blobs.segments(key)
+        assert len(segments) == 3
+        kept = {b.key for b in await blobs.listing()}
+        assert kept == {key, *segments}
+        assert (await engine.gc(blobs_grace=timedelta(0))).blobs == 0
+        assert {b.key for b in await blobs.listing()} == kept
+        assert moto_s3.multipart_uploads(bucket) == []
+        await engine.gc(older_than=timedelta(0), blobs_grace=timedelta(0))
+        assert await blobs.listing() == []
+
+
 async def _chunks(*parts: bytes) -> AsyncIterator[bytes]:
     for part in parts:
         yield part
@@ -268,8 +322,85 @@ async def test_put_stream_and_move_keep_objects_whole(blobs: StreamingBlobs) -> 
     parts = [os.urandom(5_000_000), os.urandom(4_000_000), b"tail"]
     await blobs.put_stream("tmp/abc", _chunks(*parts))
     await blobs.move("tmp/abc", "sha256/ab/abc")
-    assert [b.key for b in await blobs.listing()] == ["sha256/ab/abc"]
+    # on S3, past one segment: a manifest at the key, and the segments it names
+    keys = {b.key for b in await blobs.listing()}
+    named = (
+        set(await blobs.segments("sha256/ab/abc"))
+        if isinstance(blobs, S3Blobs)
+        else set()
+    )
+    assert keys == {"sha256/ab/abc", *named}
+    assert len(named) == (2 if isinstance(blobs, S3Blobs) else 0)
     got = bytearray()
     async for chunk in await blobs.get_stream("sha256/ab/abc"):
         got += chunk
     assert got == b"".join(parts)
+
+
+@step(name="stream.repetitive")
+async def repetitive(n: int) -> str:
+    return "the same line, again and again\n" * n
+
+
+@workflow(name="stream.compressible")
+async def compressible(n: int) -> int:
+    return len(await repetitive(n))
+
+
+async def _sealed_size(engine: Engine, run_id: str) -> tuple[int, bool]:
+    """(the stored frame's size, whether the row holds a reference to it)."""
+    output = (await _raw_steps(engine, run_id))[1].output or b""
+    if is_reference(output):
+        return BlobRef.decode(output, place="").size, True
+    return len(output), False
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_a_large_result_that_seals_small_stays_in_its_row_and_one_byte_more_goes_out(
+    tmp_path: Path, blobs: StreamingBlobs, encrypted: bool
+) -> None:
+    n = 100_000  # 3.1 MB of text, streamed (past STREAM_OVER); zstd makes it tiny
+    key = KEY if encrypted else None
+    url = f"sqlite:///{tmp_path}/state.db"
+    async with Engine(url, blobs=blobs, encryption_key=key) as engine:
+        assert await engine.run(compressible, n, run_id="inline") == 31 * n
+        sealed, is_offloaded = await _sealed_size(engine, "inline")
+        assert not is_offloaded
+        assert sealed < 20_000
+        assert await blobs.listing() == []  # no object, no temporary
+        assert (await engine.history("inline"))[
+            0
+        ].output() == "the same line, again and again\n" * n
+    # the threshold is the sealed size: at it the frame stays, one byte under it goes out
+    for over, offloaded in ((sealed, False), (sealed - 1, True)):
+        run_id = f"over-{over}"
+        async with Engine(
+            url, blobs=blobs, encryption_key=key, offload_over=over
+        ) as engine:
+            assert await engine.run(compressible, n, run_id=run_id) == 31 * n
+            size, is_offloaded = await _sealed_size(engine, run_id)
+            assert (size, is_offloaded) == (sealed, offloaded)
+            assert len((await engine.history(run_id))[0].output()) == 31 * n
+    assert len([b for b in await blobs.listing() if b.key.startswith("sha256/")]) == 1
+
+
+@workflow(name="stream.compressible_output")
+async def compressible_output(n: int) -> str:
+    return "the same line, again and again\n" * n
+
+
+async def test_a_workflow_result_that_seals_small_stays_in_the_run_row(
+    tmp_path: Path,
+) -> None:
+    blobs = FileBlobs(tmp_path / "objects")
+    async with Engine(f"sqlite:///{tmp_path}/state.db", blobs=blobs) as engine:
+        assert (
+            len(await engine.run(compressible_output, 100_000, run_id="o")) == 3_100_000
+        )
+        assert isinstance(engine.store, OffloadStore)
+        run = await engine.store.inner.get_run("o")
+        assert run is not None
+        assert run.output is not None
+        assert not is_reference(run.output)
+        assert len(run.output) < 20_000
+        assert await blobs.listing() == []

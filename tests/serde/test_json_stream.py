@@ -44,6 +44,23 @@ CORPUS: list[Any] = [
     {1: LONG, "a": 2},  # a non-str key: a map
     {"set": {1, 2}, "frozen": frozenset({"a"}), "text": LONG},
 ]
+MANY_ITEMS: list[Any] = [
+    # containers of many items (past the MANY the tests below set), a slice at a time
+    list(range(81)),
+    [{"id": i, "t": f'é😀\n"{i}', "f": i / 3, "n": None} for i in range(500)],
+    {f'k{i}\u2028"é': [i, str(i)] for i in range(300)},
+    tuple(f"s{i}" for i in range(200)),
+    {i: i for i in range(100)},  # non-str keys: a map, then its items
+    {1: "a", "1": "b", **{f"x{i}": i for i in range(100)}},
+    {"rows": [[i, "x" * (i % 50)] for i in range(400)], "meta": {"n": 400}},
+    [list(range(90)) for _ in range(90)],  # many of many
+    [LONG] * 100,  # long strings inside a container of many items
+    [{"huge": 10**5000}, *range(100)],  # past the digit limit: as hex
+    {"set": set(range(100)), "bytes": [os.urandom(30) for _ in range(90)]},
+    [datetime.date(2026, 1, i % 28 + 1) for i in range(90)],
+    {"some": list(range(70)), "text": LONG},  # more than FANOUT, not MANY: whole
+]
+CORPUS += MANY_ITEMS
 
 
 # the codec's JSON options; `tree_of` checks they write the codec's text again
@@ -62,8 +79,11 @@ def tree_of(codec: Codec, value: object) -> Any:
 
 @pytest.fixture
 def short_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Strings past a few characters count as long, so small values stream."""
+    """Strings past a few characters count as long, and containers past 80 items as
+    many, so small values stream; a slice of items aims at a few hundred characters."""
     monkeypatch.setattr(js, "LONG", 8)
+    monkeypatch.setattr(js, "MANY", 80)
+    monkeypatch.setattr(js, "SLICE_TEXT", 300)
 
 
 @pytest.mark.usefixtures("short_long")
@@ -79,6 +99,15 @@ def test_json_stream_joins_to_the_text_written_whole(value: object) -> None:
     assert codec.decode(whole) == codec.decode(b"".join(_pieces(codec, value)))
 
 
+@pytest.mark.usefixtures("short_long")
+@pytest.mark.parametrize("value", MANY_ITEMS, ids=range(len(MANY_ITEMS)))
+def test_containers_of_many_items_are_written_in_slices(value: object) -> None:
+    codec = Codec(TypeRegistry())
+    encoded = js.json_stream(tree_of(codec, value), DUMPS)
+    assert encoded is not None
+    assert len(list(encoded.pieces())) > 2
+
+
 def _pieces(codec: Codec, value: object) -> list[bytes]:
     encoded = codec.encode_stream(value)
     return [encoded] if isinstance(encoded, bytes) else list(encoded.pieces())
@@ -91,9 +120,31 @@ def test_values_with_long_text_stream_and_others_are_written_whole() -> None:
     assert isinstance(streamed, Encoded)
     # the text is handed over as it is, never copied into a piece of its own
     assert b"".join(streamed.pieces()) == codec.encode({"text": text, "n": [1, 2]})
-    many = {f"k{i}": "x" * 100 for i in range(STREAM_OVER // 100)}
-    assert js.json_stream(tree_of(codec, many), DUMPS) is None
     assert js.json_stream(tree_of(codec, {"a": "short"}), DUMPS) is None
+    few = {f"k{i}": "x" * 100 for i in range(js.MANY)}
+    assert js.json_stream(tree_of(codec, few), DUMPS) is None
+
+
+@pytest.mark.parametrize("kind", [dict, list])
+def test_a_container_of_many_items_streams_a_slice_at_a_time(kind: type) -> None:
+    codec = Codec(TypeRegistry())
+    items = {f"k{i}": {"n": i, "t": "x" * 100} for i in range(2 * STREAM_OVER // 100)}
+    value = items if kind is dict else list(items.values())
+    encoded = codec.encode_stream(value)
+    assert isinstance(encoded, Encoded)
+    pieces = list(encoded.pieces())
+    whole = codec.encode(value)
+    assert b"".join(pieces) == whole
+    assert encoded.size == len(whole)
+    # never one piece of the whole text: slices of about SLICE_TEXT
+    assert max(len(p) for p in pieces) < 2 * js.SLICE_TEXT
+    assert len(pieces) > len(whole) // (2 * js.SLICE_TEXT)
+
+
+def test_a_short_container_of_many_items_is_written_whole() -> None:
+    codec = Codec(TypeRegistry())
+    value = list(range(1000))
+    assert codec.encode_stream(value) == codec.encode(value)
 
 
 @pytest.mark.parametrize("escaped", [False, True])

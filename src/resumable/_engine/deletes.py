@@ -16,7 +16,9 @@ Every rewrite is a compare-and-swap of the rows as read
 (`PacksSnapshots.swap_snapshots`): if another engine packed those rows or
 extended that pack meanwhile, it is refused, and the namespace is read again and
 the pass retried, so rows another engine moved are never overwritten and a
-deleted row never comes back.
+deleted row never comes back. A rewrite hands the swap the new chunks its full
+manifest names (`chunks=`): stored in the swap's transaction, a collection
+running meanwhile (`resumable gc`) cannot delete them before the swap names them.
 """
 
 from __future__ import annotations
@@ -98,20 +100,25 @@ async def _delete_pass(
         if not snapshots.packs.packing:  # no packer can move it: an upsert will do
             await store.save_snapshot(full, chunks=chunks)
             continue
-        await store.put_chunks(chunks)
-        if not await store.swap_snapshots(thread_id, [loose[checkpoint_id]], by=full):
+        # the new chunks go in with the swap: a collection between a put and the
+        # swap could take them, and the kept snapshot would name chunks gone
+        swapped = await store.swap_snapshots(
+            thread_id, [loose[checkpoint_id]], by=full, chunks=chunks
+        )
+        if not swapped:
             return 0, False  # packed meanwhile: read again
     for pack in packs:
         held = snapshots.packs.rows(pack, namespace)
         if any(row.checkpoint_id in dependents for row in held):
             fulls: list[SnapshotRecord] = []
+            new: dict[str, bytes] = {}
             for row in held:
                 if row.checkpoint_id in dependents:
                     full, chunks = await snapshots.full_version(row)
-                    await store.put_chunks(chunks)
+                    new.update(chunks)
                     row = full  # noqa: PLW2901 - the row's full version replaces it
                 fulls.append(row)
-            if not await snapshots.packs.rewrite(pack, namespace, fulls):
+            if not await snapshots.packs.rewrite(pack, namespace, fulls, chunks=new):
                 return 0, False
     # every kept snapshot is now loadable without the doomed ones
     gone = await store.delete_snapshots(

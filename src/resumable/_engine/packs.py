@@ -31,12 +31,13 @@ from __future__ import annotations
 import json
 import logging
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from resumable.errors import CorruptCheckpointError
 from resumable.serde import Serde
-from resumable.stores.protocol import SnapshotRecord, Store, through
+from resumable.stores.packing import through
+from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 from resumable.stores.roles import (
     SnapshotRole,
     newest_packed,
@@ -241,20 +242,31 @@ class Packs:
         return packed
 
     async def rewrite(
-        self, pack: SnapshotRecord, namespace: str, rows: Sequence[SnapshotRecord]
+        self,
+        pack: SnapshotRecord,
+        namespace: str,
+        rows: Sequence[SnapshotRecord],
+        *,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
     ) -> bool:
         """Store `pack` anew holding `rows` (oldest first, as `rows` gives them).
 
         No rows: the pack is deleted. One atomic compare-and-swap: a crash leaves
         the old pack or the new one, never a part. A pack keeps its id unless its
-        oldest row went: then the new one replaces it. Returns False, changing
-        nothing, if the stored pack is no longer `pack` (another engine extended
-        or rewrote it): read it again to try again.
+        oldest row went: then the new one replaces it. `chunks` are new chunks
+        the rows name (a row rewritten whole), stored by the same swap. Returns
+        False, changing nothing, if the stored pack is no longer `pack` (another
+        engine extended or rewrote it): read it again to try again.
+
+        Raises:
+            ChunksMissing: a row names a chunk neither in `chunks` nor stored.
         """
         if not rows:
             return await self.store.swap_snapshots(pack.thread_id, [pack], by=None)
         new = self._pack_record(pack.thread_id, namespace, None, rows)
-        if not await self.store.swap_snapshots(pack.thread_id, [pack], by=new.record):
+        if not await self.store.swap_snapshots(
+            pack.thread_id, [pack], by=new.record, chunks=chunks
+        ):
             return False
         self._remember(new)
         return True

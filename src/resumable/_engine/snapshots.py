@@ -269,11 +269,11 @@ class Snapshots:
             await self.store.save_snapshot(full, chunks=chunks)
             done = True
         else:
-            await self.store.put_chunks(chunks)
-            done = await self.store.swap_snapshots(record.thread_id, [record], by=full)
+            # the chunks go in with the swap, atomic with a collection
+            done = await self.store.swap_snapshots(
+                record.thread_id, [record], by=full, chunks=chunks
+            )
         if done:
-            # named now: stored again in case a collection took one meanwhile
-            await self.store.put_chunks(chunks)
             self._shapes[(record.thread_id, record.namespace)] = (
                 record.checkpoint_id,
                 shape,

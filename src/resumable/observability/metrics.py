@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 from resumable._engine.context import Observer, RunContext
 from resumable._engine.observe import store_kind
 from resumable.errors import BudgetExceeded, StepFailed
+from resumable.stores.blobref import written_size
 from resumable.stores.protocol import RunQuery, RunRecord, StepRecord
 from resumable.usage import Usage
 
@@ -444,7 +445,7 @@ class Metrics(Observer, Collector):
         if error is not None:
             self._add("resumable_checkpoint_writes", (store, "failed"))
             return
-        size = len(record.output or b"") + len(record.usage or b"")
+        size = written_size(record.output) + written_size(record.usage)
         with self._lock:  # one acquisition for the commit's three updates
             writes = self._counters["resumable_checkpoint_writes"]
             writes[(store, "ok")] = writes.get((store, "ok"), 0.0) + 1

@@ -24,6 +24,7 @@ from opentelemetry.util.types import AttributeValue
 from resumable._engine.context import Observer, RunContext, Runtime
 from resumable._engine.observe import store_kind
 from resumable.errors import ResumableError, StepFailed
+from resumable.stores.blobref import written_size
 from resumable.stores.kinds import JournalKind, kind_of
 from resumable.stores.places import input_place
 from resumable.stores.protocol import InputRecord, RunRecord, StepRecord
@@ -189,9 +190,11 @@ class Tracing(Observer):
         attributes: Attributes | None = ctx.observed[_ATTEMPTS].get(record.seq)
         if attributes is None:  # a ledger entry or a wait: no attempt of a step
             return
-        attributes["resumable.checkpoint.bytes"] = len(record.output or b"") + len(
-            record.usage or b""
-        )
+        # a streamed result's row holds a reference: its object's size is what
+        # the commit wrote
+        attributes["resumable.checkpoint.bytes"] = written_size(
+            record.output
+        ) + written_size(record.usage)
         attributes["resumable.checkpoint.duration_ms"] = duration_s * 1000
         if error is not None:
             attributes["resumable.checkpoint.error"] = type(error).__name__

@@ -332,9 +332,9 @@ class Codec:
         is encoded a slice at a time and a `bytes` value base64-encoded a slice
         at a time (slices of a multiple of 3 bytes, so their base64 joins to the
         whole's), so neither encoding is ever held whole. Any other value's JSON
-        text is made a piece at a time when its bulk is in long strings
-        (`json_stream`); else it is made whole (json writes it in one go) and
-        its UTF-8 a slice at a time.
+        text is made a piece at a time when its bulk is in long strings or it
+        holds a container of many items (`json_stream`); else it is made whole
+        (json writes it in one go) and its UTF-8 a slice at a time.
 
         Raises:
             SerializationError: As `encode`.
@@ -350,7 +350,8 @@ class Codec:
             return text_stream(cast("str", value), prefix=TEXT)
         text = self._json(value, root, stream=True)
         if isinstance(text, Encoded):
-            return text
+            # many short items can make a short text: written as any short one
+            return b"".join(text.pieces()) if text.size <= STREAM_OVER else text
         if len(text) <= STREAM_OVER:
             return text.encode("utf-8", "surrogatepass")
         return text_stream(text, prefix=b"")

@@ -1,38 +1,52 @@
-"""A large value's JSON text a piece at a time, when its size is in long strings.
+"""A large value's JSON text a piece at a time: never joined whole.
 
 json's C encoder writes a document in one go: the whole text, and the list of
-its pieces while it joins them. For a dict or list whose bulk is a few long
-strings (a document's text, a tagged `bytes` value's base64), `json_stream`
-writes the same text without holding it whole: the containers on the way to
-those strings are written an item at a time (each item by the C encoder), and
-a long string that needs no escaping is written straight from the value, a
-slice at a time (one that does is escaped once, by the C encoder, and held).
+its pieces while it joins them (two copies of it for a moment). `json_stream`
+writes the same text in pieces instead:
+
+- a dict or list whose bulk is a few long strings (a document's text, a tagged
+  `bytes` value's base64): the containers on the way to those strings are
+  written an item at a time (each item by the C encoder), and a long string
+  that needs no escaping is written straight from the value, a slice at a
+  time (one that does is escaped once, by the C encoder, and held);
+- a container of many items (more than `MANY`): a slice of its items at a
+  time, each slice by the C encoder (`dumps` of a list or dict of those items,
+  its brackets cut off, the slices joined by commas), about `SLICE_TEXT`
+  characters each. The pieces are held (the size of the whole is needed before
+  the first byte is compressed), but never joined: one copy of the text, not two.
 
 Only a bounded part of the tree is gone through item by item (containers of
-at most `FANOUT` items, `BUDGET` items in all), so a value of many small items
-costs what it did: `json_stream` returns None for it, and the caller writes its
-text whole. The pieces join to exactly `dumps(tree)`, which
+at most `FANOUT` items, `BUDGET` items in all); containers of more than
+`FANOUT` and at most `MANY` items are written whole. A value with neither (a
+dict of a few short fields, most step results) gets None, and the caller
+writes its text whole. The pieces join to exactly `dumps(tree)`, which
 tests/serde/test_json_stream.py checks on a corpus.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from resumable.serde.streams import SLICE, STREAM_OVER, Encoded
 
-__all__ = ["BUDGET", "DEPTH", "FANOUT", "LONG", "json_stream"]
+__all__ = ["BUDGET", "DEPTH", "FANOUT", "LONG", "MANY", "SLICE_TEXT", "json_stream"]
 
 FANOUT: Final = 64
-"""Containers with more items than this are written whole by the C encoder."""
+"""Containers with more items than this are written whole by the C encoder..."""
+MANY: Final = 1024
+"""...unless they have more than this: then a slice of items at a time (fewer
+cost more in calls than the text they could save)."""
 BUDGET: Final = 1024
 """Items gone through one at a time, at most, per value."""
 DEPTH: Final = 16
 """Containers nested deeper than this are written whole by the C encoder."""
 LONG: Final = STREAM_OVER
 """Strings longer than this are written a slice at a time."""
+SLICE_TEXT: Final = 1 << 20
+"""Characters of JSON aimed at per slice of a large container's items."""
 _CONTAINERS: Final = frozenset({dict, list, tuple})
 _ESCAPED: Final = re.compile(r'[\x00-\x1f"\\]')
 """What json escapes with ensure_ascii=False; anything else is written as is."""
@@ -50,7 +64,9 @@ def json_stream(tree: Any, dumps: Callable[[Any], str]) -> Encoded | None:
     Raises:
         ValueError: As `dumps` (an int past the digit limit).
     """
-    if type(tree) not in _CONTAINERS or not _holds_long_text(tree, [BUDGET], 0):
+    if type(tree) not in _CONTAINERS or not (
+        len(tree) > MANY or _holds_long_text(tree, [BUDGET], 0)
+    ):
         return None
     parts: list[bytes | str] = []
     fragments: list[str] = []
@@ -87,8 +103,8 @@ def _holds_long_text(node: Any, budget: list[int], depth: int) -> bool:
         if kind is str:
             if len(item) > LONG:
                 return True
-        elif (kind is dict or kind is list or kind is tuple) and _holds_long_text(
-            item, budget, depth + 1
+        elif (kind is dict or kind is list or kind is tuple) and (
+            len(item) > MANY or _holds_long_text(item, budget, depth + 1)
         ):
             return True
     return False
@@ -109,14 +125,16 @@ def _plan(node: Any, out: _Out, budget: list[int], depth: int) -> None:
         is_raw = _ESCAPED.search(node) is None
         if is_raw:
             fragments.append('"')
-        parts.append("".join(fragments).encode("utf-8", "surrogatepass"))
-        fragments.clear()
+        _flush(parts, fragments)
         # written as it is (no copy made), or escaped once by the C encoder
         parts.append(node if is_raw else dumps(node))
         if is_raw:
             fragments.append('"')
         return
     kind = type(node)
+    if kind in _CONTAINERS and len(node) > MANY:
+        _sliced(node, out)
+        return
     if (
         kind not in _CONTAINERS
         or (kind is dict and not all(type(key) is str for key in node))
@@ -137,6 +155,37 @@ def _plan(node: Any, out: _Out, budget: list[int], depth: int) -> None:
             fragments.append(",")
         _plan(item, out, budget, depth + 1)
     fragments.append("]")
+
+
+def _flush(parts: list[bytes | str], fragments: list[str]) -> None:
+    """Move the fragments written so far into a part of their own."""
+    parts.append("".join(fragments).encode("utf-8", "surrogatepass"))
+    fragments.clear()
+
+
+def _sliced(node: Any, out: _Out) -> None:
+    """Append `dumps(node)`, for a container of many items, a slice at a time.
+
+    `dumps` of a list (a tuple) or dict of some of its items is `[` or `{`, the
+    items' text joined by commas, then `]` or `}`: cut off, the slices join
+    by commas to the items' text of the whole. How many items a slice takes
+    follows the text the last one made, aiming at `SLICE_TEXT` characters.
+    """
+    dumps, parts, fragments = out
+    is_dict = type(node) is dict
+    fragments.append("{" if is_dict else "[")
+    _flush(parts, fragments)
+    items = iter(node.items() if is_dict else node)
+    count, done, take = len(node), 0, FANOUT
+    while done < count:
+        batch = itertools.islice(items, take)
+        text = dumps(dict(batch) if is_dict else list(batch))
+        if done:
+            parts.append(b",")
+        parts.append(text[1:-1].encode("utf-8", "surrogatepass"))
+        done += take
+        take = max(1, min(take * 4, take * SLICE_TEXT // max(len(text), 1)))
+    fragments.append("}" if is_dict else "]")
 
 
 def _utf8_size(part: bytes | str) -> int:

@@ -155,8 +155,13 @@ async def swap_snapshots(
     old: Sequence[SnapshotRecord],
     *,
     by: SnapshotRecord | None,
+    chunks: Mapping[str, bytes] = NO_CHUNKS,
 ) -> bool:
-    """Swap the records `old`, if all are stored as read, for `by` (or none)."""
+    """Swap the records `old`, if all are stored as read, for `by` (or none).
+
+    Stores `chunks` with it; ChunksMissing if `by` names a chunk neither given
+    nor stored.
+    """
     check_swap(thread_id, old, by)
     new: list[bytes] = [b"0", b"", b"", b"", b"0", b"0"]
     if by is not None:
@@ -171,11 +176,21 @@ async def swap_snapshots(
         ]
     replaced = await conn.script(
         "swap_snapshots",
-        [conn.keys.of(b"nss:", thread_id), conn.keys.threads],
+        [
+            conn.keys.of(b"nss:", thread_id),
+            conn.keys.threads,
+            conn.keys.chunks,
+            conn.keys.chunkrefs,
+            conn.keys.orphans,
+        ],
         [
             conn.keys.base,
             _b(thread_id),
             *new,
+            str(len(chunks)).encode(),
+            *itertools.chain.from_iterable(
+                (_b(digest), data) for digest, data in chunks.items()
+            ),
             *(
                 part
                 for record in old
@@ -187,7 +202,13 @@ async def swap_snapshots(
             ),
         ],
     )
-    return bool(replaced)
+    if len(replaced) > 1:
+        raise ChunksMissing(
+            store=conn.url,
+            thread_id=thread_id,
+            hashes=tuple(_s(ref) for ref in replaced[1:]),
+        )
+    return bool(replaced[0])
 
 
 async def delete_snapshots(

@@ -61,17 +61,25 @@ def save_snapshot_txn(
     older: list[str],
 ) -> int:
     """Save `snapshot` with its new chunks; the token is `present.add`'s."""
+    token = _check_chunks_txn(conn, url, present, snapshot.thread_id, older)
+    if new_chunks:
+        conn.executemany(_PUT_CHUNK, new_chunks)
+    conn.execute(_INSERT_SNAPSHOT, snapshot_row(snapshot))
+    return token
+
+
+def _check_chunks_txn(
+    conn: Conn, url: str, present: PresentChunks, thread_id: str, older: list[str]
+) -> int:
+    """Raise ChunksMissing unless every chunk of `older` is stored; `add`'s token."""
     # writers are serialized: what this transaction finds stays until it ends
     unsure, token = present.unsure_txn(conn, older)
     # the common case: every chunk it names was seen stored, none to look up
     missing = set(unsure) - _stored_chunks(conn, unsure) if unsure else None
     if missing:
         raise ChunksMissing(
-            store=url, thread_id=snapshot.thread_id, hashes=tuple(sorted(missing))
+            store=url, thread_id=thread_id, hashes=tuple(sorted(missing))
         )
-    if new_chunks:
-        conn.executemany(_PUT_CHUNK, new_chunks)
-    conn.execute(_INSERT_SNAPSHOT, snapshot_row(snapshot))
     return token
 
 
@@ -120,9 +128,21 @@ def select_snapshots_txn(
 
 
 def swap_snapshots_txn(
-    conn: Conn, thread_id: str, old: list[SnapshotRecord], by: SnapshotRecord | None
-) -> bool:
-    """Swap the records `old`, if all are stored as read, for `by` (or none)."""
+    conn: Conn,
+    *,
+    url: str,
+    present: PresentChunks,
+    thread_id: str,
+    old: list[SnapshotRecord],
+    by: SnapshotRecord | None,
+    new_chunks: list[tuple[str, bytes]],
+) -> int | None:
+    """Swap the records `old`, if all are stored as read, for `by` (or none).
+
+    Returns `present.add`'s token, or None if it changed nothing (a record of
+    `old` changed or went). Raises ChunksMissing, changing nothing, if `by`
+    names a chunk neither in `new_chunks` nor stored.
+    """
     # writers are serialized: rows read here stay as they are until the commit
     for record in old:
         row = conn.execute(
@@ -130,18 +150,23 @@ def swap_snapshots_txn(
             (_t(thread_id), _t(record.namespace), _t(record.checkpoint_id)),
         ).fetchone()
         if row is None or _sql.blob(row[0]) != record.manifest:
-            return False
+            return None
     keys = packing.keys_of(old)
     if by is not None and (by.namespace, by.checkpoint_id) not in keys:
         taken = conn.execute(
             _SELECT_MANIFEST, (_t(thread_id), _t(by.namespace), _t(by.checkpoint_id))
         ).fetchone()
         if taken is not None:
-            return False
+            return None
+    given = {digest for digest, _ in new_chunks}
+    older = [] if by is None else [ref for ref in by.chunk_refs if ref not in given]
+    token = _check_chunks_txn(conn, url, present, thread_id, older)
     delete_snapshots_txn(conn, thread_id, keys)
+    if new_chunks:
+        conn.executemany(_PUT_CHUNK, new_chunks)
     if by is not None:
         conn.execute(_INSERT_SNAPSHOT, snapshot_row(by))
-    return True
+    return token
 
 
 def delete_snapshots_txn(

@@ -15,7 +15,13 @@ from typing import Final
 
 from resumable.errors import CorruptCheckpointError
 
-__all__ = ["REFERENCE_MAGIC", "REFERENCE_SIZE", "BlobRef", "is_reference"]
+__all__ = [
+    "REFERENCE_MAGIC",
+    "REFERENCE_SIZE",
+    "BlobRef",
+    "is_reference",
+    "written_size",
+]
 
 REFERENCE_MAGIC: Final = b"\x00RBLOB1"
 """How a stored reference begins; no sealed frame does (their version byte is 1)."""
@@ -79,3 +85,20 @@ def is_reference(data: object) -> bool:
     if isinstance(data, memoryview):
         data = bytes(data[: len(REFERENCE_MAGIC)])
     return isinstance(data, bytes | bytearray) and data[:7] == REFERENCE_MAGIC
+
+
+def written_size(data: bytes | bytearray | None) -> int:
+    """The sealed bytes a payload written to a row stands for.
+
+    A frame's own length; for a reference to an offloaded object (a large
+    result streamed to the object store before its row), that object's length,
+    not the reference's 52 bytes.
+    """
+    if data is None:
+        return 0
+    if len(data) == REFERENCE_SIZE and is_reference(data):
+        try:
+            return BlobRef.decode(bytes(data), place="").size
+        except CorruptCheckpointError:
+            pass  # not one after all: what the row holds is what was written
+    return len(data)

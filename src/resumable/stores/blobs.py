@@ -31,6 +31,12 @@ from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import unquote, urlsplit
 
 from resumable.errors import StoreError
+from resumable.stores.segments import (
+    MANIFEST_MAX,
+    Manifest,
+    put_segmented,
+    segment_chunks,
+)
 
 __all__ = [
     "BlobInfo",
@@ -39,15 +45,16 @@ __all__ = [
     "BlobUnavailable",
     "FileBlobs",
     "S3Blobs",
+    "SegmentedBlobs",
     "StreamingBlobs",
     "open_blobs",
     "temp_key",
 ]
 
 PART_BYTES: Final = 8 * 1024 * 1024
-"""S3 objects larger than this are uploaded in parts of this size, and read in
-chunks of it into one buffer."""
+"""S3 objects larger than this are read in chunks of it into one buffer."""
 _PART_CONCURRENCY: Final = 4
+"""Segments of a streamed upload sent at once (`stores.segments`)."""
 
 TEMP_PREFIX: Final = "tmp/"
 """Where streamed uploads land before they are moved to their content address."""
@@ -125,6 +132,19 @@ class StreamingBlobs(BlobStore, Protocol):
 
     async def get_stream(self, key: str) -> AsyncIterator[bytes]:
         """The object under `key` a chunk at a time (BlobMissing before the first)."""
+        ...
+
+
+@runtime_checkable
+class SegmentedBlobs(BlobStore, Protocol):
+    """A `BlobStore` that may keep an object as segments and a manifest.
+
+    See `stores.segments`. `collect_garbage` asks which segments a referenced
+    object is made of; it deletes no segment in a store that cannot say.
+    """
+
+    async def segments(self, key: str) -> list[str]:
+        """The keys of the segments the object under `key` is made of ([] if whole)."""
         ...
 
 
@@ -334,20 +354,13 @@ class S3Blobs:
             return BlobMissing(key)
         return BlobUnavailable(f"{self.url}: {type(exc).__name__}: {exc}")
 
-    async def put(self, key: str, data: bytes) -> None:
-        # past one part, a multipart upload of views into `data`: no request body
-        # is a second copy of the object (an upload cut short leaves hidden parts:
-        # docs/capabilities/offload.md asks for a lifecycle rule)
-        view = memoryview(data)
-        parts = [view[at : at + PART_BYTES] for at in range(0, len(view), PART_BYTES)]
+    async def put(self, key: str, data: bytes | bytearray) -> None:
+        # one plain PUT, never a multipart upload: a request cut short by a crash
+        # leaves nothing, where a multipart upload would leave parts no listing
+        # shows and no other process can abort (S3 takes up to 5 GB this way)
         try:
             await self._obstore.put_async(
-                self._store,
-                check_key(key),
-                parts if len(parts) > 1 else data,
-                use_multipart=len(parts) > 1,
-                chunk_size=PART_BYTES,
-                max_concurrency=_PART_CONCURRENCY,
+                self._store, check_key(key), data, use_multipart=False
             )
         except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
@@ -357,7 +370,11 @@ class S3Blobs:
             result = await self._obstore.get_async(self._store, check_key(key))
             size = result.meta["size"]
             if size <= PART_BYTES:
-                return bytes(await result.bytes_async())
+                data = bytes(await result.bytes_async())
+                manifest = Manifest.parse(data) if size <= MANIFEST_MAX else None
+                if manifest is None:
+                    return data
+                return await self._joined(manifest)
             # one buffer of the object's size, filled as chunks arrive: the whole
             # object is never held twice (once by obstore, once here)
             buffer = bytearray(size)
@@ -378,21 +395,33 @@ class S3Blobs:
             )
         return buffer
 
-    async def put_stream(self, key: str, chunks: AsyncIterator[bytes]) -> None:
-        # a multipart upload whose parts are sent as the chunks come; an upload
-        # cut short by a crash leaves hidden parts (see the lifecycle rule in
-        # docs/capabilities/offload.md)
+    async def _joined(self, manifest: Manifest) -> bytearray:
+        """The object a manifest stands for, in one buffer (see `stores.segments`)."""
+        buffer = bytearray(manifest.size)
+        view = memoryview(buffer)
+        filled = 0
+        async for chunk in segment_chunks(self.get, manifest, ahead=_PART_CONCURRENCY):
+            end = filled + len(chunk)
+            if end > len(buffer):
+                break  # a segment longer than its manifest says: the hash check fails
+            view[filled:end] = chunk
+            filled = end
+        return buffer
+
+    async def segments(self, key: str) -> list[str]:
         try:
-            await self._obstore.put_async(
-                self._store,
-                check_key(key),
-                chunks,
-                use_multipart=True,
-                chunk_size=PART_BYTES,
-                max_concurrency=_PART_CONCURRENCY,
-            )
+            result = await self._obstore.get_async(self._store, check_key(key))
+            if result.meta["size"] > MANIFEST_MAX:
+                return []
+            manifest = Manifest.parse(bytes(await result.bytes_async()))
         except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
+        return [] if manifest is None else manifest.keys
+
+    async def put_stream(self, key: str, chunks: AsyncIterator[bytes]) -> None:
+        # plain PUTs of segments and a manifest (`stores.segments`), not a
+        # multipart upload: a crash leaves only whole objects, which gc collects
+        await put_segmented(self.put, key, chunks, in_flight=_PART_CONCURRENCY)
 
     async def move(self, key: str, to: str) -> None:
         # a server-side copy (whole or not at all), then the temporary is deleted;
@@ -406,6 +435,12 @@ class S3Blobs:
     async def get_stream(self, key: str) -> AsyncIterator[bytes]:
         try:
             result = await self._obstore.get_async(self._store, check_key(key))
+            if result.meta["size"] <= MANIFEST_MAX:
+                data = bytes(await result.bytes_async())
+                manifest = Manifest.parse(data)
+                if manifest is not None:
+                    return segment_chunks(self.get, manifest, ahead=_PART_CONCURRENCY)
+                return _one(data)
         except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc
         return self._chunks(key, result.stream(min_chunk_size=PART_BYTES))
@@ -453,6 +488,10 @@ class S3Blobs:
 
     async def close(self) -> None:
         return None
+
+
+async def _one(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 async def _file_chunks(source: Any, path: Path) -> AsyncIterator[bytes]:

@@ -309,15 +309,7 @@ class MemoryStore:
     async def save_snapshot(
         self, snapshot: SnapshotRecord, *, chunks: Mapping[str, bytes] = NO_CHUNKS
     ) -> None:
-        missing = tuple(
-            ref
-            for ref in snapshot.chunk_refs
-            if ref not in chunks and ref not in self._chunks
-        )
-        if missing:
-            raise ChunksMissing(
-                store=self.url, thread_id=snapshot.thread_id, hashes=missing
-            )
+        self._check_chunks(snapshot, chunks)
         await self.put_chunks(chunks)
         thread = self._snapshots.setdefault(
             (snapshot.thread_id, snapshot.namespace), {}
@@ -356,6 +348,7 @@ class MemoryStore:
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         check_swap(thread_id, old, by)
@@ -369,12 +362,29 @@ class MemoryStore:
             taken = self._snapshots.get((thread_id, by.namespace), {})
             if by.checkpoint_id in taken:
                 return False
+        if by is not None:
+            self._check_chunks(by, chunks)
         await self.delete_snapshots(thread_id, keys)
+        await self.put_chunks(chunks)
         if by is not None:
             self._snapshots.setdefault((thread_id, by.namespace), {})[
                 by.checkpoint_id
             ] = by
         return True
+
+    def _check_chunks(
+        self, record: SnapshotRecord, chunks: Mapping[str, bytes]
+    ) -> None:
+        """Raise ChunksMissing if `record` names a chunk neither given nor stored."""
+        missing = tuple(
+            ref
+            for ref in record.chunk_refs
+            if ref not in chunks and ref not in self._chunks
+        )
+        if missing:
+            raise ChunksMissing(
+                store=self.url, thread_id=record.thread_id, hashes=missing
+            )
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

@@ -27,7 +27,8 @@ and running the same run_id again resumes once the object store is back).
 Saved states (snapshot manifests, metadata and chunks, which is where LangGraph
 checkpoints live) are offloaded the same way; their upload failures are
 `StoreError`, as they belong to no run. Large results stream both ways (see
-`stores.offload_stream`); other frames are held whole in memory.
+`stores.offload_stream`; one that seals to `offload_over` or less stays in its
+row); other frames are held whole in memory.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class OffloadStore(OffloadMaintenance):
     async def put_sealed(
         self, sealed: Sealed, *, run_id: str, seq: int | None
     ) -> bytes:
-        """Upload a frame made on demand; the reference a row keeps in its place.
+        """What a row keeps of a frame made on demand (`offload_stream.upload`).
 
         Raises:
             CheckpointWriteError: the object store did not take it.
@@ -164,8 +165,10 @@ class OffloadStore(OffloadMaintenance):
         """
         if not isinstance(self.blobs, StreamingBlobs):
             raise TypeError(f"{self.blobs!r} takes no streamed uploads")
-        ref = await upload(self.blobs, sealed, run_id=run_id, seq=seq)
-        return ref.encode()
+        kept = await upload(
+            self.blobs, sealed, run_id=run_id, seq=seq, inline_up_to=self.offload_over
+        )
+        return kept if isinstance(kept, bytes) else kept.encode()
 
     # --- the two crossings ------------------------------------------------------
     async def _offload(
@@ -481,12 +484,19 @@ class OffloadStore(OffloadMaintenance):
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         stored = await as_stored(self.inner, thread_id, old)
+        if stored is None:
+            return False
         new = None if by is None else await self._offload_snapshot(by)
-        return stored is not None and await self.inner.swap_snapshots(
-            thread_id, stored, by=new, durable=durable
+        return await self.inner.swap_snapshots(
+            thread_id,
+            stored,
+            by=new,
+            chunks=await self._offload_chunks(chunks),
+            durable=durable,
         )
 
     async def delete_snapshots(

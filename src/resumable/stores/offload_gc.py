@@ -3,6 +3,8 @@
 Objects are offloaded payloads (`sha256/...`), archives, and temporary objects
 of streamed uploads (`tmp/...`) that a crash or a failed move left behind: none
 is referenced by a row, so each is deleted once older than the grace period.
+Segments of a streamed upload (`seg/...`, see `stores.segments`) are kept while
+a referenced manifest names them, and deleted under the same rule otherwise.
 """
 
 from __future__ import annotations
@@ -11,9 +13,16 @@ from collections.abc import Collection
 from typing import Final
 
 from resumable.errors import StoreError
-from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
+from resumable.stores.blobs import (
+    BlobInfo,
+    BlobMissing,
+    BlobStore,
+    BlobUnavailable,
+    SegmentedBlobs,
+)
 from resumable.stores.coldruns import key_of
 from resumable.stores.protocol import PAYLOAD_KINDS, Store
+from resumable.stores.segments import MANIFEST_MAX, SEGMENT_PREFIX
 
 __all__ = ["collect_garbage", "referenced_keys"]
 
@@ -59,8 +68,14 @@ async def collect_garbage(
     cutoff = now_ms - older_than_ms
     deleted = 0
     try:
-        for blob in await blobs.listing():
+        listing = await blobs.listing()
+        kept = await _named_segments(blobs, listing, referenced, cutoff)
+        for blob in listing:
             if blob.key in referenced or blob.modified_at_ms > cutoff:
+                continue
+            if blob.key.startswith(SEGMENT_PREFIX) and (
+                kept is None or blob.key in kept
+            ):
                 continue
             try:
                 if (await blobs.info(blob.key)).modified_at_ms > cutoff:
@@ -72,3 +87,30 @@ async def collect_garbage(
     except BlobUnavailable as exc:
         raise StoreError(store=blobs.url, detail=str(exc)) from exc
     return deleted
+
+
+async def _named_segments(
+    blobs: BlobStore, listing: list[BlobInfo], referenced: Collection[str], cutoff: int
+) -> set[str] | None:
+    """The segments referenced manifests name; None: keep them all (cannot tell).
+
+    Manifests are read only when some segment would otherwise be deleted, and
+    only the referenced objects small enough to be one.
+    """
+    if not any(
+        b.key.startswith(SEGMENT_PREFIX)
+        and b.key not in referenced
+        and b.modified_at_ms <= cutoff
+        for b in listing
+    ):
+        return set()
+    if not isinstance(blobs, SegmentedBlobs):
+        return None
+    named: set[str] = set()
+    for blob in listing:
+        if blob.key in referenced and blob.size <= MANIFEST_MAX:
+            try:
+                named.update(await blobs.segments(blob.key))
+            except BlobMissing:
+                continue  # deleted since the listing: it names nothing now
+    return named

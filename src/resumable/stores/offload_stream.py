@@ -95,25 +95,55 @@ class _Hashed:
             self.size += len(chunk)
         return chunk
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def next(self) -> bytes | None:
+        """The next chunk; None at the end."""
         # compressing and encrypting a slice takes a while: off the event loop
-        while (chunk := await asyncio.to_thread(self._next)) is not None:
+        return await asyncio.to_thread(self._next)
+
+    async def head(self, up_to: int) -> tuple[list[bytes], bool]:
+        """The first chunks, until they pass `up_to` bytes, and whether that is all."""
+        held: list[bytes] = []
+        while self.size <= up_to:
+            chunk = await self.next()
+            if chunk is None:
+                return held, True
+            held.append(chunk)
+        return held, False
+
+    async def rest(self, held: list[bytes]) -> AsyncIterator[bytes]:
+        """The chunks `head` held, then the others as they are made."""
+        while held:
+            yield held.pop(0)  # each goes once it is sent: the buffer drains
+        while (chunk := await self.next()) is not None:
             yield chunk
 
 
 async def upload(
-    blobs: StreamingBlobs, sealed: Sealed, *, run_id: str, seq: int | None
-) -> BlobRef:
+    blobs: StreamingBlobs,
+    sealed: Sealed,
+    *,
+    run_id: str,
+    seq: int | None,
+    inline_up_to: int,
+) -> BlobRef | bytes:
     """Upload a frame made on demand; its reference once it is at its key.
+
+    A frame of no more than `inline_up_to` bytes is not uploaded: it is
+    returned whole, for the row to keep (it compressed that well). Only that
+    many bytes are held before the upload opens, so a large frame is never
+    whole in memory.
 
     Raises:
         CheckpointWriteError: the object store did not take it (transient: a
             retry makes the frame again).
     """
-    temp = temp_key()
     hashed = _Hashed(sealed.chunks())
+    held, is_whole = await hashed.head(inline_up_to)
+    if is_whole:
+        return b"".join(held)
+    temp = temp_key()
     try:
-        await blobs.put_stream(temp, aiter(hashed))
+        await blobs.put_stream(temp, hashed.rest(held))
         ref = BlobRef(sealed.flags, hashed.size, hashed.digest.digest())
         # the move refreshes the object's age, which is what keeps a collection
         # that started before this row committed from deleting it

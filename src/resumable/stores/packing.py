@@ -1,4 +1,8 @@
-"""The rules of the optional packing capability, `protocol.PacksSnapshots`.
+"""The rules of `swap_snapshots` and of snapshot keys, for stores and the engine.
+
+`check_swap` and `keys_of` serve the optional packing capability,
+`protocol.PacksSnapshots`; `through` bounds a listing that reaches a checkpoint
+(as reading a pack's newest row does).
 
 The engine keeps a thread's older snapshots as packs (`resumable._engine.packs`)
 only on a store that declares `PacksSnapshots`; on any other `SnapshotStore`
@@ -33,3 +37,11 @@ def check_swap(
 def keys_of(records: Sequence[SnapshotRecord]) -> list[tuple[str, str]]:
     """The `(namespace, checkpoint_id)` keys of `records`, each once, in order."""
     return list(dict.fromkeys((r.namespace, r.checkpoint_id) for r in records))
+
+
+def through(checkpoint_id: str) -> str:
+    """The `before` of `Store.list_snapshots` that still lists `checkpoint_id`.
+
+    The smallest string after the id that every store accepts (NUL is not one).
+    """
+    return checkpoint_id + "\x01"

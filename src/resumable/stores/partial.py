@@ -198,11 +198,14 @@ class PartialStore:
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         if self._packs is None:
             raise self._missing("PacksSnapshots", "swap_snapshots")
-        return await self._packs.swap_snapshots(thread_id, old, by=by, durable=durable)
+        return await self._packs.swap_snapshots(
+            thread_id, old, by=by, chunks=chunks, durable=durable
+        )
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

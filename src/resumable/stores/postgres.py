@@ -36,13 +36,13 @@ from psycopg_pool import AsyncConnectionPool
 
 from resumable.errors import (
     CheckpointWriteError,
-    ChunksMissing,
     LeaseLost,
     RunNotFound,
     StoreError,
 )
 from resumable.stores import _postgres_archive as _archive
 from resumable.stores import _postgres_claims as _claims
+from resumable.stores import _postgres_snapshot_sql as _snapsql
 from resumable.stores import _postgres_sql as _pgsql
 from resumable.stores import _sql
 from resumable.stores._postgres_commits import (
@@ -461,17 +461,12 @@ class PostgresStore(ThreadArchiveMethods):
         params = {
             "hashes": list(chunks),
             "chunks": list(chunks.values()),
-            **_pgsql.snapshot_params(snapshot),
+            **_snapsql.snapshot_params(snapshot),
         }
         async with self._connection() as conn:
             cursor = await conn.execute(self._sql.save_snapshot, params)
             row = await cursor.fetchone()
-        if row is not None and row["missing"]:
-            raise ChunksMissing(
-                store=self.url,
-                thread_id=snapshot.thread_id,
-                hashes=tuple(row["missing"]),
-            )
+        _snapsql.refuse_missing(row, store=self.url, thread_id=snapshot.thread_id)
 
     async def load_snapshot(
         self, thread_id: str, *, namespace: str = "", checkpoint_id: str | None = None
@@ -507,14 +502,18 @@ class PostgresStore(ThreadArchiveMethods):
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         check_swap(thread_id, old, by)
-        params = _pgsql.swap_params(thread_id, old, by)
+        params = _snapsql.swap_params(thread_id, old, by, chunks)
         async with self._connection() as conn:
             cursor = await conn.execute(self._sql.swap_snapshots, params)
             row = await cursor.fetchone()
-        return row is not None and bool(row["ok"])
+        if row is None or not row["ok"]:
+            return False
+        _snapsql.refuse_missing(row, store=self.url, thread_id=thread_id)
+        return True
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

@@ -53,9 +53,8 @@ StepStatus = Literal[
     "waiting",  # a wait_for/sleep was reached; output holds its deadline (ms or None)
 ]
 
-
 NO_CHUNKS: Final[Mapping[str, bytes]] = MappingProxyType({})
-"""`save_snapshot`'s default: a snapshot whose chunks are all stored already."""
+"""`save_snapshot`'s and `swap_snapshots`' default: no new chunks, all are stored."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -320,14 +319,6 @@ class DeleteResult:
     values. Keys, ids and indexes are not counted."""
 
 
-def through(checkpoint_id: str) -> str:
-    """The `before` of `Store.list_snapshots` that still lists `checkpoint_id`.
-
-    The smallest string after the id that every store accepts (NUL is not one).
-    """
-    return checkpoint_id + "\x01"
-
-
 @runtime_checkable
 class RunStore(Protocol):
     """The core a store must implement: runs, leases with fencing, journal, inputs.
@@ -523,18 +514,24 @@ class PacksSnapshots(Protocol):
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         """Replace snapshots, as they were read, by one record (a pack) or by none.
 
         In one transaction: if every record of `old` is still stored at its key
         (thread, namespace, checkpoint_id) with the same manifest bytes, and no
-        record other than one of `old` is stored at `by`'s key, delete them,
-        insert `by` (when given: it may take the key of one of them, as a pack
-        rewritten in place does) and return True. A chunk they named and `by`
-        does not is left for collection. Otherwise change nothing and return
-        False: another engine changed, swapped or deleted one of them meanwhile,
-        and the caller reads again before it tries again.
+        record but one of `old` is stored at `by`'s key, delete them, insert `by`
+        (if given; it may take the key of one of them, as a pack rewritten in
+        place does), store `chunks` and return True. Otherwise change nothing and
+        return False: another engine changed, swapped or deleted one of them
+        meanwhile, and the caller reads again before it tries again.
+
+        `chunks` are the new chunks `by` names, as for `save_snapshot` (a hash
+        already present is left alone); the others it names must be stored. A
+        chunk `old` named and `by` does not is left for collection. The swap is
+        atomic with `delete_unreferenced_chunks`: no collection can take `chunks`
+        before the swap (as one could after a `put_chunks`).
 
         With `durable=False` the swap only saves space (packing): the store may
         commit it less durably than other writes (SQLite: without an fsync),
@@ -545,6 +542,8 @@ class PacksSnapshots(Protocol):
         Raises:
             ValueError: a record of `old`, or `by`, belongs to another thread
                 (`packing.check_swap`), before anything is read or written.
+            ChunksMissing: `by` names a chunk neither given nor stored (a
+                collection deleted it); nothing changed.
         """
         ...
 

@@ -533,9 +533,12 @@ class RedisStore(ThreadArchiveMethods):
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
-        return await _snapshots.swap_snapshots(self._conn, thread_id, old, by=by)
+        return await _snapshots.swap_snapshots(
+            self._conn, thread_id, old, by=by, chunks=chunks
+        )
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]

@@ -464,15 +464,27 @@ class SQLiteStore:
         old: Sequence[SnapshotRecord],
         *,
         by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
         check_swap(thread_id, old, by)
         swap = partial(
-            _snapshots.swap_snapshots_txn, thread_id=thread_id, old=list(old), by=by
+            _snapshots.swap_snapshots_txn,
+            url=self.url,
+            present=self._present,
+            thread_id=thread_id,
+            old=list(old),
+            by=by,
+            new_chunks=list(chunks.items()),
         )
         # packing: no fsync, see the module doc (a lost swap leaves the rows as
         # they were)
-        return await self._call(swap, write=True, durable=durable)
+        token = await self._call(swap, write=True, durable=durable)
+        if token is None:
+            return False
+        if by is not None:
+            self._present.add(token, by.chunk_refs)
+        return True
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]
