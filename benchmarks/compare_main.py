@@ -6,7 +6,8 @@
 Checks out REV (default: main) into a temporary `git worktree` and runs each
 benchmark script of each tree with this interpreter, the tree's own `src` first
 on PYTHONPATH (the dependencies are the same; only the library's code differs).
-Each tree runs its own scripts, so a script adapted to a changed API still runs.
+Each tree runs its own scripts, so a script adapted to a changed API still runs;
+a script REV does not have yet runs from this tree, on REV's code.
 Rounds interleave the trees script by script (old then new, then new then old),
 so that the shared machine's drift hits both alike; each script runs with
 RUNS=1 (--runs) and the figure quoted is the median over the rounds.
@@ -98,7 +99,15 @@ COMPRESSION = [
 POSTGRES = [
     Figure(
         "pg_step_overhead.py", "postgres engine (us/step)", rf"engine\s*:\s*{NUMBER}"
-    )
+    ),
+    *(
+        row("pg_claims.py", label, "us/run", column=2)
+        for label in (
+            "4 claimers x 10, no queue",
+            "4 claimers x 10, queue with a concurrency limit",
+            "1 claimer x 1, no queue",
+        )
+    ),
 ]
 REDIS = [
     Figure(
@@ -141,8 +150,11 @@ def figures(slow: bool) -> list[Figure]:
 def run_script(tree: Path, script: str, runs: int) -> str:
     """The output of one benchmark script of `tree`, run on that tree's code."""
     env = {**os.environ, "PYTHONPATH": str(tree / "src"), "RUNS": str(runs)}
+    path = tree / "benchmarks" / script
+    if not path.exists():  # newer than the tree: this tree's script, on its code
+        path = HERE / "benchmarks" / script
     done = subprocess.run(
-        [sys.executable, str(tree / "benchmarks" / script)],
+        [sys.executable, str(path)],
         cwd=tree,
         env=env,
         capture_output=True,

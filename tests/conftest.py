@@ -9,6 +9,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 import pytest
 
@@ -17,6 +19,9 @@ from resumable.serde import TypeRegistry
 from resumable.stores import create_store
 from resumable.stores.protocol import Store
 from resumable.testing import FakeClock
+
+if TYPE_CHECKING:
+    from resumable.stores.postgres import PostgresStore
 
 BACKENDS = [
     "memory",
@@ -80,6 +85,32 @@ async def store(backend: str, tmp_path: Path) -> AsyncIterator[Store]:
     """A fresh store; postgres/redis skip unless RESUMABLE_TEST_<NAME>_URL is set."""
     async with open_test_store(backend, tmp_path) as store:
         yield store
+
+
+def postgres_url(base: str, schema: str, **options: object) -> str:
+    """`base` (a PostgreSQL URL) naming `schema` and the store's other URL options."""
+    query = urlencode({"schema": schema, **options})
+    return f"{base}{'&' if '?' in base else '?'}{query}"
+
+
+@pytest.fixture
+async def new_postgres_store() -> AsyncIterator[Callable[..., PostgresStore]]:
+    """Makes PostgreSQL stores (a fresh schema unless named); all dropped and closed after."""
+    base = service_url("postgres")
+    made: list[PostgresStore] = []
+
+    def make(schema: str | None = None, **options: object) -> PostgresStore:
+        from resumable.stores.postgres import PostgresStore
+
+        name = schema if schema is not None else f"t{uuid.uuid4().hex[:12]}"
+        store = PostgresStore(postgres_url(base, name, **options))
+        made.append(store)
+        return store
+
+    yield make
+    for store in reversed(made):
+        await store.drop()
+        await store.close()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from datetime import date
 
 import pytest
 
-from resumable._engine.usage import Usage
 from resumable.pricing import (
     DEFAULT_PRICES,
     PRICES_AS_OF,
@@ -13,6 +12,7 @@ from resumable.pricing import (
     Price,
     PriceTable,
 )
+from resumable.usage import Usage
 
 GPT_4O = Price(input_per_mtok=2.5, output_per_mtok=10.0, cached_input_per_mtok=1.25)
 GPT_4O_MINI = Price(

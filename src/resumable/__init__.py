@@ -29,7 +29,6 @@ from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import register
-from resumable._engine.usage import Usage
 from resumable._engine.waits import sleep, wait_for
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
@@ -55,6 +54,7 @@ from resumable.errors import (
     WorkflowFailed,
     WorkflowNotRegistered,
 )
+from resumable.usage import Usage
 
 __version__ = "0.1.0"
 

@@ -10,8 +10,12 @@ import dataclasses
 
 from resumable._contract_records import T0, must_raise, needs, snapshot_record
 from resumable.errors import ChunksMissing
-from resumable.stores.packing import PacksSnapshots
-from resumable.stores.protocol import SnapshotRecord, SnapshotStore, Store
+from resumable.stores.protocol import (
+    PacksSnapshots,
+    SnapshotRecord,
+    SnapshotStore,
+    Store,
+)
 from resumable.stores.roles import pack_namespace
 
 PACKS = pack_namespace("")

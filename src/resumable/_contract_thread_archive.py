@@ -11,8 +11,12 @@ import dataclasses
 from resumable._contract_records import T0, WEIRD_IDS, needs, snapshot_record
 from resumable.errors import ChunksMissing
 from resumable.stores.archiving import SupportsThreadArchive, ThreadStub
-from resumable.stores.packing import PacksSnapshots
-from resumable.stores.protocol import SnapshotRecord, SnapshotStore, Store
+from resumable.stores.protocol import (
+    PacksSnapshots,
+    SnapshotRecord,
+    SnapshotStore,
+    Store,
+)
 from resumable.stores.roles import pack_namespace
 
 PACKS = pack_namespace("")

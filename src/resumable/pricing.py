@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import date
 from types import MappingProxyType
 
-from resumable._engine.usage import Usage
+from resumable.usage import Usage
 
 _PER_MTOK = 1_000_000
 # A snapshot suffix after a known model name: "-2024-08-06", "-20250929",

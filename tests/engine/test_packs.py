@@ -134,7 +134,7 @@ async def test_engines_packing_one_thread_at_once_lose_nothing(store: Store) -> 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(packs, "PACK_EVERY", 10**9)  # nothing packed while saving
         saved = await conversation(writer, "t", 40)
-    packers = [Engine(store)._snapshots.packs for _ in range(3)]
+    packers = [packs.Packs(store, Engine(store).serde) for _ in range(3)]
     await asyncio.gather(*(packer.pack("t", "") for packer in packers))
     loose, held = await loose_and_packed(store, "t")
     assert (loose, held) == (packs.KEEP_LOOSE, 5)  # 38 rows: 4 packs of 8, one of 6

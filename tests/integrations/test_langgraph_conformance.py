@@ -92,7 +92,7 @@ class SyncDriven(BaseCheckpointSaver[int]):
 async def close(saver: ResumableSaver, *, drop: bool) -> None:
     remove = getattr(saver.engine.store, "drop", None)
     if drop and remove is not None:
-        await saver._acall(remove())  # on the saver's loop, which owns the store
+        await saver.run_on_loop(remove())  # on the saver's loop, which owns the store
     await saver.aclose()
 
 

@@ -45,7 +45,7 @@ async def savers(backend: str, tmp_path: Path) -> AsyncIterator[list[ResumableSa
             await saver.aclose()
         drop = getattr(first.engine.store, "drop", None)
         if drop is not None:
-            await first._acall(drop())  # on the saver's loop, which owns the store
+            await first.run_on_loop(drop())  # on the saver's loop, which owns the store
         await first.aclose()
 
 

@@ -49,7 +49,7 @@ async def open_saver(
     finally:
         drop = getattr(saver.engine.store, "drop", None)
         if drop is not None:
-            await saver._acall(drop())  # on the saver's loop, which owns the store
+            await saver.run_on_loop(drop())  # on the saver's loop, which owns the store
         await saver.aclose()
 
 
@@ -125,7 +125,7 @@ async def test_a_stored_payload_naming_an_unregistered_class_is_refused(
         stored = await put(saver, "forged")
         forged = stored["configurable"]["checkpoint_id"]
         await put(saver, "forged", forged)  # a newer one: the saver holds that one
-        await saver._acall(forge_chunk(saver, "forged", tag, forged))
+        await saver.run_on_loop(forge_chunk(saver, "forged", tag, forged))
 
         with pytest.raises(SerializationError, match="is not registered") as caught:
             await saver.aget_tuple(stored)
@@ -356,7 +356,7 @@ async def test_a_sync_method_on_the_saver_loop_raises_instead_of_deadlocking(
             return saver.get_tuple(config("t"))
 
         with pytest.raises(RuntimeError, match="would deadlock"):
-            await saver._acall(call_sync())  # runs on the saver's own loop
+            await saver.run_on_loop(call_sync())  # runs on the saver's own loop
 
 
 def test_each_sync_call_returns_once_its_own_writes_are_on_disk(tmp_path: Path) -> None:
@@ -458,7 +458,7 @@ def test_a_sync_call_waits_for_its_fsync_after_its_turn_and_returns_only_after_i
 
 
 def test_a_sync_call_that_raises_after_a_write_still_waits_for_its_fsync(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[str] = []
 
@@ -468,15 +468,17 @@ def test_a_sync_call_that_raises_after_a_write_still_waits_for_its_fsync(
 
     store = SQLiteStore(f"sqlite:///{tmp_path / 'sync.db'}", sync_file=sync_file)
     engine = Engine(store)
+    save_snapshot = store.save_snapshot
 
-    async def save_then_fail() -> None:
-        await engine.save_state("t", {"x": 1})
+    async def save_then_fail(*args: Any, **kwargs: Any) -> None:
+        await save_snapshot(*args, **kwargs)
         events.append("saved")
         raise ValueError("after the write")
 
+    monkeypatch.setattr(store, "save_snapshot", save_then_fail)
     with ResumableSaver(engine) as saver:
         with pytest.raises(ValueError, match="after"):
-            saver._call(save_then_fail())
+            saver.put(config("t"), checkpoint(x=1), {"step": -1}, {})
         events.append("call ended")
     asyncio.run(engine.close())
     assert events == ["saved", "synced", "call ended"]
@@ -493,20 +495,20 @@ async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_takin
         stored = await put(saver, "turns")
         threads: set[str] = set()
         running, most = 0, 0
-        put_writes = saver._storage.put_writes
+        save_snapshot = saver.engine.store.save_snapshot  # each put_writes saves one
 
-        async def watched(*args: Any) -> None:
+        async def watched(*args: Any, **kwargs: Any) -> Any:
             nonlocal running, most
             threads.add(threading.current_thread().name)
             running += 1
             most = max(most, running)
             try:
                 await asyncio.sleep(0.002)  # a window for another call to enter
-                await put_writes(*args)
+                return await save_snapshot(*args, **kwargs)
             finally:
                 running -= 1
 
-        monkeypatch.setattr(saver._storage, "put_writes", watched)
+        monkeypatch.setattr(saver.engine.store, "save_snapshot", watched)
 
         def sync_writes(i: int) -> None:
             saver.put_writes(stored, [("ch", i)], f"s{i:02d}")
@@ -646,7 +648,7 @@ async def test_packing_shrinks_what_a_long_thread_stores(
             graph = builder.compile(checkpointer=saver)
             for _ in range(100):
                 await graph.ainvoke({"messages": []}, config("chat"))
-            sizes[every] = await saver._acall(stored_bytes(saver, "chat"))
+            sizes[every] = await saver.run_on_loop(stored_bytes(saver, "chat"))
             history = [s async for s in graph.aget_state_history(config("chat"))]
             assert len(history) == 300
             assert len(history[-2].values["messages"]) == 0
@@ -679,7 +681,7 @@ async def test_an_appending_messages_channel_costs_the_same_at_every_step(
         for turn in range(1, 121):
             await graph.ainvoke({"messages": []}, config("chat"))
             if turn % 40 == 0:
-                sizes.append(await saver._acall(stored_bytes(saver, "chat")))
+                sizes.append(await saver.run_on_loop(stored_bytes(saver, "chat")))
         state = await graph.aget_state(config("chat"))
     assert len(state.values["messages"]) == 120
     first, second = sizes[1] - sizes[0], sizes[2] - sizes[1]
@@ -696,7 +698,7 @@ async def test_deleted_threads_leave_the_index_but_not_the_listing(
         await put(saver, "gone")
         await put(saver, "kept")
         await saver.adelete_thread("gone")
-        assert await saver._acall(known_threads(saver.engine)) == ["gone", "kept"]
+        assert await saver.run_on_loop(known_threads(saver.engine)) == ["gone", "kept"]
         listed = {
             t.config["configurable"]["thread_id"] async for t in saver.alist(None)
         }
@@ -744,7 +746,7 @@ async def test_prune_deletes_exactly_the_doomed_checkpoints_and_their_writes(
         assert found.config == second
         assert found.pending_writes == [("task-2", "ch", "kept write")]
         # nothing staged: no thread but the two (and the saver's index) was written
-        threads = await saver._acall(saver.engine.store.list_threads())
+        threads = await saver.run_on_loop(saver.engine.store.list_threads())
         assert all(not t.thread_id.endswith(STAGING_SUFFIX) for t in threads), threads
 
 

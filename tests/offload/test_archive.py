@@ -14,9 +14,8 @@ from resumable import Engine, current_run, step, wait_for, workflow
 from resumable.cli import main
 from resumable.errors import CorruptCheckpointError, UsageError
 from resumable.stores.archive import is_member
-from resumable.stores.archiving import SupportsThreadArchive
+from resumable.stores.archiving import SupportsArchive, SupportsThreadArchive
 from resumable.stores.offload import OffloadStore
-from resumable.stores.protocol import SupportsArchive
 
 RAN: Counter[str] = Counter()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import os
 import uuid
 from typing import Any
@@ -62,6 +63,20 @@ MANY_ITEMS: list[Any] = [
 CORPUS += MANY_ITEMS
 
 
+# the codec's JSON options; `tree_of` checks they write the codec's text again
+DUMPS = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, separators=(",", ":")
+).encode
+
+
+def tree_of(codec: Codec, value: object) -> Any:
+    """The JSON tree the codec writes for `value`, read back from its text."""
+    text = codec.encode(value).decode("utf-8", "surrogatepass")
+    tree = json.loads(text)
+    assert DUMPS(tree) == text
+    return tree
+
+
 @pytest.fixture
 def short_long(monkeypatch: pytest.MonkeyPatch) -> None:
     """Strings past a few characters count as long, and containers past 80 items as
@@ -75,15 +90,8 @@ def short_long(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("value", CORPUS, ids=range(len(CORPUS)))
 def test_json_stream_joins_to_the_text_written_whole(value: object) -> None:
     codec = Codec(TypeRegistry())
-    tree_codec = Codec(TypeRegistry())
     whole = codec.encode(value)
-    walk = tree_codec._walk
-    try:
-        tree = walk(value)
-        codec._dumps(tree)
-    except ValueError:
-        tree = tree_codec._walk_safe_ints(value)
-    encoded = js.json_stream(tree, codec._dumps)
+    encoded = js.json_stream(tree_of(codec, value), DUMPS)
     if encoded is not None:
         assert b"".join(encoded.pieces()) == whole
         assert encoded.size == len(whole)
@@ -95,12 +103,7 @@ def test_json_stream_joins_to_the_text_written_whole(value: object) -> None:
 @pytest.mark.parametrize("value", MANY_ITEMS, ids=range(len(MANY_ITEMS)))
 def test_containers_of_many_items_are_written_in_slices(value: object) -> None:
     codec = Codec(TypeRegistry())
-    try:
-        tree = codec._walk(value)
-        codec._dumps(tree)
-    except ValueError:
-        tree = codec._walk_safe_ints(value)
-    encoded = js.json_stream(tree, codec._dumps)
+    encoded = js.json_stream(tree_of(codec, value), DUMPS)
     assert encoded is not None
     assert len(list(encoded.pieces())) > 2
 
@@ -117,9 +120,9 @@ def test_values_with_long_text_stream_and_others_are_written_whole() -> None:
     assert isinstance(streamed, Encoded)
     # the text is handed over as it is, never copied into a piece of its own
     assert b"".join(streamed.pieces()) == codec.encode({"text": text, "n": [1, 2]})
-    assert js.json_stream(codec._walk({"a": "short"}), codec._dumps) is None
+    assert js.json_stream(tree_of(codec, {"a": "short"}), DUMPS) is None
     few = {f"k{i}": "x" * 100 for i in range(js.MANY)}
-    assert js.json_stream(codec._walk(few), codec._dumps) is None
+    assert js.json_stream(tree_of(codec, few), DUMPS) is None
 
 
 @pytest.mark.parametrize("kind", [dict, list])

@@ -69,7 +69,8 @@ def test_decoding_a_view_gives_what_decoding_bytes_gives(value: object) -> None:
 )
 def test_the_top_level_bytes_shortcut_agrees_with_the_json_parser(body: bytes) -> None:
     codec = Codec(TypeRegistry())
-    assert codec.decode(body) == codec._loads(body.decode())  # the plain path
+    # a space before the body: the same JSON, past the shortcut to the plain parser
+    assert codec.decode(body) == codec.decode(b" " + body)
 
 
 @pytest.mark.parametrize("keys", [None, KEYS], ids=["plain", "encrypted"])

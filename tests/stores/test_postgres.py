@@ -1,24 +1,25 @@
 """PostgresStore beyond the contract: migrations, fencing races, group commit,
-concurrent claims, wake-ups, odd identifiers and a server restart."""
+wake-ups, odd identifiers and a server restart (claims: test_postgres_claims.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
 from psycopg import sql
 
+from conftest import postgres_url as _url
+from conftest import service_url
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
@@ -44,38 +45,14 @@ Factory = Callable[..., PostgresStore]
 
 @pytest.fixture
 def base_url() -> str:
-    """The test server (as tests/conftest.py's service_url: skip, or fail in CI)."""
-    url = os.environ.get("RESUMABLE_TEST_POSTGRES_URL")
-    if not url:
-        reason = (
-            "RESUMABLE_TEST_POSTGRES_URL is not set: no postgres server to test against"
-        )
-        if os.environ.get("RESUMABLE_REQUIRE_SERVICES") == "1":
-            pytest.fail(f"{reason} (RESUMABLE_REQUIRE_SERVICES=1)")
-        pytest.skip(reason)
-    return url
-
-
-def _url(base: str, schema: str, **options: object) -> str:
-    query = urlencode({"schema": schema, **options})
-    return f"{base}{'&' if '?' in base else '?'}{query}"
+    """The test server (skip, or fail in CI, without one)."""
+    return service_url("postgres")
 
 
 @pytest.fixture
-async def new_store(base_url: str) -> AsyncIterator[Factory]:
+def new_store(new_postgres_store: Factory) -> Factory:
     """Makes stores; every schema they name is dropped and every store closed after."""
-    made: list[PostgresStore] = []
-
-    def make(schema: str | None = None, **options: object) -> PostgresStore:
-        name = schema if schema is not None else f"t{uuid.uuid4().hex[:12]}"
-        store = PostgresStore(_url(base_url, name, **options))
-        made.append(store)
-        return store
-
-    yield make
-    for store in reversed(made):
-        await store.drop()
-        await store.close()
+    return new_postgres_store
 
 
 # --- URL and lifecycle ----------------------------------------------------------------
@@ -107,12 +84,40 @@ async def test_store_is_made_without_io_and_fails_cleanly_when_unreachable() -> 
     await store.close()
 
 
-async def test_pool_size_comes_from_the_url(new_store: Factory) -> None:
+async def test_pool_size_comes_from_the_url(new_store: Factory, base_url: str) -> None:
     await new_store().drop()  # dropping a store never opened is fine
-    store = await new_store(pool_max=3).open()
+    name = f"pool-{uuid.uuid4().hex[:8]}"
+    store = await new_store(pool_max=3, application_name=name).open()
     assert await store.open() is store
-    assert store._pool is not None
-    assert store._pool.max_size == 3
+    table = sql.SQL("{}.resumable_runs").format(sql.Identifier(store.schema))
+    async with await psycopg.AsyncConnection.connect(base_url) as admin:
+        await admin.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table)
+        )
+        # six reads wait for the lock; the pool lends at most three connections
+        reads = [asyncio.ensure_future(store.get_run(f"r{i}")) for i in range(6)]
+        waiting = 0
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            cur = await admin.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE application_name = %s AND wait_event_type = 'Lock'",
+                (name,),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            waiting = row[0]
+            if waiting >= 3:
+                break
+        await asyncio.sleep(0.2)  # time for a fourth, were there one
+        cur = await admin.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = %s AND wait_event_type = 'Lock'",
+            (name,),
+        )
+        assert await cur.fetchone() == (3,)
+        await admin.rollback()  # releases the lock
+    assert await asyncio.gather(*reads) == [None] * 6
 
 
 # --- migrations -----------------------------------------------------------------------
@@ -144,7 +149,7 @@ async def test_processes_starting_together_migrate_once(
     results = [await p.communicate() for p in processes]
     assert [p.returncode for p in processes] == [0] * 5, results
     await store.open()
-    async with await psycopg.AsyncConnection.connect(store._options.conninfo) as conn:
+    async with await psycopg.AsyncConnection.connect(base_url) as conn:
         cur = await conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (store.schema,)
         )
@@ -165,9 +170,7 @@ async def test_a_role_without_ddl_rights_opens_a_migrated_schema(
 ) -> None:
     owner = await new_store().open()
     role = f"app_{uuid.uuid4().hex[:8]}"
-    admin = await psycopg.AsyncConnection.connect(
-        owner._options.conninfo, autocommit=True
-    )
+    admin = await psycopg.AsyncConnection.connect(base_url, autocommit=True)
     try:
         try:
             await admin.execute(
@@ -210,13 +213,13 @@ async def test_a_role_without_ddl_rights_opens_a_migrated_schema(
         await admin.close()
 
 
-async def test_a_newer_schema_is_refused(new_store: Factory) -> None:
+async def test_a_newer_schema_is_refused(new_store: Factory, base_url: str) -> None:
     first = await new_store().open()
-    async with await psycopg.AsyncConnection.connect(first._options.conninfo) as conn:
+    async with await psycopg.AsyncConnection.connect(base_url) as conn:
         await conn.execute(
-            first._sql.compose(
+            sql.SQL(
                 "UPDATE {schema}.resumable_meta SET value = %s WHERE key = 'schema_version'"
-            ),
+            ).format(schema=sql.Identifier(first.schema)),
             (str(_sql.latest_version("postgres") + 1),),
         )
     later = new_store(first.schema)
@@ -295,8 +298,15 @@ async def test_a_takeover_racing_commits_leaves_no_stale_write_behind(
         await _race_takeover(zombie, successor, f"race-{attempt}")
 
 
+def _count_commit_transactions(store: PostgresStore) -> list[int]:
+    """The size of each step-commit transaction the store writes from now on."""
+    sizes: list[int] = []
+    store.add_commit_listener(sizes.append)
+    return sizes
+
+
 async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
-    new_store: Factory,
+    new_store: Factory, base_url: str
 ) -> None:
     store = await new_store().open()
     fences = {}
@@ -305,7 +315,7 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
         lease = await store.acquire_lease(f"r{i}", owner="w", now_ms=T0, ttl_ms=60_000)
         assert lease is not None
         fences[f"r{i}"] = lease.fence
-    before = store._commits.transactions
+    transactions = _count_commit_transactions(store)
     await asyncio.gather(
         *(
             store.commit_step(step_record(run_id, seq), fence=fence)
@@ -313,11 +323,14 @@ async def test_concurrent_commits_share_transactions_and_are_durable_on_return(
             for seq in range(1, 11)
         )
     )
-    used = store._commits.transactions - before
+    used = len(transactions)
     assert used <= 20, f"200 concurrent commits took {used} transactions"
-    async with await psycopg.AsyncConnection.connect(store._options.conninfo) as conn:
+    assert sum(transactions) == 200
+    async with await psycopg.AsyncConnection.connect(base_url) as conn:
         cur = await conn.execute(
-            store._sql.compose("SELECT count(*) FROM {schema}.resumable_steps")
+            sql.SQL("SELECT count(*) FROM {}.resumable_steps").format(
+                sql.Identifier(store.schema)
+            )
         )
         assert await cur.fetchone() == (200,)
 
@@ -327,11 +340,11 @@ async def test_sequential_commits_take_one_transaction_each(new_store: Factory) 
     await store.create_run(run_record("r"))
     lease = await store.acquire_lease("r", owner="w", now_ms=T0, ttl_ms=60_000)
     assert lease is not None
-    before = store._commits.transactions
+    transactions = _count_commit_transactions(store)
     started = time.perf_counter()
     for seq in range(1, 51):
         await store.commit_step(step_record("r", seq), fence=lease.fence)
-    assert store._commits.transactions - before == 50
+    assert transactions == [1] * 50
     assert time.perf_counter() - started < 5  # no timer in the way of a lone commit
 
 
@@ -392,67 +405,6 @@ async def test_one_unstorable_record_does_not_fail_its_batch_mates(
         (4, "lone \udc80"),
     ]
     assert await store.get_run("nul\x00") is None
-
-
-# --- claims --------------------------------------------------------------------------
-async def test_concurrent_claimers_never_claim_the_same_run(new_store: Factory) -> None:
-    first = await new_store().open()
-    workers = [first, *[await new_store(first.schema).open() for _ in range(2)]]
-    for i in range(60):
-        await first.create_run(run_record(f"r{i:02}", created_at_ms=T0 + i))
-
-    async def drain(store: PostgresStore, owner: str) -> list[str]:
-        claimed: list[str] = []
-        while True:
-            leases = await store.claim_runs(
-                owner=owner,
-                now_ms=T0,
-                ttl_ms=60_000,
-                limit=4,
-                workflows=["wf"],
-                queues={},
-            )
-            if not leases:
-                return claimed
-            claimed.extend(lease.run_id for lease in leases)
-
-    claims = await asyncio.gather(*(drain(w, f"w{i}") for i, w in enumerate(workers)))
-    every = [run_id for claimed in claims for run_id in claimed]
-    assert sorted(every) == [f"r{i:02}" for i in range(60)]
-    assert all(claims), "each claimer should have got some runs"
-
-
-async def test_queue_limits_hold_across_concurrent_claimers(new_store: Factory) -> None:
-    first = await new_store().open()
-    workers = [first, *[await new_store(first.schema).open() for _ in range(2)]]
-    for i in range(30):
-        await first.create_run(
-            run_record(f"c{i:02}", queue="gpu", created_at_ms=T0 + i)
-        )
-        await first.create_run(
-            run_record(f"r{i:02}", queue="llm", created_at_ms=T0 + i)
-        )
-    policies = {
-        "gpu": QueuePolicy(concurrency=4),
-        "llm": QueuePolicy(rate=5, period_ms=60_000),
-    }
-
-    async def claim(store: PostgresStore, owner: str) -> list[str]:
-        leases = await store.claim_runs(
-            owner=owner,
-            now_ms=T0,
-            ttl_ms=60_000,
-            limit=20,
-            workflows=["wf"],
-            queues=policies,
-        )
-        return [lease.run_id for lease in leases]
-
-    for _ in range(3):  # claimers race several times; the limits are global
-        await asyncio.gather(*(claim(w, f"w{i}") for i, w in enumerate(workers)))
-    running = await first.list_runs(RunQuery(status=["running"], limit=1000))
-    assert len([r for r in running if r.queue == "gpu"]) == 4
-    assert len([r for r in running if r.queue == "llm"]) == 5
 
 
 # --- wake-ups ------------------------------------------------------------------------
@@ -646,4 +598,4 @@ async def test_a_run_survives_a_server_restart_mid_run(
     finally:
         for task in restarted:
             await asyncio.wait([task])
-        await asyncio.to_thread(_ensure_running, version, store._options.conninfo)
+        await asyncio.to_thread(_ensure_running, version, base_url)

@@ -19,10 +19,10 @@ from resumable._engine import packs
 from resumable._engine.snapshots import Checkpoint
 from resumable.stores import MemoryStore
 from resumable.stores.capabilities import Capabilities
-from resumable.stores.packing import PacksSnapshots
 from resumable.stores.partial import as_store
 from resumable.stores.protocol import (
     NO_CHUNKS,
+    PacksSnapshots,
     SnapshotRecord,
     SnapshotStore,
     ThreadRecord,

@@ -52,19 +52,25 @@ def test_url_forms_and_options() -> None:
             parse_url(bad)
 
 
+async def _mmap_sizes(url: str) -> list[int]:
+    """The memory map size of each connection a store at `url` opens."""
+    sizes: list[int] = []
+
+    def mmap_size(conn: sqlite3.Connection, _inline: bool) -> None:
+        sizes.append(conn.execute("PRAGMA mmap_size").fetchone()[0])
+
+    store = await SQLiteStore(url, on_connect=mmap_size).open()
+    await store.close()
+    return sizes
+
+
 async def test_reads_go_through_a_memory_map_of_the_size_the_url_sets(
     tmp_path: Path,
 ) -> None:
     for query, expected in (("", 256 * 2**20), ("?mmap_mb=0", 0)):
-        store = await SQLiteStore(f"sqlite:///{tmp_path / 'm.db'}{query}").open()
-        try:
-            sizes = await store._call(
-                lambda conn: conn.execute("PRAGMA mmap_size").fetchone()[0],
-                write=False,
-            )
-        finally:
-            await store.close()
-        assert sizes == expected
+        # the store thread's connection and the inline one
+        sizes = await _mmap_sizes(f"sqlite:///{tmp_path / 'm.db'}{query}")
+        assert sizes == [expected, expected]
 
 
 async def test_store_on_a_newer_schema_is_refused(tmp_path: Path) -> None:
@@ -98,13 +104,12 @@ async def test_a_damaged_schema_version_is_a_store_error_not_a_hang(
 
 
 async def test_an_unforeseen_failure_on_the_store_thread_reaches_the_opener(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    def broken(conn: object) -> None:
+    def broken(conn: object, inline: bool) -> None:
         raise RuntimeError("something nobody planned for")
 
-    store = SQLiteStore(f"sqlite:///{tmp_path / 'x.db'}")
-    monkeypatch.setattr(store._db, "_migrate", broken)
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'x.db'}", on_connect=broken)
     with pytest.raises(StoreError, match="something nobody planned for"):
         await asyncio.wait_for(store.open(), 5)
 
@@ -291,11 +296,54 @@ def disk(tmp_path: Path) -> DiskSpy:
     return DiskSpy(tmp_path / "store.db")
 
 
+class Connections:
+    """A store's `on_connect` and `inline_lock`: which connection ran what, on which thread.
+
+    Holding `gate` (the store's inline lock) sends every call to the store thread.
+    `hold(text, event)` stops the store thread at its next statement containing
+    `text` until `event` is set.
+    """
+
+    def __init__(self) -> None:
+        self.inline: sqlite3.Connection | None = None
+        self.ran: list[tuple[bool, int, str]] = []  # (inline, thread, statement)
+        self.gate = threading.Lock()
+        self.held: tuple[str, threading.Event] | None = None
+
+    def __call__(self, conn: sqlite3.Connection, inline: bool) -> None:
+        if inline:
+            self.inline = conn
+        conn.set_trace_callback(lambda sql: self._ran(inline, sql))
+
+    def _ran(self, inline: bool, sql: str) -> None:
+        self.ran.append((inline, threading.get_ident(), sql))
+        held = self.held
+        if not inline and held is not None and held[0] in sql:
+            self.held = None
+            held[1].wait(10)
+
+    def sql(self, *, inline: bool) -> list[str]:
+        return [sql for on_inline, _, sql in self.ran if on_inline == inline]
+
+    def threads(self, text: str) -> set[tuple[bool, int]]:
+        """(inline, thread) of every statement containing `text`."""
+        return {(inline, thread) for inline, thread, sql in self.ran if text in sql}
+
+
 @pytest.fixture
-async def opened(tmp_path: Path, disk: DiskSpy) -> AsyncIterator[SQLiteStore]:
+def connections() -> Connections:
+    return Connections()
+
+
+@pytest.fixture
+async def opened(
+    tmp_path: Path, disk: DiskSpy, connections: Connections
+) -> AsyncIterator[SQLiteStore]:
     url = f"sqlite:///{tmp_path / 'store.db'}"
-    store = await SQLiteStore(url, sync_file=disk).open()
-    yield store
+    store = SQLiteStore(
+        url, sync_file=disk, on_connect=connections, inline_lock=connections.gate
+    )
+    yield await store.open()
     await store.close()
 
 
@@ -306,44 +354,24 @@ async def _leased_run(store: SQLiteStore, run_id: str) -> int:
     return lease.fence
 
 
-async def _traced(store: SQLiteStore) -> tuple[list[str], list[str]]:
-    """Record the SQL of the inline connection and of the store thread's, in that order."""
-    inline = store._db._inline
-    assert inline is not None
-    on_thread: list[str] = []
-    await store._call(
-        lambda conn: conn.set_trace_callback(on_thread.append), write=False
-    )
-    inline_sql: list[str] = []
-    inline.set_trace_callback(inline_sql.append)
-    return inline_sql, on_thread
-
-
 async def test_a_journal_loads_on_the_calling_thread_when_the_inline_connection_is_free(
-    opened: SQLiteStore,
+    opened: SQLiteStore, connections: Connections
 ) -> None:
     store = opened
     fence = await _leased_run(store, "r")
     for seq in (1, 2):
         await store.commit_step(step_record("r", seq), fence=fence)
-
-    def which_thread(_: object) -> int:
-        return threading.get_ident()
-
     here = threading.get_ident()
-    assert await store._call(which_thread, write=False, inline=True) == here
-    assert await store._call(which_thread, write=False) != here
-    inline = store._db._inline
-    assert inline is not None
-    statements: list[str] = []
-    inline.set_trace_callback(statements.append)
+    connections.ran.clear()
     assert [s.seq for s in await store.load_journal("r")] == [1, 2]
-    inline.set_trace_callback(None)
-    assert any("FROM resumable_steps" in sql for sql in statements)
+    assert connections.threads("FROM resumable_steps") == {(True, here)}
     # another caller holds the inline connection: the store thread loads it
-    with store._db._inline_lock:
-        assert await store._call(which_thread, write=False, inline=True) != here
+    connections.ran.clear()
+    with connections.gate:
         assert [s.seq for s in await store.load_journal("r")] == [1, 2]
+    (where,) = connections.threads("FROM resumable_steps")
+    assert where[0] is False
+    assert where[1] != here
     assert [s.seq for s in await store.load_journal("r")] == [1, 2]
 
 
@@ -363,19 +391,17 @@ POINT_READS: list[tuple[str, Callable[[SQLiteStore], Awaitable[object]]]] = [
 )
 async def test_reads_of_one_run_or_thread_take_the_inline_connection(
     opened: SQLiteStore,
+    connections: Connections,
     table: str,
     read: Callable[[SQLiteStore], Awaitable[object]],
 ) -> None:
     """A saver's get_tuple on LangGraph's thread pays no wake-up of the store thread."""
     store = opened
     await store.get_run("warm-up")  # opens the inline connection
-    inline = store._db._inline
-    assert inline is not None
-    statements: list[str] = []
-    inline.set_trace_callback(statements.append)
+    connections.ran.clear()
     await read(store)
     await store.list_runs(RunQuery())  # a scan of every run: on the store thread
-    inline.set_trace_callback(None)
+    statements = connections.sql(inline=True)
     assert (
         [sql for sql in statements if "FROM" in sql]
         == [sql for sql in statements if f"FROM {table}" in sql]
@@ -384,25 +410,27 @@ async def test_reads_of_one_run_or_thread_take_the_inline_connection(
 
 
 async def _busy_thread(
-    store: SQLiteStore,
+    store: SQLiteStore, connections: Connections
 ) -> tuple[asyncio.Future[Any], threading.Event]:
     """Keep the store thread in a read until the event is set (then await the read).
 
     Writes queued meanwhile wait behind it, and commit together after it.
     """
     release = threading.Event()
-    busy = asyncio.ensure_future(store._call(lambda _: release.wait(10), write=False))
+    connections.held = ("FROM resumable_runs", release)
+    busy = asyncio.ensure_future(store.list_runs(RunQuery()))  # on the store thread
     await asyncio.sleep(0.05)
     return busy, release
 
 
 async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
     opened: SQLiteStore,
+    connections: Connections,
 ) -> None:
     store = opened
     fence = await _leased_run(store, "r")
-    busy, release = await _busy_thread(store)
-    with store._db._inline_lock:  # so that the write cannot commit inline
+    busy, release = await _busy_thread(store, connections)
+    with connections.gate:  # so that the write cannot commit inline
         write = asyncio.ensure_future(
             store.commit_step(step_record("r", 1), fence=fence)
         )
@@ -416,33 +444,34 @@ async def test_a_journal_load_sees_a_write_still_queued_on_the_store_thread(
 
 
 async def test_lease_writes_commit_without_an_fsync_and_step_commits_with_one(
-    opened: SQLiteStore, disk: DiskSpy
+    opened: SQLiteStore, disk: DiskSpy, connections: Connections
 ) -> None:
     store = opened
     fence = await _leased_run(store, "r")
     events = disk.events
     events.clear()
     for on_thread in (False, True):  # inline, then on the store thread
-        with store._db._inline_lock if on_thread else contextlib.nullcontext():
+        with connections.gate if on_thread else contextlib.nullcontext():
             await store.renew_lease("r", fence=fence, now_ms=T0, ttl_ms=60_000)
             assert events == ["WAL synced"] * on_thread
             await store.commit_step(step_record("r", 1 + on_thread), fence=fence)
             assert events == ["WAL synced"] * (1 + on_thread)
 
-    def failing(conn: sqlite3.Connection) -> None:
-        conn.execute("UPDATE resumable_runs SET fence = fence WHERE run_id = 'r'")
-        raise sqlite3.OperationalError("disk I/O error")
-
+    with sqlite3.connect(store.path) as other:  # from now on, step writes fail
+        other.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON resumable_steps"
+            " BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"
+        )
     for on_thread in (False, True):  # a write that fails syncs nothing
-        held = store._db._inline_lock if on_thread else contextlib.nullcontext()
-        with held, pytest.raises(CheckpointWriteError):  # of "r", which wrote last
-            await store._call(failing, write=True, run_id="r")
+        held = connections.gate if on_thread else contextlib.nullcontext()
+        with held, pytest.raises(CheckpointWriteError, match="disk I/O error"):
+            await store.commit_step(step_record("r", 3 + on_thread), fence=fence)
     assert events == ["WAL synced"] * 2
     assert [step.seq for step in await store.load_journal("r")] == [1, 2]
 
 
 async def test_a_durable_write_syncs_the_wal_after_its_commit_with_the_write_lock_free(
-    opened: SQLiteStore, disk: DiskSpy
+    opened: SQLiteStore, disk: DiskSpy, connections: Connections
 ) -> None:
     """The next writer, of this process or another, commits while the disk works."""
     store = opened
@@ -461,20 +490,20 @@ async def test_a_durable_write_syncs_the_wal_after_its_commit_with_the_write_loc
 
     disk.before = commit_elsewhere
     await store.save_snapshot(snapshot_record("t", "0002", ()))
-    with store._db._inline_lock:  # the same on the store thread
+    with connections.gate:  # the same on the store thread
         await store.save_snapshot(snapshot_record("t", "0003", ()))
     assert committed == [["0001", "0002"], ["0001", "0002", "0003"]]
 
 
 async def test_a_failed_wal_fsync_on_the_store_thread_fails_the_durable_writes_alone(
-    opened: SQLiteStore, disk: DiskSpy
+    opened: SQLiteStore, disk: DiskSpy, connections: Connections
 ) -> None:
     """A lease write committed beside them stands: it never waited for the disk."""
     store = opened
     fence = await _leased_run(store, "r")
-    busy, release = await _busy_thread(store)
+    busy, release = await _busy_thread(store, connections)
     disk.error = OSError(5, "Input/output error")
-    with store._db._inline_lock:  # both queue, and commit in one batch
+    with connections.gate:  # both queue, and commit in one batch
         renew = asyncio.ensure_future(
             store.renew_lease("r", fence=fence, now_ms=T0 + 1, ttl_ms=60_000)
         )
@@ -494,7 +523,7 @@ async def test_a_failed_wal_fsync_on_the_store_thread_fails_the_durable_writes_a
 
 
 async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
-    opened: SQLiteStore, disk: DiskSpy
+    opened: SQLiteStore, disk: DiskSpy, connections: Connections
 ) -> None:
     store = opened
     events = disk.events
@@ -508,7 +537,7 @@ async def test_a_pack_swap_commits_without_an_fsync_and_snapshots_with_one(
     assert events == ["WAL synced"] * 2
     await store.save_snapshot(snapshot_record("t", "0003", ()))
     assert events == ["WAL synced"] * 3
-    with store._db._inline_lock:  # the same on the store thread
+    with connections.gate:  # the same on the store thread
         old = await store.list_snapshots("t")
         pack = snapshot_record("t", "0003", (), namespace=":pack:", label="0003")
         assert await store.swap_snapshots("t", old, by=pack, durable=False)
@@ -549,9 +578,11 @@ def _wal_frames(path: Path) -> int:
         conn.close()
 
 
-async def _with_steps(url: str, count: int) -> tuple[SQLiteStore, int]:
+async def _with_steps(
+    url: str, count: int, connections: Connections | None = None
+) -> tuple[SQLiteStore, int]:
     """A store at `url` holding run "r" (leased: its fence) and `count` 1 KB steps."""
-    store = await SQLiteStore(url).open()
+    store = await SQLiteStore(url, on_connect=connections).open()
     fence = await _leased_run(store, "r")
     for seq in range(1, count + 1):  # ~2.7 pages each
         await store.commit_step(step_record("r", seq, output=b"x" * 1000), fence=fence)
@@ -574,33 +605,37 @@ async def test_with_durability_normal_the_store_thread_checkpoints_the_wal(
 ) -> None:
     """Normal: no inline commit pays a checkpoint's fsync; every 2500th queues one."""
     path = tmp_path / "normal.db"
-    store, fence = await _with_steps(f"sqlite:///{path}?durability=normal", 300)
+    connections = Connections()
+    url = f"sqlite:///{path}?durability=normal"
+    store, fence = await _with_steps(url, 300, connections)
     assert _wal_frames(path) > 300  # grown: no commit checkpointed it
-    checkpoints: list[int] = []
-    original = store._db._checkpoint
 
-    def counted(conn: sqlite3.Connection) -> None:
-        checkpoints.append(_wal_frames(path))
-        original(conn)
+    async def checkpoints() -> int:
+        await store.list_runs(RunQuery(limit=1))  # behind any checkpoint queued
+        on_thread = connections.sql(inline=False)
+        return sum("wal_checkpoint(RESTART)" in sql for sql in on_thread)
 
-    store._db._checkpoint = counted  # type: ignore[method-assign]
+    assert await checkpoints() == 0
+    commits = 302  # the run's, its lease's and its 300 steps'
     seq = 300
-    while store._db._inline_commits < 2 * CHECKPOINT_EVERY:
-        seq += 1
+    # a commit that finds the write lock busy goes to the store thread, uncounted:
+    # the checkpoints may come a few commits late, never early
+    while commits < 2 * CHECKPOINT_EVERY + 50:
+        seq, commits = seq + 1, commits + 1
         await store.commit_step(step_record("r", seq), fence=fence)
-    for _ in range(2):  # a batch's jobs run before its checkpoint: the second waits
-        await store._call(lambda _: None, write=False)
-    assert len(checkpoints) == 2
+        if commits == CHECKPOINT_EVERY - 1:
+            assert await checkpoints() == 0
+    assert await checkpoints() == 2
     assert _wal_frames(path) < 3 * CHECKPOINT_EVERY  # restarted, not grown
     await store.close()
 
 
 async def test_with_durability_full_a_lone_run_commits_inline_and_concurrent_runs_queue(
-    opened: SQLiteStore,
+    opened: SQLiteStore, connections: Connections
 ) -> None:
     store = opened
     fences = {run: await _leased_run(store, run) for run in ("a", "b")}
-    inline_sql, on_thread = await _traced(store)
+    connections.ran.clear()
 
     def committed(statements: list[str]) -> list[int]:
         return [
@@ -616,11 +651,13 @@ async def test_with_durability_full_a_lone_run_commits_inline_and_concurrent_run
     for seq in (1, 2, 3):  # "b" leased last: its steps follow its own writes
         await commit("b", seq)
         await store.put_chunks({f"{seq:064x}": b"chunk"})  # a write of no run
-    assert (committed(inline_sql), committed(on_thread)) == ([1, 2, 3], [])
-    inline_sql.clear()
+    assert committed(connections.sql(inline=True)) == [1, 2, 3]
+    assert committed(connections.sql(inline=False)) == []
+    connections.ran.clear()
     # interleaved runs: after the first, each write follows another run's
     await asyncio.gather(commit("b", 4), commit("a", 5), commit("b", 6), commit("a", 7))
-    assert (committed(inline_sql), committed(on_thread)) == ([4], [5, 6, 7])
+    assert committed(connections.sql(inline=True)) == [4]
+    assert committed(connections.sql(inline=False)) == [5, 6, 7]
 
 
 async def test_with_durability_full_concurrent_runs_share_commits(
@@ -628,7 +665,9 @@ async def test_with_durability_full_concurrent_runs_share_commits(
 ) -> None:
     """Regression: an inline commit holds the loop through its fsync, so no write of
     another run found one queued and 50 runs paid one fsync per step (~200 us)."""
-    engine = Engine(f"sqlite:///{tmp_path / 'store.db'}")
+    connections = Connections()
+    store = SQLiteStore(f"sqlite:///{tmp_path / 'store.db'}", on_connect=connections)
+    engine = Engine(store)
 
     @step
     async def produce(i: int) -> int:
@@ -639,15 +678,12 @@ async def test_with_durability_full_concurrent_runs_share_commits(
         return sum([await produce(i) for i in range(n)])
 
     await engine.run(steps, 1, run_id="warm-up")
-    store = engine.store
-    assert isinstance(store, SQLiteStore)
-    commits: list[str] = []
-    await store._call(lambda conn: conn.set_trace_callback(commits.append), write=False)
+    connections.ran.clear()
     results = await asyncio.gather(
         *(engine.run(steps, 10, run_id=f"r{i}") for i in range(20))
     )
     assert results == [45] * 20
-    await store._call(lambda conn: conn.set_trace_callback(None), write=False)
+    commits = connections.sql(inline=False)
     step_inserts = sum("INTO resumable_steps" in sql for sql in commits)
     transactions = sum(sql == "COMMIT" for sql in commits)
     assert step_inserts > 100  # most of the 200 went to the store thread ...
@@ -655,7 +691,9 @@ async def test_with_durability_full_concurrent_runs_share_commits(
     await engine.close()
 
 
-async def test_listing_one_namespace_reads_its_rows_alone(opened: SQLiteStore) -> None:
+async def test_listing_one_namespace_reads_its_rows_alone(
+    opened: SQLiteStore, connections: Connections
+) -> None:
     """A namespace's rows are a range of the primary key, read newest first: the
     thread's other namespaces (a LangGraph subgraph's, its packs) cost nothing."""
     store = opened
@@ -663,7 +701,7 @@ async def test_listing_one_namespace_reads_its_rows_alone(opened: SQLiteStore) -
         for seq in range(20):
             record = snapshot_record("t", f"{seq:04d}", (), namespace=f"ns{namespace}")
             await store.save_snapshot(record)
-    inline = store._db._inline
+    inline = connections.inline
     assert inline is not None
     steps = [0]
 

@@ -129,11 +129,15 @@ def test_a_failed_fsync_fails_the_commits_it_covered_even_after_a_later_success(
 
 # --- deferred syncs on SQLiteStore ---------------------------------------------------
 class DiskSpy:
-    """A store's `sync_file`: records each WAL sync and makes it, or fails with `error`."""
+    """A store's `sync_file`: records each WAL sync and makes it, or fails with `error`.
+
+    `gate` is the store's inline lock: holding it sends every call to the store thread.
+    """
 
     def __init__(self) -> None:
         self.events: list[str] = []
         self.error: OSError | None = None
+        self.gate = threading.Lock()
 
     def __call__(self, fd: int) -> None:
         if self.error is not None:
@@ -146,7 +150,7 @@ class DiskSpy:
 async def spied(tmp_path: Path) -> tuple[SQLiteStore, DiskSpy]:
     disk = DiskSpy()
     store = await SQLiteStore(
-        f"sqlite:///{tmp_path / 'store.db'}", sync_file=disk
+        f"sqlite:///{tmp_path / 'store.db'}", sync_file=disk, inline_lock=disk.gate
     ).open()
     await store.save_snapshot(snapshot_record("t", "0000", ()))  # opens inline
     disk.events.clear()
@@ -160,7 +164,7 @@ async def test_a_durable_write_in_a_deferred_block_commits_and_syncs_in_wait(
     store, disk = spied
     owed = DeferredSyncs()
     try:
-        held = store._db._inline_lock if on_thread else contextlib.nullcontext()
+        held = disk.gate if on_thread else contextlib.nullcontext()
         with owed, held:
             await store.save_snapshot(snapshot_record("t", "0001", ()))
             assert disk.events == []  # committed, its fsync left to the block

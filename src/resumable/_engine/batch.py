@@ -21,9 +21,9 @@ from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ledger import spend_of
 from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
-from resumable._engine.usage import usage_from
 from resumable.errors import NotInRun, StepFailed
 from resumable.stores.kinds import JournalKind, seq_of
+from resumable.usage import usage_from
 
 T = TypeVar("T")
 R = TypeVar("R")

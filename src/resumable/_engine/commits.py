@@ -41,8 +41,7 @@ def dumps_for(runtime: Runtime, result: object, *, place: str) -> bytes | Sealed
     Raises:
         SerializationError: As `Serde.dumps`.
     """
-    store = runtime.store
-    if isinstance(store, OffloadStore) and store.streams:
+    if runtime.streams_results:
         return runtime.serde.dumps_stream(result, place=place)
     return runtime.serde.dumps(result, place=place)
 

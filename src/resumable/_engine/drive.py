@@ -16,10 +16,9 @@ from typing import Any
 
 from resumable._engine import lease as leases
 from resumable._engine.clock import Clock
-from resumable._engine.context import Runtime
+from resumable._engine.context import Observer, Runtime
 from resumable._engine.ids import check_id, new_run_id
 from resumable._engine.journal import get_run, refuse_archived
-from resumable._engine.observe import Observer
 from resumable._engine.outcome import workflow_failed
 from resumable._engine.runs import execute_run, is_retryable
 from resumable._engine.specs import WORKFLOWS, WorkflowSpec
@@ -33,6 +32,7 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
+from resumable.stores.offload import OffloadStore
 from resumable.stores.places import input_place, run_place
 from resumable.stores.protocol import InputRecord, Lease, RunRecord, RunStatus, Store
 
@@ -65,6 +65,7 @@ class Driver:
             run_child=self.run_child,
             prices=prices,
             observer=observer,
+            streams_results=isinstance(store, OffloadStore) and store.streams,
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}

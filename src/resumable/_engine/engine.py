@@ -18,6 +18,7 @@ from typing import Any, Self, TypeVar, overload
 from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
 from resumable._engine.clock import Clock, SystemClock
+from resumable._engine.context import Observer
 from resumable._engine.conversation import Conversation
 from resumable._engine.drive import Driver
 from resumable._engine.export import (
@@ -38,7 +39,7 @@ from resumable._engine.listing import (
     runs_page,
 )
 from resumable._engine.maintenance_methods import MaintenanceMethods
-from resumable._engine.observe import Observer, combine, report_commit_batches
+from resumable._engine.observe import combine, report_commit_batches
 from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.state_methods import StateMethods
 from resumable._engine.states import States

@@ -8,10 +8,11 @@ listing, exporting and the ledger.
 from __future__ import annotations
 
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
-from resumable.stores import redact
 from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.archiving import SupportsArchive
 from resumable.stores.kinds import JournalKind
-from resumable.stores.protocol import RunRecord, StepRecord, Store, SupportsArchive
+from resumable.stores.protocol import RunRecord, StepRecord, Store
+from resumable.stores.urls import redact
 
 
 async def get_run(store: Store, run_id: str) -> RunRecord:

@@ -19,13 +19,13 @@ from typing import Any
 
 from resumable._engine.damage import reading
 from resumable._engine.journal import get_run, refuse_archived
-from resumable._engine.usage import Usage
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.serde import Serde
 from resumable.stores._records import checked_steps
 from resumable.stores.kinds import JournalKind, index_of
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord, Store
+from resumable.usage import Usage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,10 +18,10 @@ from resumable._engine.journal import get_run
 from resumable._engine.retention import GcReport, collect
 from resumable._engine.snapshots import Snapshots
 from resumable.errors import UsageError
-from resumable.stores import redact
 from resumable.stores.archive import Archived
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import RunStatus, Store
+from resumable.stores.urls import redact
 
 
 async def collect_garbage(

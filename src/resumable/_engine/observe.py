@@ -16,101 +16,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from resumable._engine.context import Observer
+
 if TYPE_CHECKING:
     from resumable._engine.context import RunContext, Runtime
     from resumable._engine.retention import GcReport
-    from resumable._engine.usage import Usage
     from resumable.stores.capabilities import ReportsCommitBatches
     from resumable.stores.protocol import RunRecord, StepRecord
-
-
-class Observer:
-    """Receives engine events; every method here does nothing.
-
-    `execution_*` hooks bracket one execution of a run (from taking its lease to
-    its end or suspension); `step_*` bracket one attempt of a step or child run
-    that executes; `step_replayed` is a recorded outcome returned without running.
-    """
-
-    async def run_created(self, runtime: Runtime, run: RunRecord) -> None:
-        """A run was recorded (`run`, `start`, `enqueue`), before anything executes it."""
-
-    async def execution_started(self, ctx: RunContext, run: RunRecord) -> None:
-        """An execution took the run's lease and loaded its journal."""
-
-    def execution_ended(
-        self, ctx: RunContext, outcome: str, error: BaseException | None
-    ) -> None:
-        """An execution stopped.
-
-        `outcome` is the run's new status (succeeded, failed, waiting, sleeping),
-        or why it stopped without one: lease_lost, write_failed, cancelled.
-        """
-
-    def replay_finished(self, ctx: RunContext) -> None:
-        """The execution reached its first step that executes (or its end)."""
-
-    def step_started(
-        self, ctx: RunContext, seq: int, name: str, attempt: int, *, child: bool
-    ) -> Any:
-        """An attempt starts; what it returns is handed back to `step_ended`."""
-        return None
-
-    def step_ended(
-        self,
-        ctx: RunContext,
-        scope: Any,
-        *,
-        error: BaseException | None,
-        retry_delay_s: float | None,
-        calls: Sequence[Usage],
-    ) -> None:
-        """An attempt ended (committed, or stopped by `error`).
-
-        `retry_delay_s` is set when a failed attempt will be retried after it;
-        `calls` are the LLM calls the attempt made.
-        """
-
-    def step_replayed(self, ctx: RunContext, record: StepRecord) -> None:
-        """A recorded step outcome was returned without running the step."""
-
-    def usage_replayed(self, ctx: RunContext, calls: Sequence[Usage]) -> None:
-        """Recorded LLM calls were reused by a replay instead of being made again."""
-
-    def checkpoint_written(
-        self,
-        ctx: RunContext,
-        record: StepRecord,
-        *,
-        duration_s: float,
-        error: BaseException | None,
-    ) -> None:
-        """A step record's commit ended (with its retries), or failed with `error`."""
-
-    def store_error(self, ctx: RunContext, error: BaseException) -> None:
-        """A store write failed and will be retried (`durably`)."""
-
-    def commit_batch_written(self, store: str, size: int) -> None:
-        """A store wrote `size` step commits in one transaction.
-
-        Only stores that group commits (`ReportsCommitBatches`) report this;
-        `store` is its kind (postgresql, ...).
-        """
-
-    def lease_renewed(self, ctx: RunContext, *, late_s: float) -> None:
-        """A heartbeat renewed the lease, `late_s` after it was due."""
-
-    def lease_lost(self, ctx: RunContext) -> None:
-        """The execution lost its lease (another owner took the run)."""
-
-    def lease_taken_over(self, run_id: str) -> None:
-        """This engine took over a run whose owner died holding its lease."""
-
-    def run_claimed(self, run: RunRecord, *, queue_wait_s: float | None) -> None:
-        """A worker claimed the run; `queue_wait_s` for its first claim."""
-
-    def gc_collected(self, report: GcReport) -> None:
-        """A retention pass ended."""
+    from resumable.usage import Usage
 
 
 class Fanout(Observer):

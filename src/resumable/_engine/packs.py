@@ -36,7 +36,8 @@ from typing import Any, Final, NamedTuple
 
 from resumable.errors import CorruptCheckpointError
 from resumable.serde import Serde
-from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store, through
+from resumable.stores.packing import through
+from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 from resumable.stores.roles import (
     SnapshotRole,
     newest_packed,

@@ -16,7 +16,6 @@ from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
 from resumable._engine.specs import WorkflowSpec
 from resumable._engine.steps import start_noting_replays
-from resumable._engine.usage import Usage
 from resumable._engine.waits import Suspend
 from resumable.errors import (
     BudgetExceeded,
@@ -36,6 +35,7 @@ from resumable.stores.protocol import (
     RunStatus,
     RunUpdate,
 )
+from resumable.usage import Usage
 
 # failures that running the same run again can cure: a step's cause fixed, the old
 # code restored, a budget raised, a corrupt row repaired. Anything else the workflow

@@ -15,7 +15,6 @@ from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.commits import commit, dumps_for, log_fields
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
-from resumable._engine.usage import Usage, usage_from
 from resumable.errors import (
     BudgetExceeded,
     ResumableError,
@@ -26,9 +25,10 @@ from resumable.serde.chunked import SealedStream
 from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
+from resumable.usage import Usage, usage_from
 
 if TYPE_CHECKING:
-    from resumable._engine.observe import Observer
+    from resumable._engine.context import Observer
 
 log = logging.getLogger("resumable.steps")
 
@@ -228,6 +228,7 @@ async def _commit_result(
     place = step_place(ctx.run_id, seq, name)
     try:
         attempt_calls.extend(usage_from(result))
+        output: bytes | SealedStream | None
         try:
             output = dumps_for(runtime, result, place=place)
         except SerializationError as exc:
@@ -241,9 +242,9 @@ async def _commit_result(
             calls.extend((ctx.fence, usage) for usage in attempt_calls)
         if noting is not None:
             await noting
-        sealed, inline = (
-            (output, None) if isinstance(output, SealedStream) else (None, output)
-        )
+        sealed = None
+        if isinstance(output, SealedStream):  # uploaded; the row keeps a reference
+            sealed, output = output, None
         await commit(
             ctx,
             StepRecord(
@@ -252,7 +253,7 @@ async def _commit_result(
                 name=name,
                 fingerprint=fingerprint,
                 status="ok",
-                output=inline,
+                output=output,
                 attempts=attempt,
                 started_at_ms=started_at_ms,
                 finished_at_ms=runtime.clock.now_ms(),

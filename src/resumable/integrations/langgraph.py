@@ -266,8 +266,12 @@ class ResumableSaver(BaseCheckpointSaver[int]):
             )
         return self._bridge.run(self._in_turn(coro))
 
-    async def _acall(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run `coro` on the saver's loop for an async caller on any loop."""
+    async def run_on_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` on the saver's own loop, in turn with the saver's calls.
+
+        For work on `saver.engine.store` from any loop (maintenance, inspection):
+        a PostgreSQL or Redis store's client belongs to the saver's loop.
+        """
         loop, _ = self._loop()
         return await await_on(loop, self._in_turn(coro))
 
@@ -297,7 +301,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint `config` names (or the thread's latest), or None."""
-        return await self._acall(self._storage.get_tuple(config))
+        return await self.run_on_loop(self._storage.get_tuple(config))
 
     def list(
         self,
@@ -322,10 +326,10 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Checkpoints matching `config`, `filter`, `before`, newest first."""
-        for snapshot in await self._acall(
+        for snapshot in await self.run_on_loop(
             self._storage.select(config, filter, before, limit)
         ):
-            found = await self._acall(self._storage.tuple_of(snapshot))
+            found = await self.run_on_loop(self._storage.tuple_of(snapshot))
             if found is not None:
                 yield found
 
@@ -347,7 +351,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; returns the config that names it."""
-        return await self._acall(self._storage.put(config, checkpoint, metadata))
+        return await self.run_on_loop(self._storage.put(config, checkpoint, metadata))
 
     def put_writes(
         self,
@@ -367,7 +371,9 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         task_path: str = "",
     ) -> None:
         """Store a task's writes against the checkpoint `config` names."""
-        await self._acall(self._storage.put_writes(config, writes, task_id, task_path))
+        await self.run_on_loop(
+            self._storage.put_writes(config, writes, task_id, task_path)
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, in every namespace."""
@@ -375,7 +381,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete a thread's checkpoints and writes, in every namespace."""
-        await self._acall(self._storage.delete_thread(str(thread_id)))
+        await self.run_on_loop(self._storage.delete_thread(str(thread_id)))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of a thread to another thread id."""
@@ -385,7 +391,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint and write of a thread to another thread id."""
-        await self._acall(
+        await self.run_on_loop(
             self._storage.copy_thread(str(source_thread_id), str(target_thread_id))
         )
 
@@ -399,7 +405,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
         self, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
     ) -> None:
         """Keep only each namespace's latest checkpoint ("keep_latest"), or none ("delete")."""
-        await self._acall(self._storage.prune(thread_ids, strategy))
+        await self.run_on_loop(self._storage.prune(thread_ids, strategy))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names these runs."""
@@ -407,7 +413,7 @@ class ResumableSaver(BaseCheckpointSaver[int]):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata names these runs."""
-        await self._acall(self._storage.delete_for_runs(run_ids))
+        await self.run_on_loop(self._storage.delete_for_runs(run_ids))
 
     def close(self) -> None:
         """Close the store (if the saver opened it) and stop the saver's loop thread."""

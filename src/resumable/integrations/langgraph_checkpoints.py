@@ -43,7 +43,7 @@ from resumable.integrations.langgraph_threads import (
     writes_namespace,
     writes_record_owner,
 )
-from resumable.stores.protocol import through
+from resumable.stores.packing import through
 from resumable.stores.roles import (
     STAGING_SUFFIX,
     staging_thread,

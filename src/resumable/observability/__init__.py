@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from resumable._engine.observe import Observer
+from resumable._engine.context import Observer
 from resumable.observability.logs import JsonFormatter
 from resumable.observability.logs import configure as configure_logging
 

@@ -25,12 +25,12 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from resumable._engine.context import RunContext
-from resumable._engine.observe import Observer, store_kind
-from resumable._engine.usage import Usage
+from resumable._engine.context import Observer, RunContext
+from resumable._engine.observe import store_kind
 from resumable.errors import BudgetExceeded, StepFailed
 from resumable.stores.blobref import written_size
 from resumable.stores.protocol import RunQuery, RunRecord, StepRecord
+from resumable.usage import Usage
 
 if TYPE_CHECKING:
     from resumable._engine.retention import GcReport

@@ -21,14 +21,14 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 
-from resumable._engine.context import RunContext, Runtime
-from resumable._engine.observe import Observer, store_kind
-from resumable._engine.usage import Usage
+from resumable._engine.context import Observer, RunContext, Runtime
+from resumable._engine.observe import store_kind
 from resumable.errors import ResumableError, StepFailed
 from resumable.stores.blobref import written_size
 from resumable.stores.kinds import JournalKind, kind_of
 from resumable.stores.places import input_place
 from resumable.stores.protocol import InputRecord, RunRecord, StepRecord
+from resumable.usage import Usage
 
 __all__ = ["CREATED_KEY", "EXECUTION_KEY", "Tracing"]
 

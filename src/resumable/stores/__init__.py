@@ -9,6 +9,7 @@ from resumable.stores.capabilities import Capabilities
 from resumable.stores.memory import MemoryStore
 from resumable.stores.protocol import Store
 from resumable.stores.sqlite import DEFAULT_PATH, SQLiteStore
+from resumable.stores.urls import redact
 
 DEFAULT_URL = f"sqlite:///{DEFAULT_PATH}"
 
@@ -21,15 +22,6 @@ __all__ = [
     "open_store",
     "redact",
 ]
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced, fit for messages and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
 
 
 def create_store(url: str = DEFAULT_URL) -> Store:

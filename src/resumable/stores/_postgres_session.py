@@ -22,10 +22,11 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 
 from resumable.errors import SchemaVersionError, StoreError
-from resumable.stores import _sql, redact
+from resumable.stores import _sql
 from resumable.stores._postgres_commits import DRIVER_ERRORS
 from resumable.stores._postgres_sql import MIGRATION_STATE, Statements
 from resumable.stores._records import schema_version_of
+from resumable.stores.urls import redact
 
 DEFAULT_SCHEMA: Final = "resumable"
 CHANNEL: Final = "resumable_work"

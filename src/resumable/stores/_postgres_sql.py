@@ -1,7 +1,9 @@
 """The PostgreSQL store's SQL: constants with `{schema}` and placeholders.
 
 `Statements` composes every one of them once per store with its schema's quoted
-name; values are always parameters, never pasted in.
+name; values are always parameters, never pasted in. The claim statements are in
+`_postgres_claims`, the archive statements in `_postgres_archive` and
+`_postgres_thread_archive`.
 """
 
 from __future__ import annotations
@@ -130,65 +132,6 @@ WITH reopened AS (
 SELECT (SELECT count(*) FROM reopened) AS reopened,
        (SELECT count(*) FROM announced) AS announced,
        EXISTS (SELECT 1 FROM {schema}.resumable_runs WHERE run_id = %(run_id)s) AS found
-"""
-# SKIP LOCKED: a run another worker is claiming right now is simply not a candidate.
-# Only as many rows as still wanted are locked, so claimers never starve each other;
-# later rounds skip what was seen and the queues found full.
-_RUNNABLE: Final = """
-SELECT run_id, status, queue, lease_owner FROM {schema}.resumable_runs
- WHERE workflow = ANY(%(workflows)s::text[])
-   AND (%(versions)s::text[] IS NULL OR version = ANY(%(versions)s::text[]))
-   AND status IN ('queued', 'running', 'sleeping', 'waiting')
-   AND (status = 'queued'
-        OR (status = 'running' AND lease_expires_at_ms <= %(now_ms)s)
-        OR (status IN ('sleeping', 'waiting') AND wake_at_ms <= %(now_ms)s))
-   AND run_id <> ALL(%(seen)s::text[])
-   AND (queue IS NULL OR queue <> ALL(%(closed)s::text[]))
-   AND (status <> 'queued' OR queue IS NULL OR queue <> ALL(%(unstartable)s::text[]))
- ORDER BY created_at_ms, run_id
- LIMIT %(want)s
- FOR UPDATE SKIP LOCKED
-"""
-# admission to each queue is serialized across workers. The first round waits for the
-# queues' locks in one global order (sorted keys), so two claimers cannot deadlock;
-# later rounds already hold locks, so they only try, and treat a busy queue as full.
-_LOCK_QUEUES: Final = """
-SELECT count(pg_advisory_xact_lock(hashtext(%(schema)s), key)) AS locked
-  FROM (SELECT DISTINCT hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
-         ORDER BY key) AS keys
-"""
-_TRY_LOCK_QUEUES: Final = """
-SELECT q AS queue
-  FROM (SELECT q, hashtext(q) AS key FROM unnest(%(queues)s::text[]) AS q
-         ORDER BY key) AS keys
- WHERE pg_try_advisory_xact_lock(hashtext(%(schema)s), key)
-"""
-_QUEUE_LOAD: Final = """
-WITH policy AS (
-    SELECT * FROM unnest(%(queues)s::text[], %(since_ms)s::bigint[]) AS p(queue, since_ms)
-), expired AS (
-    DELETE FROM {schema}.resumable_queue_starts s USING policy p
-     WHERE s.queue = p.queue AND s.started_at_ms <= p.since_ms
-)
-SELECT p.queue,
-       (SELECT count(*) FROM {schema}.resumable_runs r
-         WHERE r.queue = p.queue AND r.status = 'running'
-           AND r.lease_expires_at_ms > %(now_ms)s) AS active,
-       (SELECT count(*) FROM {schema}.resumable_queue_starts s
-         WHERE s.queue = p.queue AND s.started_at_ms > p.since_ms) AS started
-  FROM policy p
-"""
-_CLAIM: Final = """
-WITH starts AS (
-    INSERT INTO {schema}.resumable_queue_starts (queue, started_at_ms)
-    SELECT q, %(now_ms)s FROM unnest(%(starts)s::text[]) AS q
-)
-UPDATE {schema}.resumable_runs
-   SET status = 'running', lease_owner = %(owner)s,
-       lease_expires_at_ms = %(expires_at_ms)s, fence = fence + 1,
-       updated_at_ms = %(now_ms)s
- WHERE run_id = ANY(%(run_ids)s::text[])
-RETURNING run_id, fence
 """
 _DELETE_RUNS: Final = """
 WITH runs AS (
@@ -381,11 +324,6 @@ class Statements:
         self.update_run = compose(_UPDATE_RUN)
         self.cancel = compose(_CANCEL)
         self.reopen = compose(_REOPEN)
-        self.runnable = compose(_RUNNABLE)
-        self.lock_queues = compose(_LOCK_QUEUES)
-        self.try_lock_queues = compose(_TRY_LOCK_QUEUES)
-        self.queue_load = compose(_QUEUE_LOAD)
-        self.claim = compose(_CLAIM)
         self.delete_runs = compose(_DELETE_RUNS)
         self.load_journal = compose(_LOAD_JOURNAL)
         self.commit_step = compose(_COMMIT_STEP)

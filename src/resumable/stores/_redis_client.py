@@ -28,10 +28,10 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import redact
 from resumable.stores._records import schema_version_of
 from resumable.stores._redis_packing import escape_glob as _escape_glob
 from resumable.stores._redis_records import Keys, config_value
+from resumable.stores.urls import redact
 
 if TYPE_CHECKING:
     from redis.asyncio.client import PubSub

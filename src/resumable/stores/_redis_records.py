@@ -14,8 +14,8 @@ from resumable.stores._redis_packing import pack as _pack
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
 from resumable.stores._redis_packing import unpack as _unpack
+from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
-    ArchiveStub,
     RunRecord,
     RunStatus,
     SnapshotRecord,

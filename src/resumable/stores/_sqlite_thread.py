@@ -85,8 +85,11 @@ class SQLiteThread:
         busy_timeout_ms: int,
         mmap_mb: int,
         sync_file: Callable[[int], None],
+        on_connect: Callable[[Conn, bool], None] | None = None,
+        inline_lock: threading.Lock | None = None,
     ) -> None:
         self.url, self.path, self.durability = url, path, durability
+        self._on_connect = on_connect
         self._busy_timeout_ms, self._mmap_mb = busy_timeout_ms, mmap_mb
         self._jobs: queue.SimpleQueue[_Job | str | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -94,7 +97,7 @@ class SQLiteThread:
         self._open_error: BaseException | None = None
         self._lock = threading.Lock()
         self._inline: Conn | None = None
-        self._inline_lock = threading.Lock()
+        self._inline_lock = inline_lock if inline_lock is not None else threading.Lock()
         self._inline_commits = 0
         self._queued_writes = 0  # writes handed to the store thread, not yet done
         self._last_writer: str | None = None  # the run of the latest write call
@@ -152,6 +155,8 @@ class SQLiteThread:
         if inline:
             pages = WAL_PAGES_FULL if self.durability == "full" else 0
             conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
+        if self._on_connect is not None:
+            self._on_connect(conn, inline)
         return conn
 
     def _migrate(self, conn: Conn) -> None:

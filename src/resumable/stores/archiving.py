@@ -1,7 +1,8 @@
 """The optional archiving capability: a store that swaps a finished run's rows for a stub.
 
-Declared apart from `Store` so the core protocol stays small; `protocol` names
-these too. `resumable.stores.coldruns` writes the object and drives the swap.
+Declared apart from `Store` so the core protocol stays small; this module builds on
+`protocol`, never the reverse. `resumable.stores.coldruns` writes the object and
+drives the swap.
 """
 
 from __future__ import annotations

@@ -27,8 +27,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from resumable.stores.packing import PacksSnapshots
-from resumable.stores.protocol import Maintenance, RunListing, RunStore, SnapshotStore
+from resumable.stores.protocol import (
+    Maintenance,
+    PacksSnapshots,
+    RunListing,
+    RunStore,
+    SnapshotStore,
+)
 
 
 @runtime_checkable

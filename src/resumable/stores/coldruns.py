@@ -38,16 +38,15 @@ from typing import Any, Final
 
 from resumable.errors import CorruptCheckpointError, StoreError
 from resumable.stores.archive import ArchiveRef, is_member
+from resumable.stores.archiving import ArchiveStub, SupportsArchive
 from resumable.stores.blobref import BlobRef, is_reference
 from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
 from resumable.stores.protocol import (
     TERMINAL_STATUSES,
-    ArchiveStub,
     InputRecord,
     RunQuery,
     StepRecord,
     Store,
-    SupportsArchive,
 )
 
 __all__ = [

@@ -40,7 +40,7 @@ from typing import Any, Final
 
 from resumable.errors import CheckpointWriteError, StoreError
 from resumable.stores.archive import ArchiveReader, is_member
-from resumable.stores.archiving import SupportsThreadArchive
+from resumable.stores.archiving import SupportsArchive, SupportsThreadArchive
 from resumable.stores.blobref import (
     REFERENCE_MAGIC,
     REFERENCE_SIZE,
@@ -79,7 +79,6 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     Store,
-    SupportsArchive,
     ThreadRecord,
 )
 

@@ -20,18 +20,17 @@ from typing import Final
 
 from resumable.stores.archive import Archived, archive_run
 from resumable.stores.archive import archive_thread as archive_thread_payloads
-from resumable.stores.archiving import SupportsThreadArchive, ThreadStub
+from resumable.stores.archiving import (
+    ArchiveStub,
+    SupportsArchive,
+    SupportsThreadArchive,
+    ThreadStub,
+)
 from resumable.stores.blobs import BlobStore
 from resumable.stores.coldruns import ColdReader, archive_due_runs, restore_run
 from resumable.stores.coldthreads import ColdThreads, archive_thread, restore_thread
 from resumable.stores.offload_gc import collect_garbage, referenced_keys
-from resumable.stores.protocol import (
-    TERMINAL_STATUSES,
-    ArchiveStub,
-    RunQuery,
-    Store,
-    SupportsArchive,
-)
+from resumable.stores.protocol import TERMINAL_STATUSES, RunQuery, Store
 
 __all__ = ["OffloadMaintenance", "Prepare", "archive_due"]
 

@@ -44,7 +44,7 @@ from resumable.stores import _postgres_archive as _archive
 from resumable.stores import _postgres_claims as _claims
 from resumable.stores import _postgres_snapshot_sql as _snapsql
 from resumable.stores import _postgres_sql as _pgsql
-from resumable.stores import _sql, redact
+from resumable.stores import _sql
 from resumable.stores._postgres_commits import (
     DRIVER_ERRORS,
     Pool,
@@ -61,15 +61,14 @@ from resumable.stores._postgres_session import (
     migrate,
     parse_url,
 )
-from resumable.stores._postgres_sql import Statements
 from resumable.stores._postgres_thread_archive import (
     ThreadArchiveMethods,
     ThreadArchiveStatements,
 )
+from resumable.stores.archiving import ArchiveStub
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -83,6 +82,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.urls import redact
 
 __all__ = ["CHANNEL", "DEFAULT_SCHEMA", "Options", "PostgresStore", "parse_url"]
 
@@ -99,7 +99,8 @@ class PostgresStore(ThreadArchiveMethods):
         self.url = redact(url)
         self._options = parse_url(url)
         self.schema = self._options.schema
-        self._sql = Statements(self.schema)
+        self._sql = _pgsql.Statements(self.schema)
+        self._claim_sql = _claims.ClaimStatements(self.schema)
         self._archive_sql = _archive.ArchiveStatements(self.schema)
         self._thread_sql = ThreadArchiveStatements(self.schema)
         self._pool: Pool | None = None
@@ -332,7 +333,7 @@ class PostgresStore(ThreadArchiveMethods):
         async with self._connection() as conn, conn.transaction():
             return await _claims.claim_runs_txn(
                 conn,
-                self._sql,
+                self._claim_sql,
                 owner=owner,
                 now_ms=now_ms,
                 ttl_ms=ttl_ms,

@@ -26,18 +26,12 @@ engine's, or a test's `FakeClock`) decides leases, sleeps and timeouts everywher
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final, Literal, Protocol, get_args, runtime_checkable
 
-# the optional archiving capability lives in its own module; named here too (the
-# `as` form is how mypy knows they are re-exported)
-from resumable.stores.archiving import ArchiveStub as ArchiveStub  # noqa: PLC0414
-from resumable.stores.archiving import SupportsArchive as SupportsArchive  # noqa: PLC0414
-from resumable.stores.archiving import keys_of as keys_of  # noqa: PLC0414
 from resumable.stores.kinds import JournalKind, kind_of
-from resumable.stores.packing import NO_CHUNKS as NO_CHUNKS  # noqa: PLC0414
-from resumable.stores.packing import PacksSnapshots as PacksSnapshots  # noqa: PLC0414
 from resumable.stores.roles import SnapshotRole, ThreadRole, snapshot_role, thread_role
 
 RunStatus = Literal[
@@ -58,6 +52,9 @@ StepStatus = Literal[
     "retrying",  # an attempt failed and another is due; output holds its error
     "waiting",  # a wait_for/sleep was reached; output holds its deadline (ms or None)
 ]
+
+NO_CHUNKS: Final[Mapping[str, bytes]] = MappingProxyType({})
+"""`save_snapshot`'s and `swap_snapshots`' default: no new chunks, all are stored."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -322,14 +319,6 @@ class DeleteResult:
     values. Keys, ids and indexes are not counted."""
 
 
-def through(checkpoint_id: str) -> str:
-    """The `before` of `Store.list_snapshots` that still lists `checkpoint_id`.
-
-    The smallest string after the id that every store accepts (NUL is not one).
-    """
-    return checkpoint_id + "\x01"
-
-
 @runtime_checkable
 class RunStore(Protocol):
     """The core a store must implement: runs, leases with fencing, journal, inputs.
@@ -512,6 +501,50 @@ class SnapshotStore(Protocol):
 
     async def delete_unreferenced_chunks(self, limit: int) -> int:
         """Delete up to `limit` chunks no snapshot references; returns how many."""
+        ...
+
+
+@runtime_checkable
+class PacksSnapshots(Protocol):
+    """A snapshot store with a compare-and-swap of snapshot records."""
+
+    async def swap_snapshots(
+        self,
+        thread_id: str,
+        old: Sequence[SnapshotRecord],
+        *,
+        by: SnapshotRecord | None,
+        chunks: Mapping[str, bytes] = NO_CHUNKS,
+        durable: bool = True,
+    ) -> bool:
+        """Replace snapshots, as they were read, by one record (a pack) or by none.
+
+        In one transaction: if every record of `old` is still stored at its key
+        (thread, namespace, checkpoint_id) with the same manifest bytes, and no
+        record but one of `old` is stored at `by`'s key, delete them, insert `by`
+        (if given; it may take the key of one of them, as a pack rewritten in
+        place does), store `chunks` and return True. Otherwise change nothing and
+        return False: another engine changed, swapped or deleted one of them
+        meanwhile, and the caller reads again before it tries again.
+
+        `chunks` are the new chunks `by` names, as for `save_snapshot` (a hash
+        already present is left alone); the others it names must be stored. A
+        chunk `old` named and `by` does not is left for collection. The swap is
+        atomic with `delete_unreferenced_chunks`: no collection can take `chunks`
+        before the swap (as one could after a `put_chunks`).
+
+        With `durable=False` the swap only saves space (packing): the store may
+        commit it less durably than other writes (SQLite: without an fsync),
+        provided that a swap it loses is lost whole, the records it would have
+        replaced staying. A swap that deletes rows (`Engine.delete_states`) is
+        durable like any write.
+
+        Raises:
+            ValueError: a record of `old`, or `by`, belongs to another thread
+                (`packing.check_swap`), before anything is read or written.
+            ChunksMissing: `by` names a chunk neither given nor stored (a
+                collection deleted it); nothing changed.
+        """
         ...
 
 

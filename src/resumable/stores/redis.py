@@ -73,10 +73,10 @@ from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
 from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores._redis_thread_archive import ThreadArchiveMethods
+from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
     RUN_STATUSES,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,

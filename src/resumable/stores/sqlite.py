@@ -72,6 +72,7 @@ raising an error. The journal is safe either way: the run resumes from it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -86,11 +87,10 @@ from resumable.stores import _sqlite_runs as _runs
 from resumable.stores import _sqlite_snapshots as _snapshots
 from resumable.stores import _sqlite_thread_archive as _threads
 from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
-from resumable.stores.archiving import ThreadStub
+from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
-    ArchiveStub,
     DeleteResult,
     InputRecord,
     Lease,
@@ -157,6 +157,11 @@ class SQLiteStore:
         url: `sqlite:///path.db`, with the options the module doc lists.
         sync_file: Puts what was written to a file on disk, given its descriptor
             (`os.fdatasync`); tests pass one that records or fails.
+        on_connect: Called with each connection the store opens, once configured,
+            and whether it is the inline one (used on callers' threads) rather than
+            the store thread's; tests and diagnostics trace or inspect them there.
+        inline_lock: Guards the inline connection. While someone else holds it,
+            every call goes to the store thread; tests hold it to exercise that path.
 
     Each method is one transaction, run by `SQLiteThread.call` (the connections,
     the store thread); the transactions are functions in `_sqlite_runs`,
@@ -170,6 +175,8 @@ class SQLiteStore:
         url: str = f"sqlite:///{DEFAULT_PATH}",
         *,
         sync_file: Callable[[int], None] = fdatasync,
+        on_connect: Callable[[Conn, bool], None] | None = None,
+        inline_lock: threading.Lock | None = None,
     ) -> None:
         self.url = url
         options = parse_url(url)
@@ -181,6 +188,8 @@ class SQLiteStore:
             busy_timeout_ms=options.busy_timeout_ms,
             mmap_mb=options.mmap_mb,
             sync_file=sync_file,
+            on_connect=on_connect,
+            inline_lock=inline_lock,
         )
         self._call = self._db.call
         self._present = _snapshots.PresentChunks()

@@ -13,8 +13,8 @@ from anthropic.types import Message
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response
 
-from resumable._engine.usage import Usage, usage_from
 from resumable.simulator import SimulatedProvider
+from resumable.usage import Usage, usage_from
 
 OPENAI_MODEL = "gpt-4o-mini"
 ANTHROPIC_MODEL = "claude-haiku-4-5"
@@ -521,7 +521,7 @@ def test_usage_rejects_negative_counts_and_costs() -> None:
 def test_reading_usage_and_prices_never_imports_an_sdk() -> None:
     # A fresh interpreter: this test session has imported both SDKs already.
     code = (
-        "import sys, resumable._engine.usage, resumable.pricing; "
+        "import sys, resumable.usage, resumable.pricing; "
         "print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
     )
     result = subprocess.run(
