@@ -410,6 +410,7 @@ class S3Blobs:
                 break  # a segment longer than its manifest says: the hash check fails
             view[filled:end] = chunk
             filled = end
+            del chunk  # let it go before the next is asked for (the read-ahead bound)
         return buffer
 
     async def segment(self, key: str) -> memoryview:
