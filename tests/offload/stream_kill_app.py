@@ -60,7 +60,7 @@ class StopsAroundTheMove:
         if WHEN["at"] == "after-move":
             await asyncio.sleep(3600)
 
-    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+    async def get_stream(self, key: str) -> AsyncIterator[bytes | memoryview]:
         return await self.inner.get_stream(key)
 
     async def get(self, key: str) -> bytes | bytearray:

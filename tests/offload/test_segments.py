@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import timedelta
 from pathlib import Path
 
@@ -22,7 +22,12 @@ from resumable.errors import CorruptCheckpointError
 from resumable.stores import segments
 from resumable.stores.blobs import BlobInfo, S3Blobs
 from resumable.stores.offload import BlobRef, OffloadStore
-from resumable.stores.segments import SEGMENT_PREFIX, Manifest, put_segmented
+from resumable.stores.segments import (
+    SEGMENT_PREFIX,
+    Manifest,
+    put_segmented,
+    segment_chunks,
+)
 
 SMALL_SEGMENT = 1 << 20
 SIZE = 3_000_000  # random bytes: about 3 MB sealed, three segments of 1 MiB
@@ -89,6 +94,33 @@ async def test_a_failed_segment_leaves_no_manifest() -> None:
         )
     assert "tmp/c" not in stored
     assert all(key.startswith(SEGMENT_PREFIX) for key in stored)
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+async def test_a_read_holds_no_more_than_ahead_segments_and_keeps_that_many_coming(
+    ahead: int,
+) -> None:
+    parts = [os.urandom(1000 + i) for i in range(7)]
+    manifest = Manifest(tuple(Manifest.entry(part) for part in parts))
+    by_key = dict(zip(manifest.keys, parts, strict=True))
+    requested: list[str] = []
+
+    async def slow(key: str) -> bytearray:
+        await asyncio.sleep(0.001)
+        return bytearray(by_key[key])
+
+    def get(key: str) -> Awaitable[bytearray]:
+        requested.append(key)  # counted when asked for, before it is answered
+        return slow(key)
+
+    got: list[bytes] = []
+    async for chunk in segment_chunks(get, manifest, ahead=ahead):
+        held = len(requested) - len(got)  # requested, not yet let go by the caller
+        assert held == min(ahead, len(parts) - len(got)), len(got)
+        assert isinstance(chunk, memoryview)  # given without a copy
+        got.append(bytes(chunk))
+    assert got == parts
+    assert requested == manifest.keys  # in order, each once
 
 
 @step(name="segments.bytes")

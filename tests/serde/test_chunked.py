@@ -56,6 +56,26 @@ def test_chunked_frames_open_whole_and_in_any_chunks_to_the_body(
     assert bytes(opened) == body
 
 
+@pytest.mark.parametrize("name", list(ENVELOPES))
+def test_chunks_shorter_and_longer_than_the_held_back_tail_mix(name: str) -> None:
+    # a short chunk joins the held-back tail; a long one is never copied to join
+    # it: both kinds in turn, as memoryviews (the S3 reader's response buffers)
+    envelope = ENVELOPES[name]
+    body = b"\x01" + TEXT[:300_000].encode()
+    frame = b"".join(
+        seal_chunks(envelope, len(body), lambda: iter((body,)), place=PLACE).chunks()
+    )
+    reader = FrameReader(envelope, frame_size=len(frame), place=PLACE)
+    at, cuts = 0, [3, 1, 40_000, 2, 5, 17, 16, 70_001]
+    for turn in range(len(frame)):
+        if at >= len(frame):
+            break
+        cut = cuts[turn % len(cuts)]
+        reader.feed(memoryview(frame)[at : at + cut])
+        at += cut
+    assert bytes(reader.finish()) == body
+
+
 @pytest.mark.parametrize("name", ["plain", "encrypted", "plain-raw"])
 def test_the_reader_opens_what_the_one_shot_seal_writes(name: str) -> None:
     envelope = ENVELOPES[name]

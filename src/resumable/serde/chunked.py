@@ -221,11 +221,22 @@ class FrameReader:
                 return
             chunk, self._head = bytes(self._head), bytearray()
             chunk = chunk[self._header_size :]
-        data = self._tail + bytes(chunk) if self._tail else chunk
-        keep = max(0, len(data) - self._tail_size)
-        self._tail = bytes(data[keep:])
+        if len(chunk) < self._tail_size:  # a short chunk: join it to the tail
+            data = self._tail + bytes(chunk)
+            keep = max(0, len(data) - self._tail_size)
+            self._tail = data[keep:]
+            if keep:
+                self._stored(memoryview(data)[:keep])
+            return
+        # the held-back tail is body after all; the chunk's own end is held back
+        # instead (the chunk is never copied to join them)
+        view = memoryview(chunk)
+        if self._tail:
+            self._stored(memoryview(self._tail))
+        keep = len(view) - self._tail_size
+        self._tail = bytes(view[keep:])
         if keep:
-            self._stored(memoryview(data)[:keep])
+            self._stored(view[:keep])
 
     def _start(self) -> bool:
         """Parse the header once enough of it is here; False until it is."""

@@ -55,6 +55,10 @@ PART_BYTES: Final = 8 * 1024 * 1024
 """S3 objects larger than this are read in chunks of it into one buffer."""
 _PART_CONCURRENCY: Final = 4
 """Segments of a streamed upload sent at once (`stores.segments`)."""
+_READ_AHEAD: Final = 5
+"""Segments of a streamed object held at once when it is read (a memory bound:
+5 x 8 MiB): the one being checked and opened, and 4 requested behind it, so that
+one request's latency hides behind another."""
 
 TEMP_PREFIX: Final = "tmp/"
 """Where streamed uploads land before they are moved to their content address."""
@@ -130,7 +134,7 @@ class StreamingBlobs(BlobStore, Protocol):
         """Put the object under `key` at `to` (whole or not at all), then drop `key`."""
         ...
 
-    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+    async def get_stream(self, key: str) -> AsyncIterator[bytes | memoryview]:
         """The object under `key` a chunk at a time (BlobMissing before the first)."""
         ...
 
@@ -400,13 +404,22 @@ class S3Blobs:
         buffer = bytearray(manifest.size)
         view = memoryview(buffer)
         filled = 0
-        async for chunk in segment_chunks(self.get, manifest, ahead=_PART_CONCURRENCY):
+        async for chunk in segment_chunks(self.segment, manifest, ahead=_READ_AHEAD):
             end = filled + len(chunk)
             if end > len(buffer):
                 break  # a segment longer than its manifest says: the hash check fails
             view[filled:end] = chunk
             filled = end
+            del chunk  # let it go before the next is asked for (the read-ahead bound)
         return buffer
+
+    async def segment(self, key: str) -> memoryview:
+        """One segment of a streamed object, in the response's own buffer (no copy)."""
+        try:
+            result = await self._obstore.get_async(self._store, check_key(key))
+            return memoryview(await result.bytes_async())
+        except (self._obstore.exceptions.BaseError, OSError) as exc:
+            raise self._errors(key, exc) from exc
 
     async def segments(self, key: str) -> list[str]:
         try:
@@ -432,14 +445,14 @@ class S3Blobs:
             raise self._errors(key, exc) from exc
         await self.delete(key)
 
-    async def get_stream(self, key: str) -> AsyncIterator[bytes]:
+    async def get_stream(self, key: str) -> AsyncIterator[bytes | memoryview]:
         try:
             result = await self._obstore.get_async(self._store, check_key(key))
             if result.meta["size"] <= MANIFEST_MAX:
                 data = bytes(await result.bytes_async())
                 manifest = Manifest.parse(data)
                 if manifest is not None:
-                    return segment_chunks(self.get, manifest, ahead=_PART_CONCURRENCY)
+                    return segment_chunks(self.segment, manifest, ahead=_READ_AHEAD)
                 return _one(data)
         except (self._obstore.exceptions.BaseError, OSError) as exc:
             raise self._errors(key, exc) from exc

@@ -197,6 +197,7 @@ async def download(
                 checked.size += len(chunk)
                 break
             await asyncio.to_thread(checked.take, chunk)
+            del chunk  # let it go before the next is asked for (segments.py's bound)
     except BlobMissing:
         raise CorruptCheckpointError(
             place=place,

@@ -165,31 +165,40 @@ async def put_segmented(
             await asyncio.gather(*sending, return_exceptions=True)
 
 
-Get = Callable[[str], Awaitable[bytes | bytearray]]
-"""Reads one plain object whole (`S3Blobs.get` of a segment)."""
+Get = Callable[[str], Awaitable[bytes | bytearray | memoryview]]
+"""Reads one plain object whole (`S3Blobs.segment`: the response's own buffer)."""
 
 
 async def segment_chunks(
     get: Get, manifest: Manifest, *, ahead: int
-) -> AsyncIterator[bytes]:
+) -> AsyncIterator[bytes | memoryview]:
     """The bytes of the object a manifest stands for, a segment at a time.
 
-    Up to `ahead` segments are read at once, in order, so one request's latency
-    hides behind another. A missing segment raises as `get` does (`BlobMissing`
-    naming its key); the reader's hash of the whole object catches any other damage.
+    Segments are requested in order, `ahead` at once, so one request's latency
+    hides behind another: no more than `ahead` segments (`ahead` x
+    `SEGMENT_BYTES`) are held at any time, the one the caller is given
+    included (the next request starts only once the caller has let it go and
+    asks for more). A missing segment raises as `get` does (`BlobMissing`
+    naming its key); the reader's hash of the whole object catches any other
+    damage.
     """
     keys = iter(manifest.keys)
-    reading: collections.deque[asyncio.Task[bytes | bytearray]] = collections.deque()
+    reading: collections.deque[asyncio.Task[bytes | bytearray | memoryview]] = (
+        collections.deque()
+    )
     try:
         for key in itertools.islice(keys, ahead):
             reading.append(asyncio.ensure_future(get(key)))
         while reading:
-            segment = await reading.popleft()
+            segment = await reading[0]
+            # given as it is, never copied (a bytearray one is not changed while
+            # it is held)
+            yield segment if isinstance(segment, bytes) else memoryview(segment)
+            del segment
+            reading.popleft()
             following = next(keys, None)
             if following is not None:
                 reading.append(asyncio.ensure_future(get(following)))
-            # a segment fits one read (S3Blobs.get returns bytes): no copy here
-            yield segment if isinstance(segment, bytes) else bytes(segment)
     finally:
         for task in reading:
             task.cancel()
