@@ -44,9 +44,10 @@ from resumable.stores.segments import SEGMENT_PREFIX
 
 SIZE = 100_000_000
 KEY = "k1:" + base64.b64encode(os.urandom(32)).decode()
-IN_FLIGHT = 6 * PART_BYTES
+IN_FLIGHT = 7 * PART_BYTES
 """What a streamed write holds whatever the value's size: the slice being sealed
-and the segments in flight to S3 (4 of PART_BYTES, and the one being cut)."""
+and the segments on their way to S3, each PART_BYTES (`segments.put_segmented`:
+4 being sent, 1 hashed while it waits for room, 1 being cut)."""
 WRITE_COPIES = {"str": 0.05, "bytes": 0.05, "dict": 0.05, "dict-escaped": 1.2}
 READ_COPIES = {"str": 1.2, "bytes": 1.5, "dict": 1.2, "dict-escaped": 1.4}
 VALUE: list[Any] = []
