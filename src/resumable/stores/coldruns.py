@@ -32,7 +32,7 @@ import json
 import struct
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -316,6 +316,47 @@ async def archive_due_runs(
     return done
 
 
+async def fetch_archive(
+    blobs: BlobStore,
+    key: str,
+    size: int,
+    *,
+    place: str,
+    owner: str,
+    address: Callable[[bytes], str] = object_key,
+) -> bytes:
+    """An archive object's bytes, once its size and content address match its stub.
+
+    `owner` names what to delete if the object is lost ("the run", "the thread");
+    `address` gives the key its bytes must have (`object_key` of its kind).
+
+    Raises:
+        CorruptCheckpointError: the object is missing or fails its checks.
+        StoreError: the object store did not answer.
+    """
+    try:
+        packed = await blobs.get(key)
+    except BlobMissing:
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"archive object {key} is missing from {blobs.url}; restore "
+            f"it from a backup of the bucket, or delete {owner}",
+        ) from None
+    except BlobUnavailable as exc:
+        raise StoreError(
+            store=blobs.url,
+            detail=f"{place}: cannot read archive {key} ({exc}); try again "
+            f"once the object store is back",
+        ) from exc
+    data = bytes(packed)
+    if len(data) != size or address(data) != key:
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"archive object {key} in {blobs.url} fails its hash check",
+        )
+    return data
+
+
 async def read_cold_run(blobs: BlobStore, stub: ArchiveStub) -> ColdRun:
     """The records a stub's object holds, checked against the stub.
 
@@ -324,27 +365,11 @@ async def read_cold_run(blobs: BlobStore, stub: ArchiveStub) -> ColdRun:
         StoreError: the object store did not answer.
     """
     place = f"run {stub.run_id!r} archived journal"
+    packed = await fetch_archive(
+        blobs, stub.key, stub.size, place=place, owner="the run"
+    )
     try:
-        packed = await blobs.get(stub.key)
-    except BlobMissing:
-        raise CorruptCheckpointError(
-            place=place,
-            detail=f"archive object {stub.key} is missing from {blobs.url}; restore "
-            f"it from a backup of the bucket, or delete the run",
-        ) from None
-    except BlobUnavailable as exc:
-        raise StoreError(
-            store=blobs.url,
-            detail=f"{place}: cannot read archive {stub.key} ({exc}); try again "
-            f"once the object store is back",
-        ) from exc
-    if len(packed) != stub.size or object_key(bytes(packed)) != stub.key:
-        raise CorruptCheckpointError(
-            place=place,
-            detail=f"archive object {stub.key} in {blobs.url} fails its hash check",
-        )
-    try:
-        cold = decode_cold_run(bytes(packed))
+        cold = decode_cold_run(packed)
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptCheckpointError(
             place=place, detail=f"archive object {stub.key}: {exc}"

@@ -43,8 +43,8 @@ from typing import Any, Final
 
 from resumable.errors import CorruptCheckpointError, StoreError
 from resumable.stores.archiving import SupportsThreadArchive, ThreadStub
-from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
-from resumable.stores.coldruns import key_of
+from resumable.stores.blobs import BlobStore, BlobUnavailable
+from resumable.stores.coldruns import fetch_archive, key_of
 from resumable.stores.protocol import SnapshotRecord, Store
 
 __all__ = [
@@ -285,27 +285,11 @@ async def read_cold_thread(blobs: BlobStore, stub: ThreadStub) -> ColdThread:
         StoreError: the object store did not answer.
     """
     place = f"thread {stub.thread_id!r} archived snapshots"
+    packed = await fetch_archive(
+        blobs, stub.key, stub.size, place=place, owner="the thread", address=object_key
+    )
     try:
-        packed = await blobs.get(stub.key)
-    except BlobMissing:
-        raise CorruptCheckpointError(
-            place=place,
-            detail=f"archive object {stub.key} is missing from {blobs.url}; restore "
-            f"it from a backup of the bucket, or delete the thread",
-        ) from None
-    except BlobUnavailable as exc:
-        raise StoreError(
-            store=blobs.url,
-            detail=f"{place}: cannot read archive {stub.key} ({exc}); try again "
-            f"once the object store is back",
-        ) from exc
-    if len(packed) != stub.size or object_key(bytes(packed)) != stub.key:
-        raise CorruptCheckpointError(
-            place=place,
-            detail=f"archive object {stub.key} in {blobs.url} fails its hash check",
-        )
-    try:
-        cold = decode_cold_thread(bytes(packed))
+        cold = decode_cold_thread(packed)
     except ValueError as exc:
         raise CorruptCheckpointError(
             place=place, detail=f"archive object {stub.key}: {exc}"
