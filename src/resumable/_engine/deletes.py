@@ -97,15 +97,7 @@ async def _delete_pass(
     dependents = _dependents(snapshots, rows, doomed)
     for checkpoint_id in sorted(dependents & loose.keys()):
         full, chunks = await snapshots.full_version(loose[checkpoint_id])
-        if not snapshots.packs.packing:  # no packer can move it: an upsert will do
-            await store.save_snapshot(full, chunks=chunks)
-            continue
-        # the new chunks go in with the swap: a collection between a put and the
-        # swap could take them, and the kept snapshot would name chunks gone
-        swapped = await store.swap_snapshots(
-            thread_id, [loose[checkpoint_id]], by=full, chunks=chunks
-        )
-        if not swapped:
+        if not await snapshots.replace_loose(loose[checkpoint_id], full, chunks):
             return 0, False  # packed meanwhile: read again
     for pack in packs:
         held = snapshots.packs.rows(pack, namespace)

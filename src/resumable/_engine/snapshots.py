@@ -11,7 +11,6 @@ per save beyond the new message.
 
 from __future__ import annotations
 
-import dataclasses
 import secrets
 import time
 from collections.abc import Iterable
@@ -257,22 +256,8 @@ class Snapshots:
         shape, depth = await self._resolve(record)
         if depth == 0:
             return True
-        chunks: dict[str, bytes] = {}
-        manifest = self.codec.full_manifest(shape, chunks)
-        place = snapshot_place(record.thread_id, record.checkpoint_id)
-        full = dataclasses.replace(
-            record,
-            manifest=self.serde.dumps_json(manifest, place=place),
-            chunk_refs=tuple(dict.fromkeys((*refs(manifest), *leaf_hashes(shape)))),
-        )
-        if not self.packs.packing:  # no packer can move it: an upsert will do
-            await self.store.save_snapshot(full, chunks=chunks)
-            done = True
-        else:
-            # the chunks go in with the swap, atomic with a collection
-            done = await self.store.swap_snapshots(
-                record.thread_id, [record], by=full, chunks=chunks
-            )
+        full, chunks = self._full(record, shape, leaves=True)
+        done = await self.replace_loose(record, full, chunks)
         if done:
             self._shapes[(record.thread_id, record.namespace)] = (
                 record.checkpoint_id,
@@ -300,13 +285,40 @@ class Snapshots:
         runs through a snapshot about to be deleted.
         """
         shape, _ = await self._resolve(record)
+        return self._full(record, shape, leaves=False)
+
+    def _full(
+        self, record: SnapshotRecord, shape: Shape, *, leaves: bool
+    ) -> tuple[SnapshotRecord, dict[str, bytes]]:
+        """`record` with a full manifest of `shape`, and the new chunks it needs.
+
+        With `leaves`, its chunk refs also name every leaf inside list segments.
+        """
         chunks: dict[str, bytes] = {}
         manifest = self.codec.full_manifest(shape, chunks)
+        named = refs(manifest)
+        if leaves:
+            named = tuple(dict.fromkeys((*named, *leaf_hashes(shape))))
         sealed = self.serde.dumps_json(
             manifest, place=snapshot_place(record.thread_id, record.checkpoint_id)
         )
-        full = replace(record, manifest=sealed, chunk_refs=refs(manifest))
-        return full, chunks
+        return replace(record, manifest=sealed, chunk_refs=named), chunks
+
+    async def replace_loose(
+        self, old: SnapshotRecord, new: SnapshotRecord, chunks: dict[str, bytes]
+    ) -> bool:
+        """Write `new` over the loose snapshot `old` as read; False if it changed.
+
+        On a store that packs, a compare-and-swap with the new chunks in its
+        transaction (a collection between a put and the swap could take them);
+        elsewhere no packer can move `old`, and an upsert will do.
+        """
+        if not self.packs.packing:
+            await self.store.save_snapshot(new, chunks=chunks)
+            return True
+        return await self.store.swap_snapshots(
+            old.thread_id, [old], by=new, chunks=chunks
+        )
 
     def metadata(self, record: SnapshotRecord) -> Any:
         """The snapshot's decoded metadata (None if it has none)."""
