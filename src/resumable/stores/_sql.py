@@ -13,6 +13,7 @@ from resumable.stores._records import converter
 from resumable.stores.protocol import (
     InputRecord,
     RunRecord,
+    RunUpdate,
     SnapshotRecord,
     StepRecord,
     set_attempts,
@@ -208,6 +209,19 @@ def run_values(run: RunRecord) -> tuple[object, ...]:
         else getattr(run, column)
         for column in RUN_COLUMNS
     )
+
+
+def update_values(run_id: str, fence: int, update: RunUpdate) -> dict[str, object]:
+    """The named parameters of a lease holder's run update (identifiers escaped)."""
+    return {
+        "status": update.status,
+        "output": update.output,
+        "wake_at_ms": update.wake_at_ms,
+        "expires_at_ms": update.expires_at_ms,
+        "now_ms": update.now_ms,
+        "run_id": to_text(run_id),
+        "fence": fence,
+    }
 
 
 def step_values(step: StepRecord) -> tuple[object, ...]:

@@ -122,15 +122,7 @@ def renew_lease_txn(
 
 def update_run_txn(conn: Conn, run_id: str, *, fence: int, update: RunUpdate) -> None:
     """Apply the lease holder's `update`; LeaseLost if `fence` no longer holds it."""
-    params = {
-        "status": update.status,
-        "output": update.output,
-        "wake_at_ms": update.wake_at_ms,
-        "expires_at_ms": update.expires_at_ms,
-        "now_ms": update.now_ms,
-        "run_id": _t(run_id),
-        "fence": fence,
-    }
+    params = _sql.update_values(run_id, fence, update)
     if conn.execute(_UPDATE_RUN, params).rowcount == 0:
         raise LeaseLost(run_id=run_id, fence=fence)
 

@@ -288,15 +288,7 @@ class PostgresStore(ThreadArchiveMethods):
             raise LeaseLost(run_id=run_id, fence=fence)
 
     async def update_run(self, run_id: str, *, fence: int, update: RunUpdate) -> None:
-        params = {
-            "status": update.status,
-            "output": update.output,
-            "wake_at_ms": update.wake_at_ms,
-            "expires_at_ms": update.expires_at_ms,
-            "now_ms": update.now_ms,
-            "run_id": _t(run_id),
-            "fence": fence,
-        }
+        params = _sql.update_values(run_id, fence, update)
         if not await self._write_count(self._sql.update_run, params, run_id=run_id):
             raise LeaseLost(run_id=run_id, fence=fence)
 
