@@ -40,7 +40,8 @@ from resumable.errors import CorruptCheckpointError, StoreError
 from resumable.stores.archive import ArchiveRef, is_member
 from resumable.stores.archiving import ArchiveStub, SupportsArchive
 from resumable.stores.blobref import BlobRef, is_reference
-from resumable.stores.blobs import BlobMissing, BlobStore, BlobUnavailable
+from resumable.stores.blobs import BlobStore, BlobUnavailable
+from resumable.stores.offload_stream import reading
 from resumable.stores.protocol import (
     TERMINAL_STATUSES,
     InputRecord,
@@ -334,20 +335,14 @@ async def fetch_archive(
         CorruptCheckpointError: the object is missing or fails its checks.
         StoreError: the object store did not answer.
     """
-    try:
+    with reading(
+        blobs.url,
+        key,
+        place=place,
+        what="archive object",
+        missing=f"restore it from a backup of the bucket, or delete {owner}",
+    ):
         packed = await blobs.get(key)
-    except BlobMissing:
-        raise CorruptCheckpointError(
-            place=place,
-            detail=f"archive object {key} is missing from {blobs.url}; restore "
-            f"it from a backup of the bucket, or delete {owner}",
-        ) from None
-    except BlobUnavailable as exc:
-        raise StoreError(
-            store=blobs.url,
-            detail=f"{place}: cannot read archive {key} ({exc}); try again "
-            f"once the object store is back",
-        ) from exc
     data = bytes(packed)
     if len(data) != size or address(data) != key:
         raise CorruptCheckpointError(

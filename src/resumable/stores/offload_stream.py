@@ -180,6 +180,35 @@ class _Checked:
                 self.damage = exc
 
 
+@contextlib.contextmanager
+def reading(
+    url: str,
+    key: str,
+    *,
+    place: str,
+    what: str = "object",
+    missing: str = "deleted behind the store's back, or the reference was altered",
+) -> Iterator[None]:
+    """Report an object store's answers to a read of `key` as the engine's errors.
+
+    Raises:
+        CorruptCheckpointError: the object is missing (`missing` says what to do).
+        StoreError: the object store did not answer.
+    """
+    try:
+        yield
+    except BlobMissing:
+        raise CorruptCheckpointError(
+            place=place, detail=f"{what} {key} is missing from {url} ({missing})"
+        ) from None
+    except BlobUnavailable as exc:
+        raise StoreError(
+            store=url,
+            detail=f"{place}: cannot read {what} {key} ({exc}); try again once "
+            f"the object store is back",
+        ) from exc
+
+
 async def download(
     blobs: StreamingBlobs, ref: BlobRef, opener: Opener, *, place: str
 ) -> bytearray:
@@ -191,25 +220,13 @@ async def download(
         StoreError: the object store did not answer.
     """
     checked = _Checked(opener(frame_size=ref.size, place=place))
-    try:
+    with reading(blobs.url, ref.key, place=place):
         async for chunk in await blobs.get_stream(ref.key):
             if checked.size + len(chunk) > ref.size:
                 checked.size += len(chunk)
                 break
             await asyncio.to_thread(checked.take, chunk)
             del chunk  # let it go before the next is asked for (segments.py's bound)
-    except BlobMissing:
-        raise CorruptCheckpointError(
-            place=place,
-            detail=f"object {ref.key} is missing from {blobs.url} (deleted behind "
-            f"the store's back, or the reference was altered)",
-        ) from None
-    except BlobUnavailable as exc:
-        raise StoreError(
-            store=blobs.url,
-            detail=f"{place}: cannot read object {ref.key} ({exc}); try again once "
-            f"the object store is back",
-        ) from exc
     if checked.size != ref.size or checked.digest.digest() != ref.sha256:
         raise CorruptCheckpointError(
             place=place,
@@ -233,20 +250,8 @@ async def fetch(blobs: BlobStore, ref: BlobRef, *, place: str) -> bytes | bytear
         CorruptCheckpointError: it is missing, or fails its hash check.
         StoreError: the object store did not answer.
     """
-    try:
+    with reading(blobs.url, ref.key, place=place):
         frame = await blobs.get(ref.key)
-    except BlobMissing:
-        raise CorruptCheckpointError(
-            place=place,
-            detail=f"object {ref.key} is missing from {blobs.url} (deleted "
-            f"behind the store's back, or the reference was altered)",
-        ) from None
-    except BlobUnavailable as exc:
-        raise StoreError(
-            store=blobs.url,
-            detail=f"{place}: cannot read object {ref.key} ({exc}); try again "
-            f"once the object store is back",
-        ) from exc
     if len(frame) != ref.size or hashlib.sha256(frame).digest() != ref.sha256:
         raise CorruptCheckpointError(
             place=place,
