@@ -454,7 +454,7 @@ def check_budget(ctx: RunContext, step: str) -> None:
         raise BudgetExceeded(
             run_id=ctx.run_id,
             step=step,
-            spent=f"{spent.total_tokens} tokens",
+            spent=plural(spent.total_tokens, "token"),
             budget=f"{budget.tokens} tokens",
         )
 

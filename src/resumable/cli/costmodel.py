@@ -306,7 +306,7 @@ def _assumptions(inputs: Inputs, seen: Observed | None, kind: str) -> list[str]:
     ]
     if seen is not None:
         lines.append(
-            f"observed on {seen.runs} runs: {seen.steps_per_run:.1f} steps/run, "
+            f"observed on {plural(seen.runs, 'run')}: {seen.steps_per_run:.1f} steps/run, "
             f"{seen.failure_rate:.2%} of step attempts interrupted"
         )
     return lines
