@@ -13,6 +13,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from resumable import Engine, Retry, WorkflowFailed, current_run, step, workflow
+from resumable._engine.ledger import Spend, dollars_text, spend_text
+from resumable._plural import plural
 from resumable.cli import main
 from resumable.pricing import Price, PriceTable
 from resumable.ui.app import create_app
@@ -191,3 +193,21 @@ def test_no_count_the_cli_prints_says_1_in_the_plural(
     text = "\n".join(outputs)
     assert "1 call," in text
     assert _WRONG_PLURAL.search(text) is None, _WRONG_PLURAL.search(text)
+
+
+def test_counts_and_dollars_read_as_english() -> None:
+    assert [plural(n, "call") for n in (0, 1, 2, 1500)] == [
+        "0 calls",
+        "1 call",
+        "2 calls",
+        "1,500 calls",
+    ]
+    assert plural(1, "entry", "entries") == "1 entry"
+    assert plural(3, "entry", "entries") == "3 entries"
+    assert dollars_text(0.0123, calls=2, unpriced_calls=0) == "$0.0123"
+    assert dollars_text(0.0, calls=2, unpriced_calls=2) == "unpriced"
+    assert (
+        dollars_text(0.0123, calls=3, unpriced_calls=1) == "$0.0123 + 1 unpriced call"
+    )
+    spend = Spend(calls=1, input_tokens=1200, output_tokens=34, unpriced_calls=1)
+    assert spend_text(spend) == f"1 call, {TOKENS}, unpriced"
