@@ -146,7 +146,7 @@ async def test_readme_example_retries_a_503_and_anthropics_529(
         FaultPlan(
             schedule={
                 1: Fault(kind="overloaded", retry_after_ms=0),
-                3: Fault(kind="overloaded", retry_after_ms=0),
+                3: Fault(kind="overloaded", retry_after_ms=250),
             }
         )
     )
@@ -177,7 +177,7 @@ async def test_readme_example_retries_a_503_and_anthropics_529(
     async with Engine("memory://", clock=clock) as engine:
         assert await engine.run(claude_flow, "doc two", run_id="r529")
     assert [r.status for r in provider.requests()][2:] == [529, 200]
-    assert clock.sleeps == [0.0]
+    assert clock.sleeps == [0.25]  # the 529's retry-after-ms, read by the real SDK
 
 
 async def test_readme_example_fails_at_once_on_a_401(
