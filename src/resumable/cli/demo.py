@@ -23,7 +23,7 @@ from resumable._engine.engine import Engine
 from resumable._engine.ledger import Ledger
 from resumable._plural import plural
 from resumable.errors import ResumableError, UsageError
-from resumable.pricing import PRICES_AS_OF
+from resumable.pricing import DEFAULT_PRICES
 
 TOTAL_CALLS = 101  # 50 summaries, 50 entity lists, 1 report
 KILL_AT_CALLS = 60  # about 60% of the way
@@ -144,7 +144,7 @@ def _report(
     print(f"  tokens reused                   {resumed.reused.total_tokens:,}")
     print(
         f"  dollars reused                  ${resumed.reused.cost_usd:.4f} "
-        f"(gpt-5-mini prices as of {PRICES_AS_OF})"
+        f"(gpt-5-mini prices as of {DEFAULT_PRICES['gpt-5-mini'].as_of})"
     )
     if to_first is not None:
         print(
