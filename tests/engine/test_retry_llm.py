@@ -180,7 +180,7 @@ async def test_readme_example_retries_a_503_and_anthropics_529(
     assert clock.sleeps == [0.25]  # the 529's retry-after-ms, read by the real SDK
 
 
-async def test_readme_example_fails_at_once_on_a_401(
+async def test_readme_example_fails_at_once_on_a_401_from_either_sdk(
     provider: SimulatedProvider,
 ) -> None:
     provider.set_faults(
@@ -198,3 +198,29 @@ async def test_readme_example_fails_at_once_on_a_401(
     assert caught.value.__cause__.attempts == 1
     assert caught.value.__cause__.error_type == "AuthenticationError"
     assert [r.status for r in provider.requests()] == [401]
+
+    provider.set_faults(FaultPlan(schedule={1: Fault(kind="server_error", status=401)}))
+    client = anthropic.AsyncAnthropic(
+        base_url=provider.anthropic_base_url, api_key="x", max_retries=0
+    )
+
+    @step(retry=Retry.llm(attempts=5))
+    async def ask_claude() -> str:
+        await client.messages.create(
+            model="claude-haiku-4-5",
+            max_tokens=64,
+            messages=[{"role": "user", "content": "hi"}],
+        )
+        return "answered"
+
+    @workflow
+    async def claude_flow() -> str:
+        return await ask_claude()
+
+    async with Engine("memory://") as engine:
+        with pytest.raises(WorkflowFailed) as caught:
+            await engine.run(claude_flow, run_id="a401")
+    assert isinstance(caught.value.__cause__, StepFailed)
+    assert caught.value.__cause__.attempts == 1
+    assert [r.status for r in provider.requests()] == [401, 401]
+    await client.close()
