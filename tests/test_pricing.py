@@ -11,6 +11,8 @@ from resumable.pricing import (
     SOURCES,
     Price,
     PriceTable,
+    parse_price,
+    parse_prices,
 )
 from resumable.usage import Usage
 
@@ -258,7 +260,7 @@ def test_built_in_names_are_bare_model_names() -> None:
 def test_built_in_prices_cover_both_providers() -> None:
     table = PriceTable()
 
-    for model in ("gpt-5-mini", "gpt-5-nano", "gpt-4.1-nano"):
+    for model in ("gpt-5.4", "gpt-5-mini", "gpt-5-nano", "gpt-4.1-nano"):
         assert table.price(model) is not None, model
     for model in (
         "claude-opus-4-5",
@@ -269,3 +271,57 @@ def test_built_in_prices_cover_both_providers() -> None:
         "claude-3-5-haiku",
     ):
         assert table.price(model) is not None, model
+
+
+def test_every_built_in_price_says_where_and_when_it_was_read() -> None:
+    for name, price in DEFAULT_PRICES.items():
+        assert price.source in SOURCES, name
+        assert price.as_of is not None, name
+        assert price.as_of <= PRICES_AS_OF, name
+
+
+def test_current_openai_models_are_priced_and_retired_ones_are_not_guessed() -> None:
+    table = PriceTable()
+    for model in ("gpt-5.5", "gpt-5.4", "gpt-5.4-mini", "gpt-5.4-nano", "gpt-5.1"):
+        assert table.price(model) is not None, model
+    assert table.price("gpt-5.4-2026-03-05") == DEFAULT_PRICES["gpt-5.4"]
+    assert table.price("gpt-5.4-pro") is None  # another model, not a snapshot
+    assert table.price("gpt-4o") is None
+
+
+def test_provenance_is_not_part_of_a_price() -> None:
+    read = Price(
+        input_per_mtok=1, output_per_mtok=2, source="https://x", as_of=date(2026, 1, 1)
+    )
+    assert read == Price(input_per_mtok=1, output_per_mtok=2)
+
+
+@pytest.mark.parametrize(
+    ("spec", "price"),
+    [
+        ("gpt-4o=2.5,10", Price(input_per_mtok=2.5, output_per_mtok=10)),
+        (
+            " my-model = 1, 2, 0.5 ",
+            Price(input_per_mtok=1, output_per_mtok=2, cached_input_per_mtok=0.5),
+        ),
+    ],
+)
+def test_a_price_reads_from_model_equals_input_output_cached(
+    spec: str, price: Price
+) -> None:
+    assert parse_price(spec)[1] == price
+    assert parse_price(spec)[0] == spec.split("=", maxsplit=1)[0].strip()
+
+
+@pytest.mark.parametrize(
+    "spec", ["gpt-4o", "gpt-4o=2.5", "=1,2", "gpt-4o=a,b", "x=1,2,3,4", "x=-1,2"]
+)
+def test_a_malformed_price_is_refused_with_its_form(spec: str) -> None:
+    with pytest.raises(ValueError, match=r"gpt-4o=|must be a finite non-negative"):
+        parse_price(spec)
+
+
+def test_several_prices_read_from_one_line() -> None:
+    prices = parse_prices("a=1,2; b=3,4,0.5\nc=5,6")
+    assert sorted(prices) == ["a", "b", "c"]
+    assert parse_prices("") == {}

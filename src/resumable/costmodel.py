@@ -297,8 +297,8 @@ def step_cost(
     if price is None:
         known = ", ".join(sorted(prices.prices))
         raise ValueError(
-            f"no price for model {model!r}; use one of {known}, or give the step's "
-            "cost in dollars"
+            f"no price for model {model!r}; add it to the PriceTable, or use one of "
+            f"{known}"
         )
     cost = (
         input_tokens * price.input_per_mtok + output_tokens * price.output_per_mtok

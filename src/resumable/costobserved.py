@@ -40,6 +40,9 @@ class RunSample:
     output_tokens: int
     payload_bytes: int
     step_ms: int
+    unpriced_calls: int = 0
+    """Calls to models with no price: their dollars are not in `cost_usd`."""
+    unpriced_models: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +57,9 @@ class Observed:
     output_tokens_per_step: float
     payload_bytes_per_step: float
     step_seconds: float
+    unpriced_calls: int = 0
+    """Calls to models with no price, over every run read (then the cost is short)."""
+    unpriced_models: tuple[str, ...] = ()
 
 
 def summarize(samples: Sequence[RunSample]) -> Observed:
@@ -75,6 +81,8 @@ def summarize(samples: Sequence[RunSample]) -> Observed:
         output_tokens_per_step=sum(s.output_tokens for s in samples) / attempts,
         payload_bytes_per_step=sum(s.payload_bytes for s in samples) / steps,
         step_seconds=sum(s.step_ms for s in samples) / steps / 1000,
+        unpriced_calls=sum(s.unpriced_calls for s in samples),
+        unpriced_models=tuple(sorted({m for s in samples for m in s.unpriced_models})),
     )
 
 
@@ -105,6 +113,8 @@ async def observe(
                 output_tokens=incurred.output_tokens,
                 payload_bytes=sum(s.output_bytes for s in own),
                 step_ms=sum(s.duration_ms for s in own),
+                unpriced_calls=incurred.unpriced_calls,
+                unpriced_models=ledger.unpriced_models,
             )
         )
     return summarize(samples)

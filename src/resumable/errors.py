@@ -36,6 +36,8 @@ Facts live in keyword-only attributes so callers never parse messages.
 
 from __future__ import annotations
 
+from resumable._plural import plural
+
 
 class ResumableError(Exception):
     """Base of every error raised by resumable."""
@@ -238,8 +240,8 @@ class StepFailed(ResumableError):
         attempts: int,
     ) -> None:
         super().__init__(
-            f"run {run_id!r}, step #{seq} {step!r} failed after {attempts} "
-            f"attempt(s): {error_type}: {message}"
+            f"run {run_id!r}, step #{seq} {step!r} failed after "
+            f"{plural(attempts, 'attempt')}: {error_type}: {message}"
         )
         self.run_id, self.seq, self.step = run_id, seq, step
         self.error_type, self.message, self.attempts = error_type, message, attempts

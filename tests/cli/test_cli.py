@@ -192,9 +192,9 @@ def test_gc_dry_run_and_delete(url: str, capsys: pytest.CaptureFixture[str]) -> 
 
     asyncio.run(make())
     assert main(["gc", "--older-than", "0s", "--dry-run", "--store", url]) == 0
-    assert "would delete 1 runs" in capsys.readouterr().out
+    assert "would delete 1 run\n" in capsys.readouterr().out
     assert main(["gc", "--older-than", "0s", "--store", url]) == 0
-    assert "deleted 1 runs, 1 steps" in capsys.readouterr().out
+    assert "deleted 1 run, 1 step," in capsys.readouterr().out
     assert main(["gc", "--older-than", "soon", "--store", url]) == 2
     assert "use a number and a unit" in capsys.readouterr().err
 

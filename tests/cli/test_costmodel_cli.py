@@ -78,7 +78,7 @@ def test_steps_given_one_by_one_are_priced_in_order(
     ("args", "message"),
     [
         (["--step", "gpt-5-mini:lots:1"], "MODEL:INPUT_TOKENS:OUTPUT_TOKENS"),
-        (["--model", "no-such-model"], "no price for model 'no-such-model'"),
+        (["--model", "no-such-model"], "'no-such-model' is unpriced"),
         (["--failure-rate", "1.5"], "failure rate per step must be in"),
         (["--steps", "0"], "--steps must be at least 1"),
     ],

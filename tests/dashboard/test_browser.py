@@ -132,7 +132,7 @@ def test_the_waterfall_draws_back_off_sleeps_waits_and_the_inputs_sent(
     waterfall = page.locator("svg.waterfall")
     # flaky: two failed attempts and their back-off before the one that succeeded
     expect(waterfall.locator("rect.k-backoff title")).to_have_text(
-        ["2 earlier attempt(s) and retry back-off"]
+        ["2 earlier attempts and retry back-off"]
     )
     expect(waterfall.locator("rect.k-sleep")).to_have_count(1)
     expect(waterfall.locator("rect.k-input")).to_have_count(1)

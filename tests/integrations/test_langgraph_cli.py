@@ -150,7 +150,7 @@ def test_show_thread_shows_values_without_the_graphs_code(
     assert "unreadable" not in table
     latest_id = latest.split()[0]
     whole = show("--full", "--checkpoint", latest_id)
-    assert "(1 checkpoints)" in whole
+    assert "(1 checkpoint)" in whole
     messages = json.loads(whole[whole.index("{") :])["messages"]
     assert [(m["$type"], m["content"]) for m in messages] == [
         ("langchain_core.messages.human:HumanMessage", "hi there"),

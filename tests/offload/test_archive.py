@@ -104,7 +104,7 @@ async def test_archived_runs_read_back_through_show_fork_ledger_and_check(
         assert await asyncio.to_thread(main, argv) == 0
     # the fork finished since: the CLI archives it; cold-1 has nothing left
     out = capsys.readouterr().out
-    assert out.startswith("archived 1 runs and 0 threads"), out
+    assert out.startswith("archived 1 run and 0 threads"), out
     assert "cold-fork" in out
     with pytest.MonkeyPatch.context() as env:
         for name, value in {

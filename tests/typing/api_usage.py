@@ -58,7 +58,7 @@ async def use() -> None:
     await handle.result()
     key: str = current_run().idempotency_key
     async for record in engine.export(["r"], status=["failed", "succeeded"]):
-        cost: float = record.cost_usd
+        cost: float | None = record.cost_usd  # None: a call of the step is unpriced
         del cost
     shown = (await engine.history("r"))[0].view()
     state = await engine.view_state("thread-7")

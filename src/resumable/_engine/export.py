@@ -81,8 +81,9 @@ class StepExport:
     cached_input_tokens: int
     cache_write_tokens: int
     output_tokens: int
-    cost_usd: float
-    """Dollars of the calls whose model has a price."""
+    cost_usd: float | None
+    """Dollars of the step's calls; None when a call's model has no price (the
+    tokens are still counted, and `unpriced_calls` says how many)."""
     unpriced_calls: int
     models: tuple[str, ...]
     result: Any
@@ -255,7 +256,7 @@ def _record(
         cached_input_tokens=spend.cached_input_tokens,
         cache_write_tokens=spend.cache_write_tokens,
         output_tokens=spend.output_tokens,
-        cost_usd=spend.cost_usd,
+        cost_usd=None if spend.unpriced_calls else spend.cost_usd,
         unpriced_calls=spend.unpriced_calls,
         models=tuple(sorted({u.model for u in usages if u.model is not None})),
         result=None if failed else value,

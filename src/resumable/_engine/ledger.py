@@ -19,6 +19,7 @@ from typing import Any
 
 from resumable._engine.damage import reading
 from resumable._engine.journal import get_run, refuse_archived
+from resumable._plural import plural
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.serde import Serde
 from resumable.stores._records import checked_steps
@@ -210,3 +211,24 @@ async def read_ledger(
         elif record.usage is not None:
             records.append((record, serde.loads(record.usage, place=place + " usage")))
     return build(run_id, records, prices)
+
+
+def dollars_text(cost_usd: float, *, calls: int, unpriced_calls: int) -> str:
+    """The dollars of some calls as people read them: never $0 for unpriced calls.
+
+    "$0.0123" when every call is priced, "unpriced" when none is, and
+    "$0.0123 + 2 unpriced calls" when some are.
+    """
+    if not unpriced_calls:
+        return f"${cost_usd:.4f}"
+    if unpriced_calls >= calls:
+        return "unpriced"
+    return f"${cost_usd:.4f} + {plural(unpriced_calls, 'unpriced call')}"
+
+
+def spend_text(spend: Spend) -> str:
+    """A Spend in one line: "2 calls, 1,234 tok, $0.0012" (or "..., unpriced")."""
+    dollars = dollars_text(
+        spend.cost_usd, calls=spend.calls, unpriced_calls=spend.unpriced_calls
+    )
+    return f"{plural(spend.calls, 'call')}, {spend.total_tokens:,} tok, {dollars}"

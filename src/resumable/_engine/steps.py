@@ -15,6 +15,7 @@ from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.commits import commit, dumps_for, log_fields
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
+from resumable._plural import plural
 from resumable.errors import (
     BudgetExceeded,
     ResumableError,
@@ -377,11 +378,11 @@ def _log_failed_attempt(
     kind = type(error).__name__
     if delay is None:
         log.warning(
-            "run %r, step #%d %r failed after %d attempts (%s)",
+            "run %r, step #%d %r failed after %s (%s)",
             ctx.run_id,
             attempt.seq,
             attempt.name,
-            attempt.attempts,
+            plural(attempt.attempts, "attempt"),
             kind,
             extra=fields,
         )
@@ -453,7 +454,7 @@ def check_budget(ctx: RunContext, step: str) -> None:
         raise BudgetExceeded(
             run_id=ctx.run_id,
             step=step,
-            spent=f"{spent.total_tokens} tokens",
+            spent=plural(spent.total_tokens, "token"),
             budget=f"{budget.tokens} tokens",
         )
 

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from resumable._engine.engine import Engine
+from resumable._plural import plural
 from resumable.cli.gc import parse_age
 
 
@@ -58,9 +59,9 @@ async def archive_runs(args: argparse.Namespace) -> int:
     runs = sum(item.kind == "run" for item in moved)
     total = sum(item.bytes_moved for item in moved)
     print(
-        f"archived {runs} runs and {len(moved) - runs} threads ({total:,} bytes "
-        f"written to the object store); {len(done) - len(moved)} had nothing left "
-        f"to move"
+        f"archived {plural(runs, 'run')} and {plural(len(moved) - runs, 'thread')} "
+        f"({plural(total, 'byte')} written to the object store); "
+        f"{len(done) - len(moved)} had nothing left to move"
     )
     for item in moved[:20]:
         what = "records" if item.kind == "run" else "payloads"

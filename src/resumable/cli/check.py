@@ -17,6 +17,7 @@ from typing import Any
 from resumable._engine.check import DEFAULT_STATUSES, CheckReport, RunCheck
 from resumable._engine.engine import Engine
 from resumable._engine.specs import register_known_types
+from resumable._plural import plural
 from resumable.cli._table import clip, table
 from resumable.cli.runs import _import_app
 from resumable.stores.protocol import RUN_STATUSES, RunStatus
@@ -106,8 +107,8 @@ async def run_check(args: argparse.Namespace) -> int:
         print_report(report, everything=args.all)
     if not report.ok:
         print(
-            f"resumable: {len(report.breaking)} of {len(report.runs)} runs would break "
-            f"on the new code",
+            f"resumable: {len(report.breaking)} of {plural(len(report.runs), 'run')} "
+            f"would break on the new code",
             file=sys.stderr,
         )
         return 1
@@ -154,7 +155,7 @@ def print_report(report: CheckReport, *, everything: bool) -> None:
             more = f" and {len(run_ids) - 5} more" if len(run_ids) > 5 else ""
             print(f"  {name}: {', '.join(run_ids[:5])}{more}")
     verdict = "OK: no run would break" if report.ok else "BREAKS"
-    print(f"\n{verdict} ({len(report.runs)} runs checked)")
+    print(f"\n{verdict} ({plural(len(report.runs), 'run')} checked)")
 
 
 def describe(run: RunCheck) -> list[str]:

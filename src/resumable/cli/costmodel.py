@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from resumable._engine.engine import Engine
+from resumable._plural import plural
+from resumable.cli import _prices as prices
 from resumable.costmodel import (
     STORE_KINDS,
     Inputs,
@@ -83,11 +85,18 @@ def register(commands: Any) -> None:
     load.add_argument("--usd-per-million-writes", type=float, default=0.0)
     load.add_argument("--store-usd-per-month", type=float, default=0.0, help="fixed")
     load.add_argument("--overhead-file", type=Path, help="measured figures (JSON)")
+    load.add_argument(
+        "--price",
+        action="append",
+        default=[],
+        metavar="MODEL=IN,OUT[,CACHED]",
+        help=prices.HELP,
+    )
     cost.add_argument("--json", action="store_true", help="print JSON")
     cost.set_defaults(handler=cost_model)
 
 
-def _steps(args: argparse.Namespace, prices: PriceTable) -> tuple[StepCost, ...]:
+def _steps(args: argparse.Namespace, table: PriceTable) -> tuple[StepCost, ...]:
     specs = [tuple(text.split(":")) for text in args.step] or [
         (args.model, str(args.input_tokens), str(args.output_tokens))
     ] * args.steps
@@ -98,10 +107,16 @@ def _steps(args: argparse.Namespace, prices: PriceTable) -> tuple[StepCost, ...]
                 f"--step {':'.join(spec)!r}: write MODEL:INPUT_TOKENS:OUTPUT_TOKENS, "
                 "e.g. gpt-5-mini:2000:500"
             )
+        if table.price(spec[0]) is None:
+            raise UsageError(
+                f"cost-model: {spec[0]!r} is unpriced ({spec[1]} input and {spec[2]} "
+                f"output tokens a step); price it with --price {spec[0]}=IN,OUT "
+                "(USD per million tokens), or pick a priced --model"
+            )
         try:
             steps.append(
                 step_cost(
-                    prices,
+                    table,
                     model=spec[0],
                     input_tokens=int(spec[1]),
                     output_tokens=int(spec[2]),
@@ -111,6 +126,19 @@ def _steps(args: argparse.Namespace, prices: PriceTable) -> tuple[StepCost, ...]
         except ValueError as exc:
             raise UsageError(f"cost-model: {exc}") from exc
     return tuple(steps)
+
+
+def _refuse_unpriced(seen: Observed) -> None:
+    """The spend avoided cannot be known while some calls have no price."""
+    if not seen.unpriced_models:
+        return
+    models = ", ".join(seen.unpriced_models)
+    raise UsageError(
+        f"cost-model: the runs read made {plural(seen.unpriced_calls, 'call')} to "
+        f"unpriced models ({models}; {seen.input_tokens_per_step:.0f} input and "
+        f"{seen.output_tokens_per_step:.0f} output tokens a step on average); price "
+        "them with --price MODEL=IN,OUT (USD per million tokens)"
+    )
 
 
 def _observed_steps(seen: Observed, args: argparse.Namespace) -> tuple[StepCost, ...]:
@@ -141,12 +169,14 @@ async def cost_model(args: argparse.Namespace) -> int:
             f"with the services up (measured: {', '.join(sorted(overheads))})"
         )
     seen: Observed | None = None
+    table = prices.price_table(args)
     if args.from_store:
-        async with Engine(args.from_store) as engine:
+        async with Engine(args.from_store, prices=table) as engine:
             seen = await observe(engine, workflow=args.workflow, limit=args.limit)
+        _refuse_unpriced(seen)
         steps = _observed_steps(seen, args)
     else:
-        steps = _steps(args, PriceTable())
+        steps = _steps(args, table)
     failure = args.failure_rate
     if failure is None:
         failure = seen.failure_rate if seen else 0.01
@@ -263,7 +293,7 @@ def _assumptions(inputs: Inputs, seen: Observed | None, kind: str) -> list[str]:
     labels = sorted({s.label for s in inputs.steps})
     over = inputs.overhead
     lines = [
-        f"{len(inputs.steps)} steps/request ({', '.join(labels)}),",
+        f"{plural(len(inputs.steps), 'step')}/request ({', '.join(labels)}),",
         f"  LLM {_usd(inputs.llm_usd_per_request)}/request, failure rate "
         f"{inputs.failure_rate:.2%}/step, {inputs.step_seconds:g} s/step",
         f"store: {kind}, measured {over.us_per_step:g} us/step, "
@@ -276,7 +306,7 @@ def _assumptions(inputs: Inputs, seen: Observed | None, kind: str) -> list[str]:
     ]
     if seen is not None:
         lines.append(
-            f"observed on {seen.runs} runs: {seen.steps_per_run:.1f} steps/run, "
+            f"observed on {plural(seen.runs, 'run')}: {seen.steps_per_run:.1f} steps/run, "
             f"{seen.failure_rate:.2%} of step attempts interrupted"
         )
     return lines

@@ -21,8 +21,9 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.ledger import Ledger
+from resumable._plural import plural
 from resumable.errors import ResumableError, UsageError
-from resumable.pricing import PRICES_AS_OF
+from resumable.pricing import DEFAULT_PRICES
 
 TOTAL_CALLS = 101  # 50 summaries, 50 entity lists, 1 report
 KILL_AT_CALLS = 60  # about 60% of the way
@@ -83,7 +84,8 @@ def run_demo(args: argparse.Namespace) -> int:
         first.communicate()
         done_before = llm.count(status=200)
         print(
-            f"demo: killed the process with SIGKILL after {done_before} of {TOTAL_CALLS} LLM calls"
+            f"demo: killed the process with SIGKILL after {done_before} of "
+            f"{plural(TOTAL_CALLS, 'LLM call')}"
         )
 
         resumed_at = time.monotonic()
@@ -142,7 +144,7 @@ def _report(
     print(f"  tokens reused                   {resumed.reused.total_tokens:,}")
     print(
         f"  dollars reused                  ${resumed.reused.cost_usd:.4f} "
-        f"(gpt-5-mini prices as of {PRICES_AS_OF})"
+        f"(gpt-5-mini prices as of {DEFAULT_PRICES['gpt-5-mini'].as_of})"
     )
     if to_first is not None:
         print(
@@ -151,17 +153,17 @@ def _report(
     billed = sum(1 for r in requests if r.status == 200)
     print(f"  provider errors retried         {faults} (429 with retry-after, 500)")
     print(
-        f"  provider answered               {billed} calls; {billed - ledger.incurred.calls} "
-        f"were in flight when the process died (answered, never committed) and ran again"
+        f"  provider answered               {plural(billed, 'call')}; "
+        f"{billed - ledger.incurred.calls} were in flight when the process died (answered, never committed) and ran again"
     )
     print(
-        f"  run total incurred              {ledger.incurred.calls} calls, "
+        f"  run total incurred              {plural(ledger.incurred.calls, 'call')}, "
         f"{ledger.incurred.total_tokens:,} tokens, ${ledger.incurred.cost_usd:.4f}"
     )
     print()
     print(
         f"demo: a restart without checkpointing would have paid again for "
-        f"{resumed.reused.calls} calls ({resumed.reused.total_tokens:,} tokens, "
+        f"{plural(resumed.reused.calls, 'call')} ({resumed.reused.total_tokens:,} tokens, "
         f"${resumed.reused.cost_usd:.4f}) and waited for them"
     )
     print(f"demo: inspect the run with `resumable show {run_id}`")

@@ -21,6 +21,8 @@ from typing import IO, Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.export import StepExport
+from resumable._plural import plural
+from resumable.cli import _prices as prices
 from resumable.errors import UsageError
 from resumable.stores.protocol import RUN_STATUSES
 
@@ -58,6 +60,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         action="store_true",
         help="add each run's input (args, kwargs) to its records",
     )
+    prices.add_option(export)
     export.set_defaults(handler=export_runs)
 
 
@@ -79,7 +82,7 @@ async def export_runs(args: argparse.Namespace) -> int:
     """Write the records to the file (or stdout) and say how many on stderr."""
     if args.format == "parquet" and not args.output:
         raise UsageError("--format parquet writes a file: give --output PATH")
-    async with Engine(args.store) as engine:
+    async with Engine(args.store, prices=prices.price_table(args)) as engine:
         records = engine.export(
             args.run_ids,
             workflow=args.workflow,
@@ -97,7 +100,7 @@ async def export_runs(args: argparse.Namespace) -> int:
             count = await write_jsonl(records, sys.stdout.buffer)
             sys.stdout.flush()
     where = args.output or "stdout"
-    print(f"exported {count} steps to {where}", file=sys.stderr)
+    print(f"exported {plural(count, 'step')} to {where}", file=sys.stderr)
     return 0
 
 

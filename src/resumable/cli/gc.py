@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 from resumable._engine.engine import Engine
+from resumable._plural import plural
 from resumable.errors import UsageError
 from resumable.stores.protocol import TERMINAL_STATUSES, RunStatus
 
@@ -71,13 +72,14 @@ async def collect_garbage(args: argparse.Namespace) -> int:
         )
     verb = "would delete" if report.dry_run else "deleted"
     print(
-        f"gc {verb} {report.runs} runs"
+        f"gc {verb} {plural(report.runs, 'run')}"
         + (
             ""
             if report.dry_run
-            else f", {report.steps} steps, {report.inputs} inputs, {report.chunks} chunks"
-            + (f", {report.blobs} offloaded objects" if report.blobs else "")
-            + f" ({report.bytes} bytes of payloads)"
+            else f", {plural(report.steps, 'step')}, {plural(report.inputs, 'input')}, "
+            f"{plural(report.chunks, 'chunk')}"
+            + (f", {plural(report.blobs, 'offloaded object')}" if report.blobs else "")
+            + f" ({plural(report.bytes, 'byte')} of payloads)"
         )
         + (
             f"; kept {report.kept_for_forks} that forks or live parents still need"

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from resumable._engine.engine import Engine
+from resumable._plural import plural
 
 
 def register(commands: Any, store: argparse.ArgumentParser) -> None:
@@ -28,7 +29,8 @@ async def run_rekey(args: argparse.Namespace) -> int:
         report = await engine.rekey(batch=args.batch, dry_run=args.dry_run)
     verb = "would re-encrypt" if args.dry_run else "re-encrypted"
     print(
-        f"rekey {verb} {report.total_rewritten} payloads; {report.current} were current"
+        f"rekey {verb} {plural(report.total_rewritten, 'payload')}; "
+        f"{report.current} {'was' if report.current == 1 else 'were'} current"
     )
     for kind, count in sorted(report.rewritten.items()):
         print(f"  {kind:<18} {count}")

@@ -11,8 +11,10 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.history import StepView
-from resumable._engine.ledger import Ledger, Spend
+from resumable._engine.ledger import Ledger, Spend, spend_text
 from resumable._engine.specs import register_known_types
+from resumable._plural import plural
+from resumable.cli import _prices as prices
 from resumable.cli._table import clip, duration, size, table, when
 from resumable.errors import ResumableError, UsageError
 from resumable.serde.view import one_line
@@ -33,6 +35,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         "--version", help="only runs that started on this @workflow(version=)"
     )
     listing.add_argument("--limit", type=int, default=50)
+    prices.add_option(listing)
     listing.set_defaults(handler=list_runs)
 
     show = commands.add_parser(
@@ -49,6 +52,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="import a module whose types outputs use, and show real objects "
         "(default: a generic view that needs no application code)",
     )
+    prices.add_option(show)
     show.set_defaults(handler=show_run)
 
     resume = commands.add_parser("resume", parents=[store], help="resume a run by id")
@@ -83,7 +87,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
 
 async def list_runs(args: argparse.Namespace) -> int:
     """Print runs as a table."""
-    async with Engine(args.store) as engine:
+    async with Engine(args.store, prices=prices.price_table(args)) as engine:
         found = await engine.runs(
             status=args.status,
             workflow=args.workflow,
@@ -133,10 +137,7 @@ async def _ledger_or_none(engine: Engine, run_id: str) -> Ledger | None:
 
 
 def _spend(spend: Spend) -> str:
-    if not spend.calls:
-        return "-"
-    dollars = f"${spend.cost_usd:.4f}" + ("+" if spend.unpriced_calls else "")
-    return f"{spend.calls} calls, {spend.total_tokens:,} tok, {dollars}"
+    return spend_text(spend) if spend.calls else "-"
 
 
 async def show_run(args: argparse.Namespace) -> int:
@@ -144,7 +145,7 @@ async def show_run(args: argparse.Namespace) -> int:
     for app in args.app:
         _import_app(app)
     register_known_types()
-    async with Engine(args.store) as engine:
+    async with Engine(args.store, prices=prices.price_table(args)) as engine:
         run = await engine.get(args.run_id)
         steps = await engine.history(args.run_id)
         children = await engine.runs(parent=args.run_id, limit=1000)
@@ -166,11 +167,13 @@ async def show_run(args: argparse.Namespace) -> int:
         for execution in ledger.executions:
             print(
                 f"  execution {execution.fence}: incurred {_spend(execution.incurred)}; "
-                f"replayed {execution.replayed_steps} steps, reused {_spend(execution.reused)}"
+                f"replayed {plural(execution.replayed_steps, 'step')}, "
+                f"reused {_spend(execution.reused)}"
             )
         if ledger.unpriced_models:
             print(
-                f"unpriced  {', '.join(ledger.unpriced_models)} (tokens counted, $ not)"
+                f"unpriced  {', '.join(ledger.unpriced_models)}: tokens counted, no "
+                "price known; give one with --price MODEL=IN,OUT (USD per 1M tokens)"
             )
     for child in sorted(children, key=lambda c: c.run_id):
         print(f"child     {child.run_id}  {child.workflow}  {child.status}")

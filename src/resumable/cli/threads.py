@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from resumable._engine.engine import Engine
+from resumable._plural import plural
 from resumable.cli._table import clip, table, when
 from resumable.errors import CheckpointNotFound, ResumableError, UsageError
 from resumable.integrations.langgraph_threads import (
@@ -116,7 +117,7 @@ async def show_thread(args: argparse.Namespace) -> int:
         "CREATED (UTC)",
         "VALUES",
     ]
-    print(f"thread  {args.thread_id}  ({len(history)} checkpoints)\n")
+    print(f"thread  {args.thread_id}  ({plural(len(history), 'checkpoint')})\n")
     print(table(headers, rows, right=[3, 5]))
     if args.full:
         for checkpoint, value in zip(history, values, strict=True):

@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from resumable._engine.engine import Engine
+from resumable.cli import _prices as prices
 from resumable.cli.runs import _import_app
 from resumable.errors import UsageError
 from resumable.ui import check_bind
@@ -36,6 +37,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         default=[],
         help="import a module that defines workflows, so Resume can run them here",
     )
+    prices.add_option(ui)
     ui.set_defaults(handler=serve_ui)
 
 
@@ -54,7 +56,7 @@ def serve_ui(args: argparse.Namespace) -> int:
         ) from None
 
     async def main() -> None:
-        async with Engine(args.store) as engine:
+        async with Engine(args.store, prices=prices.price_table(args)) as engine:
             app = create_app(engine, token=args.token, host=args.host)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_level="warning"

@@ -13,6 +13,7 @@ from typing import Any
 
 from resumable._engine.engine import Engine
 from resumable._engine.worker import Queue
+from resumable._plural import plural
 from resumable.errors import UsageError
 from resumable.observability import Observer
 
@@ -138,5 +139,5 @@ async def run_worker(args: argparse.Namespace) -> int:
         finally:
             if endpoint is not None:
                 await endpoint.close()
-    print(f"worker stopped after {worker.completed} runs", flush=True)
+    print(f"worker stopped after {plural(worker.completed, 'run')}", flush=True)
     return 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from resumable._engine.engine import Engine
 from resumable._engine.export import StepExport
 from resumable._engine.listing import RunFilter, RunView
+from resumable._plural import plural
 from resumable.errors import RunNotFound
 from resumable.ui.html import badge, esc, table, url, value_text
 
@@ -174,7 +175,8 @@ async def render_diff(engine: Engine, a: str, b: str) -> str:
             ]
         )
     summary = (
-        f"<p>{differing} of {len(rows)} steps differ.</p>"
+        f"<p>{differing} of {plural(len(rows), 'step')} "
+        f"{'differs' if differing == 1 else 'differ'}.</p>"
         if rows
         else "<p class=empty>Neither run has steps.</p>"
     )

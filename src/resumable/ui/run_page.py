@@ -9,8 +9,9 @@ from datetime import datetime, timedelta
 from resumable._engine.children import child_run_id
 from resumable._engine.engine import Engine
 from resumable._engine.export import InputView, StepExport
-from resumable._engine.ledger import Ledger
+from resumable._engine.ledger import Ledger, Spend, dollars_text, spend_text
 from resumable._engine.listing import RunFilter, RunView
+from resumable._plural import plural
 from resumable.errors import ResumableError
 from resumable.ui.html import (
     VALUE_CHARS,
@@ -195,7 +196,7 @@ def _step_bars(
                 previous_end,
                 _ms(step.started_at, previous_end),
                 "backoff",
-                f"{step.attempts - 1} earlier attempt(s) and retry back-off",
+                f"{plural(step.attempts - 1, 'earlier attempt')} and retry back-off",
             )
         )
     if step.step == "sleep" and step.status == "ok":
@@ -368,7 +369,7 @@ def _steps(
                 f'<span class="k-{kind} kind">{esc(kind)}</span>',
                 str(s.attempts),
                 f"{s.duration_ms:,} ms",
-                f"{s.calls} · ${s.cost_usd:.4f}" if s.calls else "",
+                _step_dollars(s) if s.calls else "",
                 f"<code>{esc(s.args_fingerprint[:10])}</code>",
                 shown,
             ]
@@ -392,6 +393,25 @@ def _steps(
     )
 
 
+def _spent(spend: Spend) -> str:
+    return spend_text(spend) if spend.calls else "nothing"
+
+
+def _step_dollars(step: StepExport) -> str:
+    """A step's LLM calls and dollars: "2 · $0.0012", or "1 · unpriced"."""
+    if (
+        step.cost_usd is None
+    ):  # a call's model has no price: the step's total is unknown
+        dollars = dollars_text(
+            0.0, calls=step.unpriced_calls, unpriced_calls=step.unpriced_calls
+        )
+        if step.unpriced_calls < step.calls:
+            dollars = f"{plural(step.unpriced_calls, 'call')} {dollars}"
+    else:
+        dollars = f"${step.cost_usd:.4f}"
+    return f"{step.calls} · {esc(dollars)}"
+
+
 def _error(error: object) -> str:
     """A recorded error: its type and message, then its traceback as text."""
     if not isinstance(error, dict) or not isinstance(error.get("traceback"), str):
@@ -412,9 +432,14 @@ def _ledger(ledger: Ledger | None) -> str:
         )
         bars.append((f"execution {e.fence} reused", e.reused.total_tokens, "reused"))
     usd = (
-        f"<p>Incurred ${ledger.incurred.cost_usd:.4f} ({ledger.incurred.calls} calls); "
-        f"reused by replay ${ledger.reused.cost_usd:.4f} ({ledger.reused.calls} calls).</p>"
+        f"<p>Incurred {esc(_spent(ledger.incurred))}; "
+        f"reused by replay {esc(_spent(ledger.reused))}.</p>"
     )
+    if ledger.unpriced_models:
+        usd += (
+            f"<p>Unpriced: {esc(', '.join(ledger.unpriced_models))} "
+            "(tokens counted, no price known).</p>"
+        )
     return "<h2>Ledger (tokens)</h2>" + usd + hbar_chart(bars, "tok")
 
 
