@@ -33,8 +33,8 @@ test: $(STAMP)
 	$(BIN)/coverage report --skip-covered --skip-empty --sort=cover | tail -n 25
 
 lint: $(STAMP)
-	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy src tests
 	$(BIN)/mypy benchmarks
 	$(BIN)/pyright src tests/typing
