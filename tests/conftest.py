@@ -1,4 +1,7 @@
-"""Shared fixtures: a fresh store per backend, an engine on it, a fake clock."""
+"""Shared fixtures: a fresh store per backend, an engine on it, a fake clock.
+
+Also the end-of-run summary of skips by reason (pytest_terminal_summary).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import enum
 import os
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -164,3 +168,28 @@ def registry_for(*values: object) -> TypeRegistry:
     for value in values:
         walk(value)
     return registry
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """One line per distinct skip (and xfail) reason with its count.
+
+    `-ra` printed one line per skipped test and place (hundreds without the
+    services); addopts now asks for `-rfE`, so failures and errors keep their
+    full report and the rest is counted here.
+    """
+    for kind, title in (("skipped", "skipped"), ("xfailed", "expected failures")):
+        reasons = Counter(
+            _reason(report) for report in terminalreporter.stats.get(kind, [])
+        )
+        if not reasons:
+            continue
+        terminalreporter.section(f"{title}, by reason", sep="-")
+        for reason, count in reasons.most_common():
+            terminalreporter.write_line(f"{count:5d}  {reason}")
+
+
+def _reason(report: pytest.TestReport) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+        return message.removeprefix("Skipped: ")
+    return str(getattr(report, "wasxfail", "")) or "(no reason given)"

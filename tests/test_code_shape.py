@@ -1,6 +1,7 @@
 """The shape issue 24 asks of the code: no module over 600 lines, no function over 60.
 
-A module or function past these is a sign it holds two concepts (STYLE.md). A
+A module or function past these is a sign it may hold two concepts: look for
+them, and split along a concept, never to meet a count (CONTRIBUTING.md). A
 function's docstring does not count toward its length, nor do the functions
 defined inside it (each is measured on its own); a module's lines all do.
 """

@@ -5,7 +5,8 @@ function (a lazy import still ties two modules together). `from pkg import name`
 points at the submodule `pkg.name` when there is one, otherwise at `pkg` itself.
 Packages are compared one level below `resumable` (`resumable._engine`,
 `resumable.stores`, `resumable.pricing`, ...), where imports must point down the
-stack (STYLE.md).
+stack: cli and integrations to the Engine, the engine to stores and serde, never
+back (CONTRIBUTING.md, "How it is built").
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ def run_demo(args: argparse.Namespace) -> int:
         import openai  # noqa: F401 - the child needs it; say so before starting
     except ImportError:
         raise UsageError(
-            "the demo calls its simulated provider through the openai SDK: pip install openai"
+            "the demo calls its simulated provider through the openai SDK: "
+            "pip install 'resumable[openai]'"
         ) from None
     from resumable.simulator import FaultPlan, SimulatedProvider
 
