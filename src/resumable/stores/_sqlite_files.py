@@ -79,8 +79,10 @@ def connect(
         return conn, found
     try:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError:
+    except sqlite3.OperationalError as exc:
         conn.close()
+        if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN:
+            raise  # busy, damaged...: reported as it is, not read as immutable
         immutable = Target(f"{found.database}&immutable=1", uri=True, query_only=False)
         return connect(
             immutable, timeout_s=timeout_s, check_same_thread=check_same_thread
