@@ -12,7 +12,7 @@ from typing import Any
 from resumable._engine.engine import Engine
 from resumable._engine.history import StepView
 from resumable._engine.ledger import Ledger, Spend
-from resumable._engine.specs import register_known_types
+from resumable._engine.specs import WORKFLOWS, register_known_types
 from resumable.cli import waiting
 from resumable.cli._table import clip, duration, size, store_label, table, when
 from resumable.errors import ResumableError, UsageError
@@ -289,7 +289,9 @@ async def resume_run(args: argparse.Namespace) -> int:
     stopped = waiting.Suspended(args.run_id)
     async with Engine(args.store, observers=[stopped]) as engine:
         run = await engine.get(args.run_id)
-        if run.version is not None:
+        spec = WORKFLOWS.get(run.workflow)
+        if run.version is not None or (spec is not None and spec.version is not None):
+            # versions are in use: say which code the run started on, even none
             print(f"run {args.run_id} {_started_on(run.version)}", flush=True)
         if args.wait:
             result = await engine.resume(args.run_id)
@@ -333,7 +335,9 @@ async def fork_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _started_on(version: str) -> str:
+def _started_on(version: str | None) -> str:
+    if version is None:
+        return "started on a workflow without a version"
     return f"started on workflow version {version}"
 
 
