@@ -172,6 +172,8 @@ def test_the_cli_exits_2_on_a_usage_error_and_1_on_a_run_error(
     url = f"sqlite:///{tmp_path}/state.db"
     assert main(["gc", "--older-than", "soon", "--store", url]) == 2
     assert "--older-than 'soon'" in capsys.readouterr().err
+    assert main(["gc", "--dry-run", "--store", url]) == 0  # makes the store
+    capsys.readouterr()
     assert main(["show", "no-such-run", "--store", url]) == 1  # RunNotFound
     assert "does not exist" in capsys.readouterr().err
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import sys
 import textwrap
 from pathlib import Path
@@ -48,9 +49,12 @@ async def test_runs_and_show_print_tables(
 
 
 async def main_async(argv: list[str]) -> int:
-    import asyncio
-
     return await asyncio.to_thread(main, argv)
+
+
+async def create_store_at(url: str) -> None:
+    async with Engine(url) as engine:
+        await engine.count_runs()
 
 
 @pytest.mark.parametrize(
@@ -71,6 +75,7 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(
 ) -> None:
     if "--store" not in argv:
         argv = [*argv, "--store", url]
+    asyncio.run(create_store_at(url))  # `show` reads a store that is there
     assert main(argv) == status
     err = capsys.readouterr().err
     assert message in err

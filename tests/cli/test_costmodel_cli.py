@@ -136,6 +136,8 @@ def test_from_an_empty_store_says_what_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path / 'empty.db'}"
+    assert main(["gc", "--store", url]) == 0  # an empty store (reading makes none)
+    capsys.readouterr()
     assert main(["cost-model", "--from-store", url]) == 2
     assert "no finished run with steps" in capsys.readouterr().err
 

@@ -128,6 +128,7 @@ def test_the_cli_serves_the_dashboard_on_loopback(tmp_path: Path) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    call(_create_store(f"sqlite:///{tmp_path / 'cli.db'}"))  # ui creates none
     server = subprocess.Popen(
         [sys.executable, "-m", "resumable.cli", "ui", "--port", str(port),
          "--store", f"sqlite:///{tmp_path / 'cli.db'}"],
@@ -151,6 +152,11 @@ def test_the_cli_serves_the_dashboard_on_loopback(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.communicate(timeout=30)
+
+
+async def _create_store(url: str) -> None:
+    async with Engine(url) as engine:
+        await engine.count_runs()
 
 
 def test_a_form_over_the_size_limit_is_refused_and_changes_nothing(

@@ -175,16 +175,23 @@ async def test_open_is_idempotent_and_refuses_a_newer_schema(
     await newer.close()
 
 
-async def test_open_warns_when_the_server_does_not_persist(
+async def test_storing_runs_warns_once_when_the_server_does_not_persist(
     admin: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
     if (await _config(admin, "appendonly"), await _config(admin, "save")) != ("no", ""):
         pytest.skip("the test server persists; nothing to warn about")
-    store = RedisStore(_url(_base_url(), _fresh_prefix()))
+    url = _url(_base_url(), _fresh_prefix())
+    store, again = RedisStore(url), RedisStore(url)
     with caplog.at_level(logging.WARNING, logger="resumable"):
         await store.open()
+        await store.list_runs(RunQuery())  # reading: nothing to warn about
+        assert not caplog.records
+        await store.create_run(run_record("r1"))
+        await store.create_run(run_record("r2"))
+        await again.create_run(run_record("r3"))  # another engine, same process
     await store.drop()
     await store.close()
+    await again.close()
     warnings = [
         r
         for r in caplog.records

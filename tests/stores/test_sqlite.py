@@ -37,12 +37,14 @@ def test_url_forms_and_options() -> None:
         "full",
         10_000,
         256,
+        "rwc",
     )
     assert parse_url(
-        "sqlite:////abs/state.db?durability=normal&busy_timeout_ms=50&mmap_mb=0"
-    ) == (Path("/abs/state.db"), "normal", 50, 0)
+        "sqlite:////abs/state.db?durability=normal&busy_timeout_ms=50&mmap_mb=0&mode=ro"
+    ) == (Path("/abs/state.db"), "normal", 50, 0, "ro")
     for bad in (
         "sqlite://",
+        "sqlite:///x.db?mode=rwx",
         "sqlite:///x.db?durability=off",
         "sqlite:///x.db?nope=1",
         "sqlite:///x.db?mmap_mb=lots",

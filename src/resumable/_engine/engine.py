@@ -43,6 +43,7 @@ from resumable._engine.observe import combine, report_commit_batches
 from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.state_methods import StateMethods
 from resumable._engine.states import States
+from resumable._engine.waits import WAIT_PREFIX
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
     RunNotFound,
@@ -451,6 +452,27 @@ class Engine(StateMethods, MaintenanceMethods):
         """
         await self._get(run_id)
         return await input_views(self.store, self.serde, run_id)
+
+    async def awaited_keys(self, run_id: str) -> list[str]:
+        """The keys a run waits for in `wait_for` and was not sent, in call order.
+
+        Those of the waits it has reached (empty once it has ended). `send` also
+        takes other keys (a value for a `wait_for` the run has not reached yet);
+        the CLI and the dashboard ask before sending one.
+
+        Raises:
+            RunNotFound: There is no such run.
+        """
+        run = await self._get(run_id)
+        if run.is_terminal:
+            return []
+        sent = await self.store.get_inputs(run_id)
+        keys = [
+            step.name.removeprefix(WAIT_PREFIX)
+            for step in await run_history(self.store, self.serde, run)
+            if step.status == "waiting" and step.name.startswith(WAIT_PREFIX)
+        ]
+        return [key for key in dict.fromkeys(keys) if key not in sent]
 
     async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
         """How many runs `selection` matches, by status and queue."""

@@ -57,13 +57,16 @@ class MaintenanceMethods:
         """Delete finished runs (with their journals and inputs) and unused chunks.
 
         A run is due when it finished more than `older_than` ago, or its `ttl`
-        (given when it started) has passed. Runs that have not finished, runs a
-        fork shares steps with, and children of unfinished parents are kept.
+        (given when it started) has passed; with `keep_last` and no `older_than`,
+        when it is not among the newest `keep_last` of its workflow. Runs that have
+        not finished, runs a fork shares steps with, and children of unfinished
+        parents are kept.
 
         Args:
             older_than: Age (since the run last changed) beyond which it is due.
             status: Which finished statuses may be deleted.
-            keep_last: Keep this many of the newest finished runs of each workflow.
+            keep_last: Keep this many of the newest finished runs of each workflow;
+                alone, delete the other finished runs, whatever their age.
             dry_run: Report what would be deleted; delete nothing.
             batch: Runs per delete transaction.
             blobs_grace: With payload offload, objects no row references are

@@ -51,13 +51,16 @@ async def collect(
         None if older_than is None else now_ms - int(older_than.total_seconds() * 1000)
     )
     finished = await _finished(store, statuses)
-    keep = _newest_per_workflow(finished, keep_last) if keep_last else set()
+    keep = _newest_per_workflow(finished, keep_last) if keep_last is not None else set()
+    # keep_last alone: every finished run beyond the newest N of its workflow is due
+    by_count = keep_last is not None and cutoff_ms is None
     due = [
         run
         for run in finished
         if run.run_id not in keep
         and (
-            (cutoff_ms is not None and run.updated_at_ms < cutoff_ms)
+            by_count
+            or (cutoff_ms is not None and run.updated_at_ms < cutoff_ms)
             or (run.expires_at_ms is not None and run.expires_at_ms <= now_ms)
         )
     ]

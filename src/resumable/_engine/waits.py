@@ -19,12 +19,34 @@ from resumable._engine.bridge import wait_on
 from resumable._engine.commits import commit
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ids import check_id
-from resumable.errors import NonDeterminismError, NotInRun, WaitTimeout
+from resumable.errors import NonDeterminismError, NotInRun, UsageError, WaitTimeout
 from resumable.stores.places import input_place, step_place
 from resumable.stores.protocol import RunStatus, StepRecord, StepStatus
 
 # a sleep shorter than this is slept in-process rather than suspending the run
 INLINE_SLEEP_S = 1.0
+WAIT_PREFIX = "wait_for:"
+"""A wait_for's journal name is this prefix and its key."""
+
+
+def unawaited(
+    run_id: str, key: str, *, awaited: list[str], status: RunStatus, early: str
+) -> UsageError | None:
+    """Why a front end asks before sending `key` (None: the run waits for it).
+
+    `Engine.send` takes a key sent early (`wait_for` returns it at once); the CLI
+    and the dashboard refuse one unless asked (`early` says how), as a typo would
+    otherwise wait unread. A run that has ended is left to `send`, which says so.
+    """
+    if key in awaited or status in ("succeeded", "failed", "cancelled"):
+        return None
+    hint = f"{early} sends {key!r} before the run asks for it"
+    if not awaited:
+        return UsageError(f"run {run_id!r} is {status}, not waiting for input; {hint}")
+    return UsageError(
+        f"run {run_id!r} is not waiting for {key!r}; it waits for "
+        f"{', '.join(repr(k) for k in awaited)} (or {hint})"
+    )
 
 
 class Suspend(BaseException):
@@ -86,7 +108,7 @@ def _awaited_here(coro: Coroutine[Any, Any, Any]) -> Any:
 
 
 async def _wait_for(key: str, timeout: float | None) -> Any:  # noqa: ASYNC109 - a durable deadline, which asyncio.timeout cannot express
-    point = _Point.take("wait_for", f"wait_for:{key}")
+    point = _Point.take("wait_for", f"{WAIT_PREFIX}{key}")
     ctx, recorded = point.ctx, point.recorded
     if recorded is not None and recorded.status in ("ok", "failed"):
         ctx.count_replay(point.seq)

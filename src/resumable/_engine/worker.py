@@ -142,6 +142,10 @@ class Worker:
 
     async def _execute(self, lease: Lease) -> None:
         run_id = lease.run_id
+        # a line as a run is claimed, at INFO (the CLI's default for `resumable
+        # worker`), as each execution's end is (runs._finish): what the worker does
+        taken = "" if lease.taken_from is None else f" from {lease.taken_from}"
+        log.info("run %r claimed%s", run_id, taken, extra={"run_id": run_id})
         try:
             await self.engine.resume_claimed(
                 run_id, taken_over=lease.taken_from is not None

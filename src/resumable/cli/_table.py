@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from urllib.parse import urlsplit
+
+from resumable.errors import StoreError
+from resumable.stores.sqlite import parse_url
+from resumable.stores.urls import redact
 
 
 def table(
@@ -50,3 +55,17 @@ def clip(text: str, width: int) -> str:
     """One line of at most `width` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def store_label(url: str) -> str:
+    """A store as a reader should see it: a SQLite file's absolute path, else its URL.
+
+    `sqlite:///state.db` is relative to the current folder: the path says which
+    file that was. Secrets in other URLs are masked.
+    """
+    if urlsplit(url).scheme == "sqlite":
+        try:
+            return str(parse_url(url).path.absolute())
+        except StoreError:  # options of a wrapper (?blobs=...): the URL says enough
+            pass
+    return redact(url)

@@ -17,6 +17,7 @@ from typing import Any
 from resumable._engine.engine import Engine
 from resumable._plural import plural
 from resumable.cli import _prices as prices
+from resumable.cli.opening import for_reading
 from resumable.costmodel import (
     STORE_KINDS,
     Inputs,
@@ -71,18 +72,44 @@ def register(commands: Any) -> None:
         "--workflow", help="with --from-store: only this workflow's runs"
     )
     shape.add_argument("--limit", type=int, default=1000, help="with --from-store")
-    load = cost.add_argument_group("load, store and prices")
+    _load_options(cost.add_argument_group("load, store and prices"))
+    cost.add_argument("--json", action="store_true", help="print JSON")
+    cost.set_defaults(handler=cost_model)
+
+
+def _load_options(load: Any) -> None:
+    """The options of the load, the store and the prices."""
     load.add_argument(
         "--requests-per-day",
         type=int,
         action="append",
         help="repeat; default 1K 10K 100K",
     )
-    load.add_argument("--store-kind", choices=STORE_KINDS, default="sqlite")
-    load.add_argument("--retention-days", type=float, default=30.0)
+    load.add_argument(
+        "--store-kind",
+        choices=STORE_KINDS,
+        default="sqlite",
+        help="the store priced (default: %(default)s)",
+    )
+    load.add_argument(
+        "--retention-days",
+        type=float,
+        default=30.0,
+        help="how long runs are kept before gc (default: %(default)s)",
+    )
     load.add_argument("--lease-ttl", type=float, default=5.0, help="seconds")
-    load.add_argument("--usd-per-gb-month", type=float, default=0.10)
-    load.add_argument("--usd-per-million-writes", type=float, default=0.0)
+    load.add_argument(
+        "--usd-per-gb-month",
+        type=float,
+        default=0.10,
+        help="storage price (default: %(default)s)",
+    )
+    load.add_argument(
+        "--usd-per-million-writes",
+        type=float,
+        default=0.0,
+        help="write price, for stores billed per write (default: %(default)s)",
+    )
     load.add_argument("--store-usd-per-month", type=float, default=0.0, help="fixed")
     load.add_argument("--overhead-file", type=Path, help="measured figures (JSON)")
     load.add_argument(
@@ -92,8 +119,6 @@ def register(commands: Any) -> None:
         metavar="MODEL=IN,OUT[,CACHED]",
         help=prices.HELP,
     )
-    cost.add_argument("--json", action="store_true", help="print JSON")
-    cost.set_defaults(handler=cost_model)
 
 
 def _steps(args: argparse.Namespace, table: PriceTable) -> tuple[StepCost, ...]:
@@ -171,7 +196,7 @@ async def cost_model(args: argparse.Namespace) -> int:
     seen: Observed | None = None
     table = prices.price_table(args)
     if args.from_store:
-        async with Engine(args.from_store, prices=table) as engine:
+        async with Engine(for_reading(args.from_store), prices=table) as engine:
             seen = await observe(engine, workflow=args.workflow, limit=args.limit)
         _refuse_unpriced(seen)
         steps = _observed_steps(seen, args)

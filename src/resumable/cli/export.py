@@ -51,7 +51,12 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         type=parse_since,
         help="runs created since: a duration (30m, 12h, 7d, 2w) or an ISO date",
     )
-    export.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "parquet"),
+        default="jsonl",
+        help="JSON Lines, or Parquet (needs resumable[parquet]; default: %(default)s)",
+    )
     export.add_argument(
         "--output", "-o", help="file to write (default: stdout, for jsonl only)"
     )

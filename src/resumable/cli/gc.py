@@ -33,7 +33,10 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="repeatable",
     )
     gc.add_argument(
-        "--keep-last", type=int, help="keep the newest N finished runs per workflow"
+        "--keep-last",
+        type=int,
+        help="keep the newest N finished runs of each workflow; alone (no "
+        "--older-than), delete every other finished run; with it, only those older",
     )
     gc.add_argument(
         "--dry-run", action="store_true", help="report only; delete nothing"
@@ -58,6 +61,8 @@ def parse_age(text: str) -> timedelta:
 
 async def collect_garbage(args: argparse.Namespace) -> int:
     """Run one retention pass and print what it removed."""
+    if args.keep_last is not None and args.keep_last < 0:
+        raise UsageError(f"--keep-last must be 0 or more (got {args.keep_last})")
     older_than = parse_age(args.older_than) if args.older_than else None
     status = cast(
         "tuple[RunStatus, ...]", tuple(args.status or sorted(TERMINAL_STATUSES))

@@ -19,7 +19,12 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         "key first). Safe to interrupt: run it again to finish.",
     )
     rekey.add_argument("--dry-run", action="store_true", help="count; rewrite nothing")
-    rekey.add_argument("--batch", type=int, default=500)
+    rekey.add_argument(
+        "--batch",
+        type=int,
+        default=500,
+        help="payloads rewritten per transaction (default: %(default)s)",
+    )
     rekey.set_defaults(handler=run_rekey)
 
 

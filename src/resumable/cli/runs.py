@@ -12,10 +12,11 @@ from typing import Any
 from resumable._engine.engine import Engine
 from resumable._engine.history import StepView
 from resumable._engine.ledger import Ledger, Spend, spend_text
-from resumable._engine.specs import register_known_types
+from resumable._engine.specs import WORKFLOWS, register_known_types
 from resumable._plural import plural
 from resumable.cli import _prices as prices
-from resumable.cli._table import clip, duration, size, table, when
+from resumable.cli import waiting
+from resumable.cli._table import clip, duration, size, store_label, table, when
 from resumable.errors import ResumableError, UsageError
 from resumable.serde.view import one_line
 from resumable.stores.kinds import JournalKind, index_of, kind_of
@@ -29,19 +30,23 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     listing = commands.add_parser(
         "runs", parents=[store], help="list runs, newest first"
     )
-    listing.add_argument("--status", choices=RUN_STATUSES)
-    listing.add_argument("--workflow")
+    listing.add_argument(
+        "--status", choices=RUN_STATUSES, help="only runs in this status"
+    )
+    listing.add_argument("--workflow", help="only runs of this workflow")
     listing.add_argument(
         "--version", help="only runs that started on this @workflow(version=)"
     )
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument(
+        "--limit", type=int, default=50, help="at most N runs (default: %(default)s)"
+    )
     prices.add_option(listing)
     listing.set_defaults(handler=list_runs)
 
     show = commands.add_parser(
         "show", parents=[store], help="show a run and its journal"
     )
-    show.add_argument("run_id")
+    show.add_argument("run_id", help="the run to show")
     show.add_argument(
         "--full", action="store_true", help="print every step's whole value"
     )
@@ -54,34 +59,55 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     )
     prices.add_option(show)
     show.set_defaults(handler=show_run)
+    _register_driving(commands, store)
 
+
+def _register_driving(commands: Any, store: argparse.ArgumentParser) -> None:
+    """The subcommands that change a run: resume, send, fork, cancel."""
     resume = commands.add_parser("resume", parents=[store], help="resume a run by id")
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", help="the run to resume")
     resume.add_argument(
         "--app",
         required=True,
         help="module that defines the run's workflow (e.g. myapp.flows)",
+    )
+    resume.add_argument(
+        "--wait",
+        action="store_true",
+        help="block while the run waits for input or sleeps, until it ends "
+        "(default: return, saying what it waits for)",
     )
     resume.set_defaults(handler=resume_run)
 
     send = commands.add_parser(
         "send", parents=[store], help="deliver input to a run waiting in wait_for(KEY)"
     )
-    send.add_argument("run_id")
-    send.add_argument("key")
+    send.add_argument("run_id", help="the waiting run")
+    send.add_argument("key", help="the key it waits for in wait_for(KEY)")
     send.add_argument("value", help="the value, as JSON")
+    send.add_argument(
+        "--early",
+        action="store_true",
+        help="send KEY though the run does not wait for it now (its wait_for(KEY) "
+        "later returns it at once)",
+    )
     send.set_defaults(handler=send_input)
 
     fork = commands.add_parser(
         "fork", parents=[store], help="new run sharing the first N steps of a run"
     )
-    fork.add_argument("run_id")
-    fork.add_argument("--at-step", type=int, required=True)
+    fork.add_argument("run_id", help="the run to fork")
+    fork.add_argument(
+        "--at-step",
+        type=int,
+        required=True,
+        help="the new run shares this run's steps up to this one (as `show` numbers them)",
+    )
     fork.add_argument("--new-id", help="id for the new run (default: generated)")
     fork.set_defaults(handler=fork_run)
 
     cancel = commands.add_parser("cancel", parents=[store], help="cancel a run")
-    cancel.add_argument("run_id")
+    cancel.add_argument("run_id", help="the run to cancel")
     cancel.set_defaults(handler=cancel_run)
 
 
@@ -96,7 +122,7 @@ async def list_runs(args: argparse.Namespace) -> int:
         )
         ledgers = [await _ledger_or_none(engine, run.run_id) for run in found]
     if not found:
-        print("no runs")
+        print(f"no runs in {store_label(args.store)}")
         return 0
     rows = [
         [
@@ -126,6 +152,7 @@ async def list_runs(args: argparse.Namespace) -> int:
     incurred = sum((ledger.incurred for ledger in known), Spend())
     reused = sum((ledger.reused for ledger in known), Spend())
     print(f"\ntotal: incurred {_spend(incurred)}; replay reused {_spend(reused)}")
+    print(f"store: {store_label(args.store)}")
     return 0
 
 
@@ -260,12 +287,22 @@ def _unreadable(exc: ResumableError, *, typed: bool) -> str:
 
 
 async def resume_run(args: argparse.Namespace) -> int:
-    """Import the app module, then resume the run to its end."""
+    """Import the app module, then resume the run to its end or its next wait."""
     _import_app(args.app)
-    async with Engine(args.store) as engine:
+    stopped = waiting.Suspended(args.run_id)
+    async with Engine(args.store, observers=[stopped]) as engine:
         run = await engine.get(args.run_id)
-        print(f"run {args.run_id} {_started_on(run.version)}", flush=True)
-        result = await engine.resume(args.run_id)
+        spec = WORKFLOWS.get(run.workflow)
+        if run.version is not None or (spec is not None and spec.version is not None):
+            # versions are in use: say which code the run started on, even none
+            print(f"run {args.run_id} {_started_on(run.version)}", flush=True)
+        if args.wait:
+            result = await engine.resume(args.run_id)
+        else:
+            result = await waiting.resume_until_suspended(engine, args.run_id, stopped)
+            if result is waiting.SUSPENDED:
+                await waiting.explain(engine, args)
+                return 0
     print(f"run {args.run_id} succeeded: {clip(repr(result), 200)}")
     return 0
 
@@ -279,6 +316,8 @@ async def send_input(args: argparse.Namespace) -> int:
             f"VALUE must be JSON ({exc}); quote strings: '\"yes\"'"
         ) from None
     async with Engine(args.store) as engine:
+        if not args.early:
+            await waiting.refuse_unawaited(engine, args.run_id, args.key)
         await engine.send(args.run_id, args.key, value)
     print(
         f"sent {args.key!r} to run {args.run_id}; a worker (or `resumable resume`) continues it"
@@ -293,10 +332,8 @@ async def fork_run(args: argparse.Namespace) -> int:
             args.run_id, at_step=args.at_step, run_id=args.new_id
         )
         version = (await engine.get(new_id)).version
-    print(
-        f"run {new_id} forked from {args.run_id} at step {args.at_step}; "
-        f"{args.run_id} {_started_on(version)}"
-    )
+    started = "" if version is None else f"; {args.run_id} {_started_on(version)}"
+    print(f"run {new_id} forked from {args.run_id} at step {args.at_step}{started}")
     print(f"continue it with: resumable resume {new_id} --app MODULE")
     return 0
 

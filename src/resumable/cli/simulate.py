@@ -15,8 +15,12 @@ def register(commands: Any) -> None:
         "simulate-llm",
         help="serve a simulated OpenAI/Anthropic API on 127.0.0.1 (tests, demos)",
     )
-    sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--port", type=int, default=8089)
+    sim.add_argument(
+        "--host", default="127.0.0.1", help="address (default: %(default)s)"
+    )
+    sim.add_argument(
+        "--port", type=int, default=8089, help="port (default: %(default)s)"
+    )
     sim.add_argument("--latency", type=float, default=0.0, help="seconds per request")
     sim.add_argument("--jitter", type=float, default=0.0, help="random extra seconds")
     sim.add_argument("--faults", help="a FaultPlan as JSON")

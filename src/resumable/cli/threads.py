@@ -32,7 +32,9 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         parents=[store],
         help="list LangGraph threads (ResumableSaver), most recently updated first",
     )
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument(
+        "--limit", type=int, default=50, help="at most N threads (default: %(default)s)"
+    )
     listing.set_defaults(handler=list_langgraph_threads)
 
     show = commands.add_parser(
@@ -40,7 +42,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         parents=[store],
         help="show a LangGraph thread's checkpoint history",
     )
-    show.add_argument("thread_id")
+    show.add_argument("thread_id", help="the thread to show")
     show.add_argument("--checkpoint", help="this checkpoint only")
     show.add_argument(
         "--full", action="store_true", help="print each checkpoint's whole values"

@@ -57,6 +57,7 @@ def serve_ui(args: argparse.Namespace) -> int:
 
     async def main() -> None:
         async with Engine(args.store, prices=prices.price_table(args)) as engine:
+            await engine.count_runs()  # a store that is not there: an error now
             app = create_app(engine, token=args.token, host=args.host)
             config = uvicorn.Config(
                 app, host=args.host, port=args.port, log_level="warning"

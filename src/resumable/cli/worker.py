@@ -32,7 +32,12 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
     worker.add_argument(
         "--app", required=True, action="append", help="module defining workflows"
     )
-    worker.add_argument("--concurrency", type=int, default=8)
+    worker.add_argument(
+        "--concurrency",
+        type=int,
+        default=8,
+        help="runs executed at once (default: %(default)s)",
+    )
     worker.add_argument(
         "--queue",
         action="append",

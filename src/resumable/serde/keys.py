@@ -201,7 +201,8 @@ def _decode_key(encoded: str, key_id: str) -> bytes:
     except (binascii.Error, ValueError):
         # from None: the decoder's message may quote the input, which is a secret.
         raise ValueError(
-            f"key {key_id!r} in RESUMABLE_ENCRYPTION_KEY is not valid base64"
+            f"key {key_id!r} in RESUMABLE_ENCRYPTION_KEY is not valid base64 "
+            f"({_GENERATE_KEY_HINT})"
         ) from None
     if len(key) != _KEY_SIZE:
         raise ValueError(

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger("resumable")
 
 DEFAULT_PREFIX: Final = "resumable:"
+# the store URLs whose server's persistence this process checked: a warning worth once, not
+# on every engine or command (process-wide on purpose, as logging's own state is)
+_PERSISTENCE_CHECKED: set[str] = set()
 SCHEMA_VERSION: Final = 2  # 2: the threads zset
 _LIB: Final = "lib.lua"
 _SCRIPTS_WITH_LIB: Final = (
@@ -131,7 +134,7 @@ class RedisClient:
         self.client()  # no I/O: surfaces a malformed URL here, not on first use
 
     async def open(self, *, run_id: str | None = None, seq: int | None = None) -> None:
-        """Connect, check the schema version and warn if the server does not persist."""
+        """Connect and check the schema version."""
         if self._is_open:
             return
         client = self.client()
@@ -150,7 +153,6 @@ class RedisClient:
             raise SchemaVersionError(
                 store=self.url, found=found, supported=SCHEMA_VERSION
             )
-        await self._check_persistence(client)
         self._is_open = True
         if found == 1:  # open already, as the migration reads through the store
             try:
@@ -183,6 +185,17 @@ class RedisClient:
                 for name, source in _script_sources().items()
             }
         return self._redis
+
+    async def warn_if_unpersisted(self) -> None:
+        """Warn if the server does not persist: once per store URL in a process.
+
+        Called where runs are written (created, claimed), so a command that only
+        reads never warns, and a process opening many engines warns once.
+        """
+        if self.url in _PERSISTENCE_CHECKED:
+            return
+        _PERSISTENCE_CHECKED.add(self.url)
+        await self._check_persistence(self.client())
 
     async def _check_persistence(self, client: Redis) -> None:
         try:

@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar
 
 from resumable.errors import CheckpointWriteError, SchemaVersionError, StoreError
 from resumable.stores import _sql
+from resumable.stores import _sqlite_files as _files
 from resumable.stores._records import schema_version_of
 from resumable.stores._sqlite_syncs import WalSyncs
 from resumable.stores.syncs import deferring, owe
@@ -84,11 +85,15 @@ class SQLiteThread:
         *,
         busy_timeout_ms: int,
         mmap_mb: int,
+        mode: str = "rwc",
         sync_file: Callable[[int], None],
         on_connect: Callable[[Conn, bool], None] | None = None,
         inline_lock: threading.Lock | None = None,
     ) -> None:
         self.url, self.path, self.durability = url, path, durability
+        self.read_only = mode == "ro"
+        self._mode = mode
+        self._target: _files.Target | None = None  # decided at the first connect
         self._on_connect = on_connect
         self._busy_timeout_ms, self._mmap_mb = busy_timeout_ms, mmap_mb
         self._jobs: queue.SimpleQueue[_Job | str | None] = queue.SimpleQueue()
@@ -136,16 +141,20 @@ class SQLiteThread:
         self._wal.close()
 
     def _connect(self, *, inline: bool = False) -> Conn:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._target is None:
+            self._target = _files.target(self.url, self.path, self._mode)
         busy_timeout_ms = 0 if inline else int(self._busy_timeout_ms)
-        conn = sqlite3.connect(
-            self.path,
-            isolation_level=None,
-            timeout=busy_timeout_ms / 1000,
+        conn, self._target = _files.connect(
+            self._target,
+            timeout_s=busy_timeout_ms / 1000,
             check_same_thread=not inline,  # the inline connection is guarded by a lock
         )
         conn.row_factory = sqlite3.Row
-        if not inline:  # WAL persists in the file; the store thread set it at open
+        if self._target.query_only:
+            conn.execute("PRAGMA query_only = ON")
+        # WAL persists in the file; the store thread set it at open (a read-only
+        # open reads the file as it is)
+        if not inline and not self.read_only:
             conn.execute("PRAGMA journal_mode = WAL")
         # commits never sync themselves: a durable one syncs the WAL once it has
         # committed (`_sync`), with durability=full
@@ -246,11 +255,17 @@ class SQLiteThread:
     def _open_connection(self) -> Conn | None:
         try:
             conn = self._connect()
+        except StoreError as exc:  # no file where mode=rw or ro needs one
+            self._open_error = exc
+            return None
         except (sqlite3.Error, OSError) as exc:
             self._open_error = StoreError(store=self.url, detail=f"cannot open: {exc}")
             return None
         try:
-            self._migrate(conn)
+            if self.read_only:
+                _files.check_schema(conn, self.url, self.path)
+            else:
+                self._migrate(conn)
         except (SchemaVersionError, StoreError) as exc:
             self._open_error = exc
         except sqlite3.Error as exc:
@@ -376,6 +391,12 @@ class SQLiteThread:
         for the next sync to put on disk.
         """
         durable = durable and write and self.durability == "full"
+        if write and self.read_only:
+            raise StoreError(
+                store=self.url,
+                detail="opened read-only (mode=ro), so it takes no writes; open it "
+                "without mode=ro to change it",
+            )
         if self._thread is None or not self._opened.is_set():
             await self.open()  # also waits while another caller's open is migrating
         if write and (self.durability == "normal" or self._writes_alone(run_id)):

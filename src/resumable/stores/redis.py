@@ -109,9 +109,10 @@ class RedisStore(ThreadArchiveMethods):
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> RedisStore:
-        """Connect, check the schema version and warn if the server does not persist.
+        """Connect and check the schema version.
 
-        Idempotent; every other method opens the store on first use.
+        Idempotent; every other method opens the store on first use. The server's
+        persistence is checked (and warned about) when runs are first stored.
         """
         await self._conn.open()
         return self
@@ -167,6 +168,7 @@ class RedisStore(ThreadArchiveMethods):
             [self._keys.base, _b(run.run_id), *fields],
             run_id=run.run_id,
         )
+        await self._conn.warn_if_unpersisted()
         if isinstance(result, list):
             return _rec.run_from_hash(run.run_id, _rec.pairs(result))
         return run
@@ -330,6 +332,7 @@ class RedisStore(ThreadArchiveMethods):
                 *(_b(v) for v in sorted(set(versions))),
             ]
         flat = await self._script("claim_runs", [self._keys.timers], args)
+        await self._conn.warn_if_unpersisted()
         return [
             Lease(
                 run_id=_s(flat[i]),

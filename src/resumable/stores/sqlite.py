@@ -68,6 +68,15 @@ default; 0 reads it with read() calls). Mapped reads make a cold resume's journa
 load ~35% faster; the price is that a read error on the disk (or the file cut
 short by something other than SQLite) ends the process with SIGBUS instead of
 raising an error. The journal is safe either way: the run resumes from it.
+
+`mode=` says what opening may do, as SQLite's own URI option does: `rwc` (the
+default) creates the file and its folder and migrates the schema; `rw` opens an
+existing file only (and migrates it); `ro` opens an existing file read-only, for
+commands that only look (`resumable runs`, `show`, `export`...): it creates and
+migrates nothing, refuses every write, works on a read-only filesystem, and a
+missing file is a StoreError naming the absolute path looked at (how: see
+`_sqlite_files`). `sqlite:///state.db` is relative to the current folder;
+`sqlite:////srv/state.db` (four slashes) is absolute.
 """
 
 from __future__ import annotations
@@ -107,6 +116,7 @@ from resumable.stores.protocol import (
 
 _t = _sql.to_text
 DEFAULT_PATH: Final = Path(".resumable") / "state.db"
+MODES: Final = ("rwc", "rw", "ro")
 
 
 class SQLiteOptions(NamedTuple):
@@ -116,6 +126,8 @@ class SQLiteOptions(NamedTuple):
     durability: str
     busy_timeout_ms: int
     mmap_mb: int
+    mode: str = "rwc"
+    """rwc: create if missing; rw: an existing file only; ro: read-only."""
 
 
 def parse_url(url: str) -> SQLiteOptions:
@@ -135,6 +147,9 @@ def parse_url(url: str) -> SQLiteOptions:
     durability = options.pop("durability", "full").lower()
     if durability not in ("full", "normal"):
         raise StoreError(store=url, detail="durability must be 'full' or 'normal'")
+    mode = options.pop("mode", "rwc").lower()
+    if mode not in MODES:
+        raise StoreError(store=url, detail="mode must be 'rwc', 'rw' or 'ro'")
     numbers: dict[str, int] = {}
     for name, default in (("busy_timeout_ms", "10000"), ("mmap_mb", "256")):
         try:
@@ -147,7 +162,7 @@ def parse_url(url: str) -> SQLiteOptions:
         raise StoreError(
             store=url, detail=f"unknown option(s): {', '.join(sorted(options))}"
         )
-    return SQLiteOptions(Path(raw), durability, **numbers)
+    return SQLiteOptions(Path(raw), durability, **numbers, mode=mode)
 
 
 class SQLiteStore:
@@ -187,6 +202,7 @@ class SQLiteStore:
             options.durability,
             busy_timeout_ms=options.busy_timeout_ms,
             mmap_mb=options.mmap_mb,
+            mode=options.mode,
             sync_file=sync_file,
             on_connect=on_connect,
             inline_lock=inline_lock,
@@ -196,7 +212,11 @@ class SQLiteStore:
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> SQLiteStore:
-        """Start the store's thread, create the file and migrate its schema (idempotent)."""
+        """Start the store's thread, create the file and migrate its schema (idempotent).
+
+        With `mode=rw` the file must exist; with `mode=ro` it must exist, and is
+        only checked to hold a schema this version reads.
+        """
         await self._db.open()
         return self
 

@@ -35,6 +35,7 @@ from starlette.staticfiles import StaticFiles
 
 from resumable._engine.engine import Engine
 from resumable._engine.specs import WORKFLOWS
+from resumable._engine.waits import unawaited
 from resumable.errors import ResumableError, RunNotFound, UsageError
 from resumable.ui import lineage_page, run_page, runs_page, threads_page, workers_page
 from resumable.ui.html import esc, page
@@ -149,7 +150,8 @@ async def _run(board: Dashboard, request: Request) -> tuple[str, str]:
     steps = len(await board.engine.history(run_id))
     note = request.query_params.get("note")
     flash = f"<p class=flash>{esc(note)}</p>" if note else ""
-    return run_id, flash + live + run_page.actions(view, board.csrf, steps)
+    awaited = await board.engine.awaited_keys(run_id)
+    return run_id, flash + live + run_page.actions(view, board.csrf, steps, awaited)
 
 
 async def _lineage(board: Dashboard, request: Request) -> tuple[str, str]:
@@ -314,6 +316,16 @@ async def _perform(
             raise UsageError(
                 f'the value for key {key!r} is not JSON ({exc}); quote strings: "yes"'
             ) from None
+        if not form.get("early"):
+            refusal = unawaited(
+                run_id,
+                key,
+                awaited=await engine.awaited_keys(run_id),
+                status=(await engine.get(run_id)).status,
+                early="ticking 'before the run waits for it'",
+            )
+            if refusal is not None:
+                raise refusal
         await engine.send(run_id, key, value)
         return run_id, f"sent {key!r}; the run continues where it waits for it"
     if action == "fork":

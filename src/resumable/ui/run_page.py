@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -63,8 +63,11 @@ async def render_live(engine: Engine, run_id: str) -> str:
     )
 
 
-def actions(run: RunView, csrf: str, steps: int) -> str:
-    """The action forms (outside the live part, so typing is never interrupted)."""
+def actions(run: RunView, csrf: str, steps: int, awaited: Sequence[str] = ()) -> str:
+    """The action forms (outside the live part, so typing is never interrupted).
+
+    The send form is filled in with the first key the run waits for (`awaited`).
+    """
     rid = f'<input type=hidden name=run_id value="{esc(run.run_id)}">'
     forms = []
     if run.status != "succeeded":
@@ -79,8 +82,9 @@ def actions(run: RunView, csrf: str, steps: int) -> str:
         )
         forms.append(
             f'<form method=post action="/actions/send" class=send>{csrf_field(csrf)}{rid}'
-            '<label>Input key <input name=key required placeholder="approval"></label>'
+            f"<label>Input key <input name=key required {_key_field(awaited)}></label>"
             "<label>Value (JSON) <textarea name=value required rows=2 data-json>true</textarea></label>"
+            "<label><input type=checkbox name=early value=1> before the run waits for it</label>"
             "<button>Send input</button><output class=json-error></output></form>"
         )
     forms.append(
@@ -90,6 +94,16 @@ def actions(run: RunView, csrf: str, steps: int) -> str:
         "<button>Fork</button></form>"
     )
     return f"<section class=actions><h2>Actions</h2>{''.join(forms)}</section>"
+
+
+def _key_field(awaited: Sequence[str]) -> str:
+    """The key input's value (the awaited key) and the others it waits for, listed."""
+    if not awaited:
+        return 'placeholder="approval"'
+    others = (
+        f' title="it waits for: {esc(", ".join(awaited))}"' if len(awaited) > 1 else ""
+    )
+    return f'value="{esc(awaited[0])}"{others}'
 
 
 def _replayed_in_latest(ledger: Ledger | None) -> Replayed:
