@@ -1,8 +1,10 @@
 """The cost ledger: what every run spent on LLM calls, and what replay saved.
 
-Each step record carries the usage of every attempt it made (read from the OpenAI
-or Anthropic response it returned, plus `current_run().record_usage(...)`), each
-tagged with the execution (fence) that made the call. Each execution that
+Each step record carries the usage of every call each of its attempts made (metered
+where the call happened, at the `openai`/`anthropic` SDK: see `metering`; read from
+an OpenAI or Anthropic response the step returned that the meter did not see; plus
+`current_run().record_usage(...)`), each tagged with the execution (fence) that made
+the call. A call whose usage could not be known is kept as an unmetered call. Each execution that
 replayed steps writes one ledger entry, (`JournalKind.LEDGER`, indexed by its fence), summing the
 usage it reused instead of re-calling. Everything here is derived from those
 stored records, so any process computes the same ledger; dollars are priced
@@ -41,6 +43,10 @@ class Spend:
     """Dollars of the calls whose price is known."""
     unpriced_calls: int = 0
     """Calls to models with no known price: in the token counts, not in cost_usd."""
+    unmetered_calls: int = 0
+    """Calls whose usage could not be known (a response without usage, a stream
+    cut short): in `calls`, not in the tokens nor in cost_usd, which are then a
+    lower bound."""
 
     @property
     def total_tokens(self) -> int:
@@ -61,6 +67,7 @@ class Spend:
             output_tokens=self.output_tokens + other.output_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+            unmetered_calls=self.unmetered_calls + other.unmetered_calls,
         )
 
 
@@ -104,6 +111,9 @@ def spend_of(
     """The Spend of some calls; models with no price are added to `unpriced`."""
     total = Spend()
     for usage in usages:
+        if not usage.is_metered:
+            total = total + Spend(calls=1, unmetered_calls=1)
+            continue
         cost = prices.cost(usage)
         if cost is None and unpriced is not None:
             unpriced.add(usage.model or "(unknown model)")

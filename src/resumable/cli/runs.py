@@ -136,6 +136,10 @@ def _spend(spend: Spend) -> str:
     if not spend.calls:
         return "-"
     dollars = f"${spend.cost_usd:.4f}" + ("+" if spend.unpriced_calls else "")
+    if spend.unmetered_calls:  # their cost is unknown: never shown as $0
+        if spend.unmetered_calls == spend.calls:
+            return f"{spend.calls} calls, {spend.unmetered_calls} unmetered"
+        dollars += f"+, {spend.unmetered_calls} unmetered"
     return f"{spend.calls} calls, {spend.total_tokens:,} tok, {dollars}"
 
 
@@ -171,6 +175,12 @@ async def show_run(args: argparse.Namespace) -> int:
         if ledger.unpriced_models:
             print(
                 f"unpriced  {', '.join(ledger.unpriced_models)} (tokens counted, $ not)"
+            )
+        if ledger.incurred.unmetered_calls:
+            print(
+                f"unmetered {ledger.incurred.unmetered_calls} calls whose usage could "
+                "not be known (no usage in the response, or a stream not read to "
+                "its end): counted, tokens and $ unknown"
             )
     for child in sorted(children, key=lambda c: c.run_id):
         print(f"child     {child.run_id}  {child.workflow}  {child.status}")

@@ -1,0 +1,192 @@
+"""SDK metering: a step's calls are counted where they happen, whatever it returns."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import anthropic
+import openai
+import pytest
+from openai.types.chat import ChatCompletion
+
+from resumable import BudgetExceeded, Engine, step, workflow
+from resumable.cli import main
+from resumable.pricing import Price, PriceTable
+from resumable.simulator import SimulatedProvider
+from resumable.usage import Usage
+
+PRICES = PriceTable({"sim-model": Price(input_per_mtok=1.0, output_per_mtok=4.0)})
+
+
+@pytest.fixture
+def provider() -> Iterator[SimulatedProvider]:
+    with SimulatedProvider() as provider:
+        yield provider
+
+
+def answered_tokens(provider: SimulatedProvider) -> tuple[int, int, int]:
+    """Calls, input and output tokens the provider answered, from its own log."""
+    answered = [e for e in provider.requests() if e.status == 200 and e.usage]
+    return (
+        len(answered),
+        sum(e.usage.input_tokens for e in answered if e.usage),
+        sum(e.usage.output_tokens for e in answered if e.usage),
+    )
+
+
+async def test_a_budget_stops_text_returning_steps_at_the_step_that_crosses_it(
+    provider: SimulatedProvider, tmp_path: Path
+) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+
+    @step
+    async def answer(question: str) -> str:
+        r = await client.chat.completions.create(
+            model="sim-model", messages=[{"role": "user", "content": question}]
+        )
+        return str(r.choices[0].message.content)
+
+    @workflow(name="tests.metering.budget", budget_usd=0.001)
+    async def quiz(n: int) -> list[str]:
+        return [await answer(f"question {i} about tea") for i in range(n)]
+
+    async with Engine(f"sqlite:///{tmp_path / 'b.db'}", prices=PRICES) as engine:
+        with pytest.raises(BudgetExceeded) as caught:
+            await engine.run(quiz, 20, run_id="capped")
+        ledger = await engine.ledger("capped")
+    calls, inputs, outputs = answered_tokens(provider)
+    assert 1 < calls < 20  # stopped, and not before spending
+    # the step that crossed the budget was the last one to run
+    spent = (inputs * 1.0 + outputs * 4.0) / 1e6
+    before_last = (
+        spent
+        - (
+            provider.requests()[-1].usage.input_tokens * 1.0  # type: ignore[union-attr]
+            + provider.requests()[-1].usage.output_tokens * 4.0  # type: ignore[union-attr]
+        )
+        / 1e6
+    )
+    assert before_last <= 0.001 < spent
+    assert ledger.incurred.calls == calls
+    assert ledger.incurred.cost_usd == pytest.approx(spent)
+    assert ".answer' was not started" in str(caught.value)
+
+
+async def test_a_returned_completion_that_the_meter_saw_is_counted_once(
+    provider: SimulatedProvider,
+) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+
+    @step
+    async def whole(question: str) -> ChatCompletion:
+        return await client.chat.completions.create(
+            model="sim-model", messages=[{"role": "user", "content": question}]
+        )
+
+    @workflow(name="tests.metering.once")
+    async def ask() -> str:
+        return str((await whole("tea or coffee")).choices[0].message.content)
+
+    async with Engine("memory://", prices=PRICES) as engine:
+        await engine.run(ask, run_id="once")
+        ledger = await engine.ledger("once")
+    calls, inputs, outputs = answered_tokens(provider)
+    assert (ledger.incurred.calls, ledger.incurred.input_tokens) == (calls, inputs)
+    assert calls == 1
+    assert ledger.incurred.output_tokens == outputs
+
+
+async def test_metering_off_records_only_what_a_step_returns(
+    provider: SimulatedProvider,
+) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+
+    @step
+    async def text(question: str) -> str:
+        r = await client.chat.completions.create(
+            model="sim-model", messages=[{"role": "user", "content": question}]
+        )
+        return str(r.choices[0].message.content)
+
+    @workflow(name="tests.metering.off")
+    async def ask() -> str:
+        return await text("tea or coffee")
+
+    async with Engine("memory://", metering=False) as engine:
+        await engine.run(ask, run_id="off")
+        assert (await engine.ledger("off")).incurred.calls == 0
+    # outside any step the SDK works as ever, and nothing is recorded anywhere
+    r = await client.chat.completions.create(
+        model="sim-model", messages=[{"role": "user", "content": "outside"}]
+    )
+    assert r.usage is not None
+
+
+async def test_calls_whose_usage_cannot_be_known_are_unmetered_in_every_view(
+    provider: SimulatedProvider,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    openai_client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+    sync_anthropic = anthropic.Anthropic(
+        base_url=provider.anthropic_base_url, api_key="x", max_retries=0
+    )
+
+    @step
+    async def no_usage_asked(question: str) -> str:
+        # a stream without stream_options.include_usage carries no usage
+        stream = await openai_client.chat.completions.create(
+            model="sim-model",
+            messages=[{"role": "user", "content": question}],
+            stream=True,
+        )
+        return "".join([c.choices[0].delta.content or "" async for c in stream])
+
+    @step
+    async def cut_short(question: str) -> str:
+        def first_words() -> str:
+            with sync_anthropic.messages.stream(
+                model="claude-haiku-4-5",
+                max_tokens=100,
+                messages=[{"role": "user", "content": question}],
+            ) as stream:
+                for text in stream.text_stream:
+                    return text  # the rest of the stream is never read
+            return ""
+
+        return await asyncio.to_thread(first_words)
+
+    @workflow(name="tests.metering.unmetered")
+    async def ask() -> str:
+        return await no_usage_asked("tea") + await cut_short("coffee")
+
+    url = f"sqlite:///{tmp_path / 'u.db'}"
+    async with Engine(url) as engine:
+        await engine.run(ask, run_id="unmetered")
+        ledger = await engine.ledger("unmetered")
+    assert ledger.incurred.calls == 2
+    assert ledger.incurred.unmetered_calls == 2
+    assert ledger.incurred.total_tokens == 0
+    for argv in (["runs"], ["show", "unmetered"]):
+        assert await asyncio.to_thread(main, [*argv, "--store", url]) == 0
+        out = capsys.readouterr().out
+        assert "2 unmetered" in out
+        assert "$0.0000" not in out
+
+
+def test_an_unmetered_call_round_trips_and_old_records_read_as_metered() -> None:
+    unmetered = Usage(model="m", provider="openai", is_metered=False, response_id="x")
+    assert Usage.from_dict(unmetered.to_dict()) == unmetered
+    old = {"model": "m", "provider": "openai", "input_tokens": 3, "output_tokens": 1}
+    assert Usage.from_dict(old).is_metered
+    assert "is_metered" not in Usage(model="m", provider=None).to_dict()
