@@ -13,8 +13,10 @@ from openai.types.chat import ChatCompletion
 
 from resumable import BudgetExceeded, Engine, step, workflow
 from resumable.cli import main
+from resumable.observability import Metrics
 from resumable.pricing import Price, PriceTable
 from resumable.simulator import SimulatedProvider
+from resumable.ui import run_page
 from resumable.usage import Usage
 
 PRICES = PriceTable({"sim-model": Price(input_per_mtok=1.0, output_per_mtok=4.0)})
@@ -171,9 +173,18 @@ async def test_calls_whose_usage_cannot_be_known_are_unmetered_in_every_view(
         return await no_usage_asked("tea") + await cut_short("coffee")
 
     url = f"sqlite:///{tmp_path / 'u.db'}"
-    async with Engine(url) as engine:
+    metrics = Metrics()
+    async with Engine(url, observers=[metrics]) as engine:
         await engine.run(ask, run_id="unmetered")
         ledger = await engine.ledger("unmetered")
+        page = await run_page.render_live(engine, "unmetered")
+    assert "2 unmetered calls" in page
+    assert page.count("(1 unmetered)") == 2  # each step's row
+    wf = "tests.metering.unmetered"
+    for model in ("sim-model", "claude-haiku-4-5"):
+        labels = {"workflow": wf, "model": model, "source": "incurred"}
+        assert metrics.value("resumable_llm_unmetered_calls", **labels) == 1
+        assert metrics.value("resumable_llm_tokens", direction="input", **labels) == 0
     assert ledger.incurred.calls == 2
     assert ledger.incurred.unmetered_calls == 2
     assert ledger.incurred.total_tokens == 0

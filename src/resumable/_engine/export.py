@@ -84,6 +84,8 @@ class StepExport:
     cost_usd: float
     """Dollars of the calls whose model has a price."""
     unpriced_calls: int
+    unmetered_calls: int
+    """Calls whose usage could not be known: in `calls`, not in tokens or dollars."""
     models: tuple[str, ...]
     result: Any
     """The view of the recorded result (or, while waiting, its deadline)."""
@@ -257,6 +259,7 @@ def _record(
         output_tokens=spend.output_tokens,
         cost_usd=spend.cost_usd,
         unpriced_calls=spend.unpriced_calls,
+        unmetered_calls=spend.unmetered_calls,
         models=tuple(sorted({u.model for u in usages if u.model is not None})),
         result=None if failed else value,
         error=value if failed else None,

@@ -368,7 +368,7 @@ def _steps(
                 f'<span class="k-{kind} kind">{esc(kind)}</span>',
                 str(s.attempts),
                 f"{s.duration_ms:,} ms",
-                f"{s.calls} · ${s.cost_usd:.4f}" if s.calls else "",
+                _step_spend(s),
                 f"<code>{esc(s.args_fingerprint[:10])}</code>",
                 shown,
             ]
@@ -390,6 +390,14 @@ def _steps(
         rows,
         "steps",
     )
+
+
+def _step_spend(s: StepExport) -> str:
+    if not s.calls:
+        return ""
+    if s.unmetered_calls:  # their cost is unknown: never shown as $0
+        return f"{s.calls} · ${s.cost_usd:.4f}+ ({s.unmetered_calls} unmetered)"
+    return f"{s.calls} · ${s.cost_usd:.4f}"
 
 
 def _error(error: object) -> str:
@@ -415,6 +423,13 @@ def _ledger(ledger: Ledger | None) -> str:
         f"<p>Incurred ${ledger.incurred.cost_usd:.4f} ({ledger.incurred.calls} calls); "
         f"reused by replay ${ledger.reused.cost_usd:.4f} ({ledger.reused.calls} calls).</p>"
     )
+    unmetered = ledger.incurred.unmetered_calls + ledger.reused.unmetered_calls
+    if unmetered:
+        usd += (
+            f"<p class=error>{unmetered} unmetered call{'' if unmetered == 1 else 's'}: "
+            "usage unknown (no usage in the response, or a stream not read to its "
+            "end), so the dollars above are a lower bound.</p>"
+        )
     return "<h2>Ledger (tokens)</h2>" + usd + hbar_chart(bars, "tok")
 
 
