@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _MAX_DEPTH = 4
 """How many containers deep `usage_from` looks (a list of dicts of tuples...)."""
@@ -66,9 +66,10 @@ class Usage:
     """False for a call whose usage could not be known (a response without usage,
     a stream cut short): it is counted as a call, its tokens are unknown, and every
     view says "unmetered" instead of showing $0."""
-    response_id: str | None = None
+    response_id: str | None = field(default=None, compare=False)
     """The provider's id of the response ("chatcmpl-...", "msg_..."), when the SDK
-    meter saw it: a step that also returns that response is not counted twice."""
+    meter saw it: a step that also returns that response is not counted twice.
+    Which response it was, not how much it used: equality ignores it."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.is_metered, bool):
@@ -181,6 +182,7 @@ def usage_from(value: object, *, skip_ids: Collection[str] = ()) -> list[Usage]:
     return found
 
 
+_ABSENT = object()
 _SCALARS = frozenset({str, bytes, int, float, bool})
 
 
@@ -275,6 +277,7 @@ def _openai_usage(
         return None
     return Usage(
         model=_model(response),
+        response_id=_response_id(response),
         provider="openai",
         input_tokens=uncached,
         cached_input_tokens=cached,
@@ -296,6 +299,7 @@ def _anthropic_usage(message: object) -> Usage | None:
     # Anthropic's input_tokens already excludes cache reads and cache writes.
     return Usage(
         model=_model(message),
+        response_id=_response_id(message),
         provider="anthropic",
         input_tokens=input_tokens,
         cached_input_tokens=read,
@@ -308,9 +312,14 @@ def _get(value: object, name: str) -> object:
     """An attribute of an SDK object, or a key of its dict form; None if absent."""
     if value is None:
         return None
-    if isinstance(value, Mapping):
+    if type(value) is dict:  # the dict form
         return value.get(name)
-    return getattr(value, name, None)
+    found = getattr(
+        value, name, _ABSENT
+    )  # an SDK object: before Mapping, an ABC (slow)
+    if found is not _ABSENT:
+        return found
+    return value.get(name) if isinstance(value, Mapping) else None
 
 
 def _count(value: object) -> int | None:
@@ -332,6 +341,11 @@ def _cost(value: object) -> float | None:
     if not math.isfinite(value) or value < 0:
         return None
     return float(value)
+
+
+def _response_id(response: object) -> str | None:
+    response_id = _get(response, "id")
+    return response_id if isinstance(response_id, str) else None
 
 
 def _model(response: object) -> str | None:

@@ -61,7 +61,9 @@ _STREAM_DONE = frozenset(
 
 _patched: dict[str, list[tuple[type, str, Any, bool]]] = {}
 """SDK name -> (class, attribute, original, whether the class defined it itself)."""
-_stream_classes: set[type] = set()
+_modules_seen = 0
+"""How many modules were imported when `install` last looked for the SDKs."""
+_stream_classes: tuple[type, ...] = ()
 """The SDKs' stream classes whose iteration is followed."""
 _taps: weakref.WeakKeyDictionary[Any, _Tap] = weakref.WeakKeyDictionary()
 """The streams made inside a step, and where their usage goes."""
@@ -74,9 +76,15 @@ def metering_by_default() -> bool:
 
 
 def install() -> None:
-    """Meter the SDKs imported so far (each once); cheap when there is nothing new."""
-    if len(_patched) == len(_SDKS):
+    """Meter the SDKs imported so far (each once); cheap when there is nothing new.
+
+    Called at every attempt: when no module was imported since the last call
+    (the count of `sys.modules` is unchanged), there is nothing to look at.
+    """
+    global _modules_seen  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+    if len(sys.modules) == _modules_seen or len(_patched) == len(_SDKS):
         return
+    _modules_seen = len(sys.modules)
     for name, (clients, streams) in _SDKS.items():
         module = sys.modules.get(name)
         if module is not None and name not in _patched:
@@ -92,7 +100,10 @@ def uninstall() -> None:
             else:
                 delattr(cls, attr)
     _patched.clear()
-    _stream_classes.clear()
+    global _stream_classes  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+    _stream_classes = ()
+    global _modules_seen  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+    _modules_seen = 0
 
 
 def _patch(
@@ -116,7 +127,8 @@ def _patch(
         patches.append((cls, attr, original, attr in vars(cls)))
         setattr(cls, attr, wrap(original, provider))
         if attr in ("__iter__", "__aiter__"):
-            _stream_classes.add(cls)
+            global _stream_classes  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+            _stream_classes = (*_stream_classes, cls)
     _patched[provider] = patches
 
 
@@ -180,7 +192,8 @@ def _async_request(original: Any, provider: str) -> Any:
 
 def _parsed(result: Any) -> Any:
     """The response object of a call's result (a raw response is parsed, as cached)."""
-    if hasattr(result, "http_response") and callable(getattr(result, "parse", None)):
+    kind = type(result)  # the class: a model's own __getattr__ is slow to say no
+    if hasattr(kind, "http_response") and callable(getattr(kind, "parse", None)):
         try:
             return result.parse()  # `with_raw_response`: the SDK caches what it parses
         except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
@@ -192,27 +205,22 @@ def _meter(
     calls: list[Usage], provider: str, body: dict[str, Any], response: Any
 ) -> None:
     """Add the call's usage, or an unmetered call to fill in when its stream ends."""
-    model = body.get("model")
-    pending = Usage(
-        model=model if isinstance(model, str) else None,
-        provider=provider,
-        is_metered=False,
-    )
-    if isinstance(response, tuple(_stream_classes)):
+    if isinstance(response, _stream_classes):
+        pending = _unmetered(provider, body)
         _taps[response] = _Tap(calls, len(calls), pending)
         calls.append(pending)
         return
     found = usage_from(response)
-    if len(found) == 1:
-        response_id = getattr(response, "id", None)
-        calls.append(
-            replace(
-                found[0],
-                response_id=response_id if isinstance(response_id, str) else None,
-            )
-        )
-    else:
-        calls.append(pending)
+    calls.append(found[0] if len(found) == 1 else _unmetered(provider, body))
+
+
+def _unmetered(provider: str, body: dict[str, Any]) -> Usage:
+    model = body.get("model")
+    return Usage(
+        model=model if isinstance(model, str) else None,
+        provider=provider,
+        is_metered=False,
+    )
 
 
 # --- streams ------------------------------------------------------------------------
@@ -242,7 +250,7 @@ class _Tap:
             message = getattr(event, "message", None)
             found = usage_from(message)
             if found:
-                self.start = replace(found[0], response_id=getattr(message, "id", None))
+                self.start = found[0]
             return None
         if kind == "message_delta" and self.start is not None:
             delta = getattr(event, "usage", None)
@@ -260,11 +268,11 @@ class _Tap:
                     fields[name] = value
             return replace(self.start, **fields)
         if kind in _STREAM_DONE:  # Responses: the final response carries usage
-            response = getattr(event, "response", None)
-            found = usage_from(response)
-            return _identified(found, response)
+            found = usage_from(getattr(event, "response", None))
+            return found[0] if len(found) == 1 else None
         if getattr(event, "object", None) == "chat.completion.chunk":
-            return _identified(usage_from(event), event)
+            found = usage_from(event)
+            return found[0] if len(found) == 1 else None
         return None
 
     def follow(self, items: Iterator[Any]) -> Iterator[Any]:
@@ -276,15 +284,6 @@ class _Tap:
         async for item in items:
             self.see(item)
             yield item
-
-
-def _identified(found: list[Usage], response: Any) -> Usage | None:
-    if len(found) != 1:
-        return None
-    response_id = getattr(response, "id", None)
-    return replace(
-        found[0], response_id=response_id if isinstance(response_id, str) else None
-    )
 
 
 def _stream_iter(original: Any, _: str) -> Any:
