@@ -201,3 +201,54 @@ def test_an_unmetered_call_round_trips_and_old_records_read_as_metered() -> None
     old = {"model": "m", "provider": "openai", "input_tokens": 3, "output_tokens": 1}
     assert Usage.from_dict(old).is_metered
     assert "is_metered" not in Usage(model="m", provider=None).to_dict()
+
+
+async def test_sync_steps_meter_raw_responses_and_streams_of_both_sdks(
+    provider: SimulatedProvider,
+) -> None:
+    openai_client = openai.OpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+    anthropic_client = anthropic.Anthropic(
+        base_url=provider.anthropic_base_url, api_key="x", max_retries=0
+    )
+    question = [{"role": "user", "content": "why is the sky blue"}]
+
+    @step
+    def raw_chat() -> str:
+        raw = openai_client.chat.completions.with_raw_response.create(
+            model="sim-model",
+            messages=question,  # type: ignore[arg-type]
+        )
+        return str(raw.parse().choices[0].message.content)
+
+    @step
+    def responses_stream() -> str:
+        with openai_client.responses.stream(
+            model="sim-model", input="why is the sea blue"
+        ) as stream:
+            for _ in stream:
+                pass
+            return stream.get_final_response().output_text
+
+    @step
+    def raw_message() -> None:
+        anthropic_client.messages.with_raw_response.create(
+            model="claude-haiku-4-5",
+            max_tokens=100,
+            messages=question,  # type: ignore[arg-type]
+        )
+
+    @workflow(name="tests.metering.sync")
+    def ask() -> str:
+        raw_message()
+        return raw_chat() + responses_stream()
+
+    async with Engine("memory://") as engine:
+        await engine.run(ask, run_id="sync")
+        ledger = await engine.ledger("sync")
+    calls, inputs, outputs = answered_tokens(provider)
+    assert calls == 3
+    assert (ledger.incurred.calls, ledger.incurred.unmetered_calls) == (3, 0)
+    assert ledger.incurred.input_tokens == inputs
+    assert ledger.incurred.output_tokens == outputs

@@ -192,8 +192,10 @@ def _async_request(original: Any, provider: str) -> Any:
 
 def _parsed(result: Any) -> Any:
     """The response object of a call's result (a raw response is parsed, as cached)."""
-    kind = type(result)  # the class: a model's own __getattr__ is slow to say no
-    if hasattr(kind, "http_response") and callable(getattr(kind, "parse", None)):
+    # the class first: a response model's own __getattr__ is slow to say no
+    if callable(getattr(type(result), "parse", None)) and hasattr(
+        result, "http_response"
+    ):
         try:
             return result.parse()  # `with_raw_response`: the SDK caches what it parses
         except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
