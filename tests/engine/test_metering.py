@@ -129,6 +129,7 @@ async def test_metering_off_records_only_what_a_step_returns(
     r = await client.chat.completions.create(
         model="sim-model", messages=[{"role": "user", "content": "outside"}]
     )
+    await client.close()
     assert r.usage is not None
 
 
@@ -251,4 +252,61 @@ async def test_sync_steps_meter_raw_responses_and_streams_of_both_sdks(
     assert calls == 3
     assert (ledger.incurred.calls, ledger.incurred.unmetered_calls) == (3, 0)
     assert ledger.incurred.input_tokens == inputs
+    assert ledger.incurred.output_tokens == outputs
+
+
+async def test_a_budget_says_when_unmetered_calls_were_made(
+    provider: SimulatedProvider,
+) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+
+    @step
+    async def costly(question: str) -> str:
+        stream = await client.chat.completions.create(
+            model="sim-model",
+            messages=[{"role": "user", "content": question}],
+            stream=True,  # no include_usage: this call is unmetered
+        )
+        text = "".join([c.choices[0].delta.content or "" async for c in stream])
+        reply = await client.chat.completions.create(
+            model="sim-model", messages=[{"role": "user", "content": text}]
+        )
+        return str(reply.choices[0].message.content)
+
+    @workflow(name="tests.metering.budget-unmetered", budget_usd=0.0001)
+    async def loop() -> list[str]:
+        return [await costly(f"question {i}") for i in range(5)]
+
+    async with Engine("memory://", prices=PRICES) as engine:
+        with pytest.raises(BudgetExceeded, match=r"\+ 1 unmetered call of unknown"):
+            await engine.run(loop, run_id="b")
+    assert provider.count() == 2  # the first step crossed the budget; no second
+
+
+async def test_a_response_the_meter_did_not_see_is_read_from_what_the_step_returns(
+    provider: SimulatedProvider,
+) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+    made_outside = await client.chat.completions.create(  # before any run: not metered
+        model="sim-model", messages=[{"role": "user", "content": "made outside"}]
+    )
+
+    @step
+    async def hand_over() -> ChatCompletion:
+        return made_outside
+
+    @workflow(name="tests.metering.outside")
+    async def ask() -> str:
+        return str((await hand_over()).choices[0].message.content)
+
+    async with Engine("memory://", prices=PRICES) as engine:
+        await engine.run(ask, run_id="outside")
+        ledger = await engine.ledger("outside")
+    await client.close()
+    calls, inputs, outputs = answered_tokens(provider)
+    assert (ledger.incurred.calls, ledger.incurred.input_tokens) == (calls, inputs)
     assert ledger.incurred.output_tokens == outputs
