@@ -30,10 +30,18 @@ stream cut short, or one whose request did not ask for usage (Chat Completions
 without `stream_options={"include_usage": True}`), stays unmetered, as does a
 response without usage. The meter never changes what a call sends or returns.
 
-`install()` patches the SDKs already imported, once; the engine calls it at
-every attempt (two dict lookups once both are patched), so an SDK imported
-later, even inside a step, is metered from its first call. `Engine(metering=False)`
-or RESUMABLE_METERING=0 turns it off for an engine's runs.
+`install()` patches the SDKs already imported, once, for the whole process; the
+engine calls it at every attempt (it compares the count of `sys.modules` with the
+last one it saw, so this costs nothing when no module was imported since), so an
+SDK imported later, even inside a step, is metered from its first call.
+`Engine(metering=False)` or RESUMABLE_METERING=0 turns it off for an engine's
+runs (the wrappers then only delegate).
+
+What it cannot see: a call made on a thread that did not copy the step's
+context (a plain `ThreadPoolExecutor`; `asyncio.to_thread`, LangChain's
+executors and `contextvars.copy_context().run` do copy it), and a call through
+any other client (use `current_run().record_usage`). A `with_streaming_response`
+body read as raw bytes or lines, not through `parse()`, stays unmetered.
 """
 
 from __future__ import annotations
@@ -150,7 +158,7 @@ def _llm_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] |
     method = getattr(options, "method", "post")
     if not isinstance(url, str) or str(method).lower() != "post":
         return None
-    if not url.rstrip("/").endswith(_LLM_PATHS):
+    if not url.partition("?")[0].rstrip("/").endswith(_LLM_PATHS):
         return None
     body = getattr(options, "json_data", None)
     return body if isinstance(body, dict) else {}
