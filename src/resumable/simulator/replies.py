@@ -2,7 +2,10 @@
 
 The answer is seeded by the prompt's digest (sha256, so it is the same in
 every process, unlike `hash()`), mentions words of the last user message, and
-is cut at the requested max tokens. Tokens are approximated as one per four
+is cut at the requested max tokens. A request that names a JSON schema
+(structured outputs: `response_format` or `text.format`, what the SDKs'
+`parse()` sends) is answered with a JSON object of that schema, its string
+fields holding the answer. Tokens are approximated as one per four
 characters, the usual rule of thumb for English text.
 """
 
