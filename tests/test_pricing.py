@@ -22,8 +22,22 @@ GPT_4O_MINI = Price(
 )
 
 
-def usage(model: str | None, **tokens: int) -> Usage:
-    return Usage(model=model, provider=None, **tokens)
+def usage(
+    model: str | None,
+    *,
+    input_tokens: int = 0,
+    cached_input_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    output_tokens: int = 0,
+) -> Usage:
+    return Usage(
+        model=model,
+        provider=None,
+        input_tokens=input_tokens,
+        cached_input_tokens=cached_input_tokens,
+        cache_write_tokens=cache_write_tokens,
+        output_tokens=output_tokens,
+    )
 
 
 # -- lookup -----------------------------------------------------------------------

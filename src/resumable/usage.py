@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 
 _MAX_DEPTH = 4
 """How many containers deep `usage_from` looks (a list of dicts of tuples...)."""
@@ -62,9 +62,21 @@ class Usage:
     """Output tokens, reasoning tokens included."""
     cost_usd: float | None = None
     """The call's cost in USD when the caller states it; never guessed here."""
+    is_metered: bool = True
+    """False for a call whose usage could not be known (a response without usage,
+    a stream cut short): it is counted as a call, its tokens are unknown, and every
+    view says "unmetered" instead of showing $0."""
+    response_id: str | None = field(default=None, compare=False)
+    """The provider's id of the response ("chatcmpl-...", "msg_..."), when the SDK
+    meter saw it: a step that also returns that response is not counted twice.
+    Which response it was, not how much it used: equality ignores it."""
 
     def __post_init__(self) -> None:
-        for name in ("model", "provider"):
+        if not isinstance(self.is_metered, bool):
+            raise ValueError(
+                f"Usage.is_metered must be a bool, got {self.is_metered!r}"
+            )
+        for name in ("model", "provider", "response_id"):
             text: object = getattr(self, name)
             if text is not None and not isinstance(text, str):
                 raise ValueError(f"Usage.{name} must be a str or None, got {text!r}")
@@ -91,8 +103,13 @@ class Usage:
         )
 
     def to_dict(self) -> dict[str, object]:
-        """A JSON-able dict with every field, for storage; `from_dict` reads it back."""
-        return {
+        """A JSON-able dict for storage; `from_dict` reads it back.
+
+        `is_metered` and `response_id` are written only when they differ from
+        their defaults, so a record of a returned response or of `record_usage`
+        reads the same in versions that predate them.
+        """
+        data: dict[str, object] = {
             "model": self.model,
             "provider": self.provider,
             "input_tokens": self.input_tokens,
@@ -101,6 +118,11 @@ class Usage:
             "output_tokens": self.output_tokens,
             "cost_usd": self.cost_usd,
         }
+        if not self.is_metered:
+            data["is_metered"] = False
+        if self.response_id is not None:
+            data["response_id"] = self.response_id
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, object]) -> Usage:
@@ -128,10 +150,12 @@ class Usage:
             cache_write_tokens=_token_field(data, "cache_write_tokens"),
             output_tokens=_token_field(data, "output_tokens"),
             cost_usd=_cost(cost),
+            is_metered=_flag_field(data, "is_metered"),
+            response_id=_text_field(data, "response_id"),
         )
 
 
-def usage_from(value: object) -> list[Usage]:
+def usage_from(value: object, *, skip_ids: Collection[str] = ()) -> list[Usage]:
     """Usage of every LLM response object found in a step's result; [] if none.
 
     Recognises, by their `object`/`type` markers, OpenAI chat completions (and
@@ -143,27 +167,34 @@ def usage_from(value: object) -> list[Usage]:
 
     Never raises: a response without usage, with null counts or with an
     unexpected shape is skipped, so reading usage can never fail a step.
+
+    Args:
+        value: a step's result.
+        skip_ids: ids of responses already counted (by the SDK meter): a
+            response whose `id` is one of them is not counted again.
     """
     if (
         value is None or type(value) in _SCALARS
     ):  # the hot path: most steps return these
         return []
     found: list[Usage] = []
-    _Walk(found).visit(value, depth=0)
+    _Walk(found, skip_ids).visit(value, depth=0)
     return found
 
 
+_ABSENT = object()
 _SCALARS = frozenset({str, bytes, int, float, bool})
 
 
 class _Walk:
     """One traversal of a step's result, with its budget of values to examine."""
 
-    __slots__ = ("budget", "found")
+    __slots__ = ("budget", "found", "skip_ids")
 
-    def __init__(self, found: list[Usage]) -> None:
+    def __init__(self, found: list[Usage], skip_ids: Collection[str]) -> None:
         self.found = found
         self.budget = _MAX_ITEMS
+        self.skip_ids = skip_ids
 
     def visit(self, value: object, *, depth: int) -> None:
         if self.budget <= 0:
@@ -172,6 +203,8 @@ class _Walk:
         try:
             reader = _reader_for(value)
             if reader is not None:
+                if self.skip_ids and _get(value, "id") in self.skip_ids:
+                    return  # the SDK meter counted this response when it arrived
                 usage = reader(value)
                 if usage is not None:
                     self.found.append(usage)
@@ -244,6 +277,7 @@ def _openai_usage(
         return None
     return Usage(
         model=_model(response),
+        response_id=_response_id(response),
         provider="openai",
         input_tokens=uncached,
         cached_input_tokens=cached,
@@ -265,6 +299,7 @@ def _anthropic_usage(message: object) -> Usage | None:
     # Anthropic's input_tokens already excludes cache reads and cache writes.
     return Usage(
         model=_model(message),
+        response_id=_response_id(message),
         provider="anthropic",
         input_tokens=input_tokens,
         cached_input_tokens=read,
@@ -277,9 +312,14 @@ def _get(value: object, name: str) -> object:
     """An attribute of an SDK object, or a key of its dict form; None if absent."""
     if value is None:
         return None
-    if isinstance(value, Mapping):
+    if type(value) is dict:  # the dict form
         return value.get(name)
-    return getattr(value, name, None)
+    found = getattr(
+        value, name, _ABSENT
+    )  # an SDK object: before Mapping, an ABC (slow)
+    if found is not _ABSENT:
+        return found
+    return value.get(name) if isinstance(value, Mapping) else None
 
 
 def _count(value: object) -> int | None:
@@ -303,6 +343,11 @@ def _cost(value: object) -> float | None:
     return float(value)
 
 
+def _response_id(response: object) -> str | None:
+    response_id = _get(response, "id")
+    return response_id if isinstance(response_id, str) else None
+
+
 def _model(response: object) -> str | None:
     model = _get(response, "model")
     return model if isinstance(model, str) else None
@@ -312,6 +357,15 @@ def _text_field(data: Mapping[str, object], key: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
         raise ValueError(f"usage field {key!r} must be a string or null, got {value!r}")
+    return value
+
+
+def _flag_field(data: Mapping[str, object], key: str) -> bool:
+    value = data.get(key, True)
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        raise ValueError(f"usage field {key!r} must be true or false, got {value!r}")
     return value
 
 

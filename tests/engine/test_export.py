@@ -31,6 +31,7 @@ TOKEN_FIELDS = (
     "cache_write_tokens",
     "output_tokens",
     "unpriced_calls",
+    "unmetered_calls",
 )
 
 

@@ -364,3 +364,27 @@ async def test_twenty_concurrent_async_calls_all_succeed(
     assert all(c.choices[0].message.content for c in completions)
     assert provider.count() == 20
     assert elapsed < 2.0  # served in parallel: one at a time would take 4 s
+
+
+def test_structured_outputs_parse_into_the_requested_model(
+    client: openai.OpenAI,
+) -> None:
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        summary: str
+        score: int
+        is_final: bool
+
+    chat = client.chat.completions.parse(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "judge the essay about coffee"}],
+        response_format=Verdict,
+    )
+    verdict = chat.choices[0].message.parsed
+    assert isinstance(verdict, Verdict)
+    assert "coffee" in verdict.summary
+    response = client.responses.parse(
+        model="gpt-4o-mini", input="judge the essay about coffee", text_format=Verdict
+    )
+    assert response.output_parsed == verdict  # same conversation, same answer

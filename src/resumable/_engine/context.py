@@ -133,6 +133,8 @@ class Runtime:
     parent_id, retry_failed)`."""
     observer: Observer | None = None
     """Told about executions, steps and writes (traces, metrics); None costs nothing."""
+    metering: bool = True
+    """Meter the openai/anthropic SDK calls each step attempt makes (`metering`)."""
     streams_results: bool = False
     """The store uploads large results as they are sealed, a chunk at a time (an
     `OffloadStore` whose object store streams): see `commits.dumps_for`."""
@@ -227,10 +229,25 @@ class RunInfo:
         cost_usd: float | None = None,
         provider: str | None = None,
     ) -> None:
-        """Add an LLM call's usage to this step.
+        """Add an LLM call's usage to this step, for providers the meter does not see.
 
-        OpenAI and Anthropic responses a step returns are counted already; use this
-        for other providers, or for calls whose response the step does not return.
+        Calls made through the `openai` and `anthropic` SDKs inside a step are
+        metered already, whatever the step returns: do not record them again.
+        Use this for other providers (their SDK or plain HTTP)::
+
+            @step
+            async def ask_mistral(question: str) -> str:
+                r = await mistral.chat.complete_async(model="mistral-small-latest",
+                                                      messages=[...])
+                current_run().record_usage(
+                    model="mistral-small-latest", provider="mistral",
+                    input_tokens=r.usage.prompt_tokens,
+                    output_tokens=r.usage.completion_tokens,
+                )
+                return r.choices[0].message.content
+
+        A model missing from the engine's price table is counted in tokens and
+        shown as unpriced; pass `cost_usd` when the provider states the cost.
 
         Raises:
             NotInRun: called outside a step.

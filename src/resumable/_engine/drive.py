@@ -54,6 +54,7 @@ class Driver:
         store_retry_s: float,
         prices: PriceTable,
         observer: Observer | None,
+        metering: bool = True,
     ) -> None:
         self.runtime = Runtime(
             store=store,
@@ -65,6 +66,7 @@ class Driver:
             run_child=self.run_child,
             prices=prices,
             observer=observer,
+            metering=metering,
             streams_results=isinstance(store, OffloadStore) and store.streams,
         )
         self._active: dict[str, asyncio.Task[Any]] = {}

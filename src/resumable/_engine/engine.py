@@ -39,6 +39,7 @@ from resumable._engine.listing import (
     runs_page,
 )
 from resumable._engine.maintenance_methods import MaintenanceMethods
+from resumable._engine.metering import metering_by_default
 from resumable._engine.observe import combine, report_commit_batches
 from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.state_methods import StateMethods
@@ -122,6 +123,9 @@ class Engine(StateMethods, MaintenanceMethods):
             `resumable.stores.blobs.BlobStore`), uploaded before the row that
             references them commits; the same as `?blobs=` on the store URL.
         offload_over: The offload threshold in bytes (default 256 KiB).
+        metering: Meter every call a step makes through the `openai` and
+            `anthropic` SDKs into the ledger, whatever the step returns (see
+            docs/guide/cost.md). Default: on, unless RESUMABLE_METERING=0.
     """
 
     def __init__(
@@ -138,6 +142,7 @@ class Engine(StateMethods, MaintenanceMethods):
         observers: Iterable[Observer] = (),
         blobs: str | BlobStore | None = None,
         offload_over: int = DEFAULT_OFFLOAD_OVER,
+        metering: bool | None = None,
     ) -> None:
         taken = create_store(store) if isinstance(store, str) else store
         self.capabilities = Capabilities.of(taken)
@@ -173,6 +178,7 @@ class Engine(StateMethods, MaintenanceMethods):
             store_retry_s=store_retry_s,
             prices=prices or PriceTable(),
             observer=combine(list(observers)),
+            metering=metering_by_default() if metering is None else metering,
         )
         self._runtime = self._driver.runtime
         report_commit_batches(self._runtime, self.capabilities.commit_batches)

@@ -85,6 +85,8 @@ class StepExport:
     """Dollars of the step's calls; None when a call's model has no price (the
     tokens are still counted, and `unpriced_calls` says how many)."""
     unpriced_calls: int
+    unmetered_calls: int
+    """Calls whose usage could not be known: in `calls`, not in tokens or dollars."""
     models: tuple[str, ...]
     result: Any
     """The view of the recorded result (or, while waiting, its deadline)."""
@@ -258,6 +260,7 @@ def _record(
         output_tokens=spend.output_tokens,
         cost_usd=None if spend.unpriced_calls else spend.cost_usd,
         unpriced_calls=spend.unpriced_calls,
+        unmetered_calls=spend.unmetered_calls,
         models=tuple(sorted({u.model for u in usages if u.model is not None})),
         result=None if failed else value,
         error=value if failed else None,

@@ -1,8 +1,10 @@
 """The cost ledger: what every run spent on LLM calls, and what replay saved.
 
-Each step record carries the usage of every attempt it made (read from the OpenAI
-or Anthropic response it returned, plus `current_run().record_usage(...)`), each
-tagged with the execution (fence) that made the call. Each execution that
+Each step record carries the usage of every call each of its attempts made (metered
+where the call happened, at the `openai`/`anthropic` SDK: see `metering`; read from
+an OpenAI or Anthropic response the step returned that the meter did not see; plus
+`current_run().record_usage(...)`), each tagged with the execution (fence) that made
+the call. A call whose usage could not be known is kept as an unmetered call. Each execution that
 replayed steps writes one ledger entry, (`JournalKind.LEDGER`, indexed by its fence), summing the
 usage it reused instead of re-calling. Everything here is derived from those
 stored records, so any process computes the same ledger; dollars are priced
@@ -42,6 +44,10 @@ class Spend:
     """Dollars of the calls whose price is known."""
     unpriced_calls: int = 0
     """Calls to models with no known price: in the token counts, not in cost_usd."""
+    unmetered_calls: int = 0
+    """Calls whose usage could not be known (a response without usage, a stream
+    cut short): in `calls`, not in the tokens nor in cost_usd, which are then a
+    lower bound."""
 
     @property
     def total_tokens(self) -> int:
@@ -62,6 +68,7 @@ class Spend:
             output_tokens=self.output_tokens + other.output_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
             unpriced_calls=self.unpriced_calls + other.unpriced_calls,
+            unmetered_calls=self.unmetered_calls + other.unmetered_calls,
         )
 
 
@@ -105,6 +112,9 @@ def spend_of(
     """The Spend of some calls; models with no price are added to `unpriced`."""
     total = Spend()
     for usage in usages:
+        if not usage.is_metered:
+            total = total + Spend(calls=1, unmetered_calls=1)
+            continue
         cost = prices.cost(usage)
         if cost is None and unpriced is not None:
             unpriced.add(usage.model or "(unknown model)")
@@ -213,22 +223,42 @@ async def read_ledger(
     return build(run_id, records, prices)
 
 
-def dollars_text(cost_usd: float, *, calls: int, unpriced_calls: int) -> str:
-    """The dollars of some calls as people read them: never $0 for unpriced calls.
+def dollars_text(
+    cost_usd: float, *, calls: int, unpriced_calls: int, unmetered_calls: int = 0
+) -> str:
+    """The dollars of some calls as people read them: never $0 for an unknown cost.
 
-    "$0.0123" when every call is priced, "unpriced" when none is, and
-    "$0.0123 + 2 unpriced calls" when some are.
+    "$0.0123" when every call is priced and metered, "unpriced" when no call is
+    priced, and "$0.0123 + 2 unpriced calls + 1 unmetered call" when some are not:
+    an unpriced call's tokens are known but not its price, an unmetered call's
+    usage is not known at all.
     """
-    if not unpriced_calls:
+    unknown = [
+        plural(count, f"{what} call")
+        for count, what in (
+            (unpriced_calls, "unpriced"),
+            (unmetered_calls, "unmetered"),
+        )
+        if count
+    ]
+    if not unknown:
         return f"${cost_usd:.4f}"
     if unpriced_calls >= calls:
         return "unpriced"
-    return f"${cost_usd:.4f} + {plural(unpriced_calls, 'unpriced call')}"
+    if calls > unpriced_calls + unmetered_calls:  # some calls were priced
+        unknown.insert(0, f"${cost_usd:.4f}")
+    return " + ".join(unknown)
 
 
 def spend_text(spend: Spend) -> str:
     """A Spend in one line: "2 calls, 1,234 tok, $0.0012" (or "..., unpriced")."""
+    calls = plural(spend.calls, "call")
+    if spend.unmetered_calls >= spend.calls:  # no usage known: no tokens to show
+        return f"{calls}, {spend.unmetered_calls} unmetered"
     dollars = dollars_text(
-        spend.cost_usd, calls=spend.calls, unpriced_calls=spend.unpriced_calls
+        spend.cost_usd,
+        calls=spend.calls,
+        unpriced_calls=spend.unpriced_calls,
+        unmetered_calls=spend.unmetered_calls,
     )
-    return f"{plural(spend.calls, 'call')}, {spend.total_tokens:,} tok, {dollars}"
+    return f"{calls}, {spend.total_tokens:,} tok, {dollars}"

@@ -11,7 +11,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
-from resumable._engine import ledger, outcome, replay, retry
+from resumable._engine import ledger, metering, outcome, replay, retry
 from resumable._engine.commits import commit, dumps_for, log_fields
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
@@ -170,6 +170,8 @@ async def _run_attempts(
     check_budget(ctx, spec.name)
     observer = runtime.observer
     attempt = plan.first_attempt
+    if runtime.metering:
+        metering.install()  # an SDK imported since the last step is metered too
     while True:
         started_at_ms = runtime.clock.now_ms()
         this: StepScope = (ctx, seq, spec.name, attempt, [])
@@ -228,7 +230,7 @@ async def _commit_result(
     runtime = ctx.runtime
     place = step_place(ctx.run_id, seq, name)
     try:
-        attempt_calls.extend(usage_from(result))
+        attempt_calls.extend(returned_calls(result, attempt_calls))
         output: bytes | SealedStream | None
         try:
             output = dumps_for(runtime, result, place=place)
@@ -415,10 +417,26 @@ def observe_start(
     return observer.step_started(ctx, seq, name, attempt, child=child)
 
 
+def returned_calls(result: Any, metered: list[Usage]) -> list[Usage]:
+    """Usage read from responses a step returned that the SDK meter did not count."""
+    if not metered:  # the usual case: only the returned value can tell
+        return usage_from(result)
+    seen = {call.response_id for call in metered if call.response_id}
+    return usage_from(result, skip_ids=seen)
+
+
 def _spend(ctx: RunContext, calls: list[Usage]) -> None:
     """Add calls to the run's incurred spend (tracked only where a budget needs it)."""
     if calls and ctx.budget is not None:
-        ctx.spent = ctx.spent + ledger.spend_of(calls, ctx.runtime.prices)
+        spend = ledger.spend_of(calls, ctx.runtime.prices)
+        if spend.unmetered_calls:
+            log.warning(
+                "run %r: %s without usage (unmetered); the run's budget counts "
+                "only metered spend",
+                ctx.run_id,
+                plural(spend.unmetered_calls, "LLM call"),
+            )
+        ctx.spent = ctx.spent + spend
 
 
 def _recorded_calls(ctx: RunContext, record: StepRecord) -> list[tuple[int, Usage]]:
@@ -443,18 +461,24 @@ def check_budget(ctx: RunContext, step: str) -> None:
     spent, budget = ctx.spent, ctx.budget
     if budget is None:
         return
+    # unmetered calls cost something unknown: the budget counts what is known and says so
+    unmetered = (
+        f" (+ {plural(spent.unmetered_calls, 'unmetered call')} of unknown cost)"
+        if spent.unmetered_calls
+        else ""
+    )
     if budget.usd is not None and spent.cost_usd > budget.usd:
         raise BudgetExceeded(
             run_id=ctx.run_id,
             step=step,
-            spent=f"${spent.cost_usd:.4f}",
+            spent=f"${spent.cost_usd:.4f}{unmetered}",
             budget=f"${budget.usd:.4f}",
         )
     if budget.tokens is not None and spent.total_tokens > budget.tokens:
         raise BudgetExceeded(
             run_id=ctx.run_id,
             step=step,
-            spent=plural(spent.total_tokens, "token"),
+            spent=plural(spent.total_tokens, "token") + unmetered,
             budget=f"{budget.tokens} tokens",
         )
 

@@ -169,6 +169,7 @@ def _schema(pa: Any) -> Any:
         ("output_tokens", integer),
         ("cost_usd", pa.float64()),
         ("unpriced_calls", integer),
+        ("unmetered_calls", integer),
         ("models", pa.list_(text)),
         ("result", text),
         ("error", text),

@@ -202,6 +202,12 @@ async def show_run(args: argparse.Namespace) -> int:
                 f"unpriced  {', '.join(ledger.unpriced_models)}: tokens counted, no "
                 "price known; give one with --price MODEL=IN,OUT (USD per 1M tokens)"
             )
+        if ledger.incurred.unmetered_calls:
+            print(
+                f"unmetered {ledger.incurred.unmetered_calls} calls whose usage could "
+                "not be known (no usage in the response, or a stream not read to "
+                "its end): counted, tokens and $ unknown"
+            )
     for child in sorted(children, key=lambda c: c.run_id):
         print(f"child     {child.run_id}  {child.workflow}  {child.status}")
     for forked in forks:

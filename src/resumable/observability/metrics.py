@@ -152,6 +152,11 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "LLM tokens, incurred by calls made or reused by replays",
         ("workflow", "model", "direction", "source"),
     ),
+    "resumable_llm_unmetered_calls": (
+        "counter",
+        "LLM calls whose usage could not be known (tokens and dollars not counted)",
+        ("workflow", "model", "source"),
+    ),
     "resumable_llm_cost_usd": (
         "counter",
         "LLM dollars (priced models), incurred or reused",
@@ -254,7 +259,9 @@ class Metrics(Observer, Collector):
     # --- reading ------------------------------------------------------------------
     def value(self, name: str, **labels: str) -> float:
         """A counter's (or gauge's) current value for these labels; 0 if never set."""
-        series = self._counters.get(name) or self._gauges.get(name)
+        series = self._counters.get(name)
+        if series is None:  # a counter with no sample yet is still a counter
+            series = self._gauges.get(name)
         if series is None:
             raise KeyError(f"no counter or gauge named {name!r}")
         spec = _SPECS[name][2]
@@ -415,6 +422,11 @@ class Metrics(Observer, Collector):
         prices = ctx.runtime.prices
         for usage in calls:
             model = usage.model or "unknown"
+            if not usage.is_metered:
+                self._add(
+                    "resumable_llm_unmetered_calls", (ctx.workflow, model, source)
+                )
+                continue
             inputs = (
                 usage.input_tokens
                 + usage.cached_input_tokens

@@ -296,7 +296,10 @@ def _gen_ai(attributes: Attributes, calls: Sequence[Usage], runtime: Runtime) ->
     attributes["gen_ai.usage.input_tokens"] = sum(_input_tokens(u) for u in calls)
     attributes["gen_ai.usage.output_tokens"] = sum(u.output_tokens for u in calls)
     attributes["resumable.llm_calls"] = len(calls)
-    costs = [runtime.prices.cost(u) for u in calls]
+    unmetered = sum(1 for u in calls if not u.is_metered)
+    if unmetered:  # their tokens are unknown: the sums above are a lower bound
+        attributes["resumable.unmetered_calls"] = unmetered
+    costs = [runtime.prices.cost(u) if u.is_metered else None for u in calls]
     if all(cost is not None for cost in costs):
         attributes["resumable.cost_usd"] = sum(c or 0.0 for c in costs)
 

@@ -50,6 +50,9 @@ class Prompt:
     max_tokens: int | None = None
     is_stream: bool = False
     include_stream_usage: bool = False  # chat only: stream_options.include_usage
+    output_schema: Mapping[str, object] | None = None
+    """A JSON schema the answer must follow (structured outputs: Chat Completions'
+    `response_format`, Responses' `text.format`); the answer is then JSON."""
 
     @property
     def digest(self) -> str:
@@ -134,7 +137,24 @@ def _parse_chat(body: dict[str, object], model: str) -> Prompt:
         is_stream=body.get("stream") is True,
         include_stream_usage=isinstance(stream_options, dict)
         and stream_options.get("include_usage") is True,
+        output_schema=_chat_schema(body.get("response_format")),
     )
+
+
+def _chat_schema(response_format: object) -> Mapping[str, object] | None:
+    if not isinstance(response_format, dict):
+        return None
+    if response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    return _mapping(spec.get("schema")) if isinstance(spec, dict) else None
+
+
+def _responses_schema(text: object) -> Mapping[str, object] | None:
+    fmt = text.get("format") if isinstance(text, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    return _mapping(fmt.get("schema"))
 
 
 def _parse_responses(body: dict[str, object], model: str) -> Prompt:
@@ -164,6 +184,7 @@ def _parse_responses(body: dict[str, object], model: str) -> Prompt:
         tools=tools,
         max_tokens=_int_or_none(body.get("max_output_tokens")),
         is_stream=body.get("stream") is True,
+        output_schema=_responses_schema(body.get("text")),
     )
 
 

@@ -2,7 +2,10 @@
 
 The answer is seeded by the prompt's digest (sha256, so it is the same in
 every process, unlike `hash()`), mentions words of the last user message, and
-is cut at the requested max tokens. Tokens are approximated as one per four
+is cut at the requested max tokens. A request that names a JSON schema
+(structured outputs: `response_format` or `text.format`, what the SDKs'
+`parse()` sends) is answered with a JSON object of that schema, its string
+fields holding the answer. Tokens are approximated as one per four
 characters, the usual rule of thumb for English text.
 """
 
@@ -111,6 +114,8 @@ def make_reply(prompt: Prompt) -> Reply:
         usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
         return Reply(text="", tool_call=call, is_truncated=False, usage=usage)
     text = _answer_text(prompt)
+    if prompt.output_schema is not None:
+        text = json.dumps(_structured(prompt.output_schema, text), sort_keys=True)
     is_truncated = (
         prompt.max_tokens is not None and count_tokens(text) > prompt.max_tokens
     )
@@ -141,6 +146,18 @@ def _answer_text(prompt: Prompt) -> str:
         a, b, c = (order * 3)[:3]
         sentences.append(template.format(opener=rng.choice(_OPENERS), a=a, b=b, c=c))
     return " ".join(sentences)
+
+
+def _structured(schema: Mapping[str, object], answer: str) -> dict[str, object]:
+    """An object following `schema`: its strings say the answer, other types a default."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    out: dict[str, object] = {}
+    for name, spec in properties.items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        out[str(name)] = answer if kind == "string" else _argument_value(kind, [])
+    return out
 
 
 def _keywords(text: str) -> list[str]:

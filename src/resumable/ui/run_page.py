@@ -412,7 +412,7 @@ def _spent(spend: Spend) -> str:
 
 
 def _step_dollars(step: StepExport) -> str:
-    """A step's LLM calls and dollars: "2 · $0.0012", or "1 · unpriced"."""
+    """A step's LLM calls and dollars: "2 · $0.0012", "1 · unpriced", "2 · $0.0012+ (1 unmetered)"."""
     if (
         step.cost_usd is None
     ):  # a call's model has no price: the step's total is unknown
@@ -423,6 +423,8 @@ def _step_dollars(step: StepExport) -> str:
             dollars = f"{plural(step.unpriced_calls, 'call')} {dollars}"
     else:
         dollars = f"${step.cost_usd:.4f}"
+    if step.unmetered_calls:  # their cost is unknown: the dollars are a lower bound
+        dollars += f"+ ({step.unmetered_calls} unmetered)"
     return f"{step.calls} · {esc(dollars)}"
 
 
@@ -453,6 +455,13 @@ def _ledger(ledger: Ledger | None) -> str:
         usd += (
             f"<p>Unpriced: {esc(', '.join(ledger.unpriced_models))} "
             "(tokens counted, no price known).</p>"
+        )
+    unmetered = ledger.incurred.unmetered_calls + ledger.reused.unmetered_calls
+    if unmetered:
+        usd += (
+            f"<p class=error>{plural(unmetered, 'unmetered call')}: "
+            "usage unknown (no usage in the response, or a stream not read to its "
+            "end), so the dollars above are a lower bound.</p>"
         )
     return "<h2>Ledger (tokens)</h2>" + usd + hbar_chart(bars, "tok")
 

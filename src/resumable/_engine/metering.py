@@ -1,0 +1,336 @@
+"""SDK metering: the usage of every `openai`/`anthropic` call a step attempt makes.
+
+A step is metered where its calls happen, not from what it returns: a step that
+returns `r.choices[0].message.content`, a parsed object, a streamed text or
+nothing costs what its calls cost. While an attempt runs (the `_step` ContextVar
+the attempt sets is the switch), each call made through either SDK adds one
+`Usage` to the attempt's calls; outside a step the wrappers only delegate.
+
+Where it hooks in, and why there: OpenTelemetry's GenAI instrumentations wrap
+resource methods (`Completions.create`, `Messages.create`, ...). Both SDKs
+route every resource method through one public method of their client,
+`OpenAI.request` / `Anthropic.request` (and the async twins), looked up on the
+client at each call: `create`, `parse`, the `stream()` helpers (which call the
+client directly, not `create`), `with_raw_response` and `with_streaming_response`
+(whose wrappers bind `create` when first used, and would keep an unwrapped one),
+every client built before or after this runs, and frameworks that hold a client
+(LangChain's ChatOpenAI, Pydantic AI, the OpenAI Agents SDK). One wrapper per
+client class covers them all; a list of resource methods would miss each new
+helper an SDK release adds. The SDKs have no public request/response hook
+except a custom `http_client`, which needs user code. The wrapper reads only
+public attributes: the request's `url` and `json_data` (the path and the body),
+the result's fields, and a raw response's public `parse()` (cached by the SDK,
+so the caller's own `parse()` returns the same object).
+
+A stream's usage arrives in its last events, so a streamed call is added as
+unmetered when the stream is returned and replaced by its usage when the event
+carrying it is iterated (`Stream.__iter__`/`__next__` and the async twins are
+wrapped; only streams made inside a step are followed, by a weak map). A
+stream cut short, or one whose request did not ask for usage (Chat Completions
+without `stream_options={"include_usage": True}`), stays unmetered, as does a
+response without usage. The meter never changes what a call sends or returns.
+
+`install()` patches the SDKs already imported, once, for the whole process; the
+engine calls it at every attempt (it compares the count of `sys.modules` with the
+last one it saw, so this costs nothing when no module was imported since), so an
+SDK imported later, even inside a step, is metered from its first call.
+`Engine(metering=False)` or RESUMABLE_METERING=0 turns it off for an engine's
+runs (the wrappers then only delegate).
+
+What it cannot see: a call made on a thread that did not copy the step's
+context (a plain `ThreadPoolExecutor`; `asyncio.to_thread`, LangChain's
+executors and `contextvars.copy_context().run` do copy it), and a call through
+any other client (use `current_run().record_usage`). A `with_streaming_response`
+body read as raw bytes or lines, not through `parse()`, stays unmetered.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from resumable._engine.context import _step
+from resumable.usage import Usage, usage_from
+
+_SDKS = {
+    "openai": (("OpenAI", "AsyncOpenAI"), ("Stream", "AsyncStream")),
+    "anthropic": (("Anthropic", "AsyncAnthropic"), ("Stream", "AsyncStream")),
+}
+_LLM_PATHS = ("/chat/completions", "/responses", "/messages", "/completions")
+"""POSTs to these are LLM calls: metered, or counted as unmetered."""
+_STREAM_DONE = frozenset(
+    {"response.completed", "response.incomplete", "response.failed"}
+)
+
+_patched: dict[str, list[tuple[type, str, Any, bool]]] = {}
+"""SDK name -> (class, attribute, original, whether the class defined it itself)."""
+_modules_seen = 0
+"""How many modules were imported when `install` last looked for the SDKs."""
+_stream_classes: tuple[type, ...] = ()
+"""The SDKs' stream classes whose iteration is followed."""
+_taps: weakref.WeakKeyDictionary[Any, _Tap] = weakref.WeakKeyDictionary()
+"""The streams made inside a step, and where their usage goes."""
+
+
+def metering_by_default() -> bool:
+    """Whether an Engine meters when not told: yes, unless RESUMABLE_METERING=0."""
+    value = os.environ.get("RESUMABLE_METERING", "").strip().lower()
+    return value not in ("0", "false", "off", "no")
+
+
+def install() -> None:
+    """Meter the SDKs imported so far (each once); cheap when there is nothing new.
+
+    Called at every attempt: when no module was imported since the last call
+    (the count of `sys.modules` is unchanged), there is nothing to look at.
+    """
+    global _modules_seen  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+    if len(sys.modules) == _modules_seen or len(_patched) == len(_SDKS):
+        return
+    _modules_seen = len(sys.modules)
+    for name, (clients, streams) in _SDKS.items():
+        module = sys.modules.get(name)
+        if module is not None and name not in _patched:
+            _patch(name, module, clients, streams)
+
+
+def uninstall() -> None:
+    """Restore the SDKs' own methods (for benchmarks and tests of the meter)."""
+    for patches in _patched.values():
+        for cls, attr, original, owned in patches:
+            if owned:
+                setattr(cls, attr, original)
+            else:
+                delattr(cls, attr)
+    _patched.clear()
+    global _stream_classes  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+    _stream_classes = ()
+    global _modules_seen  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+    _modules_seen = 0
+
+
+def _patch(
+    provider: str, module: Any, clients: tuple[str, str], streams: tuple[str, str]
+) -> None:
+    patches: list[tuple[type, str, Any, bool]] = []
+    sync_client, async_client = (getattr(module, n, None) for n in clients)
+    sync_stream, async_stream = (getattr(module, n, None) for n in streams)
+    plan: list[tuple[Any, str, Callable[[Any, str], Any]]] = [
+        (sync_client, "request", _sync_request),
+        (async_client, "request", _async_request),
+        (sync_stream, "__iter__", _stream_iter),
+        (sync_stream, "__next__", _stream_next),
+        (async_stream, "__aiter__", _stream_aiter),
+        (async_stream, "__anext__", _stream_anext),
+    ]
+    for cls, attr, wrap in plan:
+        original = getattr(cls, attr, None) if isinstance(cls, type) else None
+        if original is None:
+            continue  # an SDK version without it: the rest still works
+        patches.append((cls, attr, original, attr in vars(cls)))
+        setattr(cls, attr, wrap(original, provider))
+        if attr in ("__iter__", "__aiter__"):
+            global _stream_classes  # noqa: PLW0603 - the process-wide patch's own bookkeeping
+            _stream_classes = (*_stream_classes, cls)
+    _patched[provider] = patches
+
+
+# --- calls ------------------------------------------------------------------------
+
+
+def _attempt_calls() -> list[Usage] | None:
+    """The calls list of the attempt running here, if metering is on for its run."""
+    scope = _step.get()
+    if scope is None or not scope[0].runtime.metering:
+        return None
+    return scope[4]
+
+
+def _llm_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The request body of an LLM call (`request(cast_to, options, ...)`); else None."""
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    url = getattr(options, "url", None)
+    method = getattr(options, "method", "post")
+    if not isinstance(url, str) or str(method).lower() != "post":
+        return None
+    if not url.partition("?")[0].rstrip("/").endswith(_LLM_PATHS):
+        return None
+    body = getattr(options, "json_data", None)
+    return body if isinstance(body, dict) else {}
+
+
+def _sync_request(original: Any, provider: str) -> Any:
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls = _attempt_calls()
+        if calls is None:
+            return original(self, *args, **kwargs)
+        body = _llm_call(args, kwargs)
+        result = original(self, *args, **kwargs)
+        if body is not None:
+            _meter(calls, provider, body, _parsed(result))
+        return result
+
+    return request
+
+
+def _async_request(original: Any, provider: str) -> Any:
+    async def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls = _attempt_calls()
+        if calls is None:
+            return await original(self, *args, **kwargs)
+        body = _llm_call(args, kwargs)
+        result = await original(self, *args, **kwargs)
+        if body is not None:
+            parsed = _parsed(result)
+            if inspect.isawaitable(parsed):  # an async client's raw response
+                try:
+                    parsed = await parsed
+                except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
+                    parsed = None
+            _meter(calls, provider, body, parsed)
+        return result
+
+    return request
+
+
+def _parsed(result: Any) -> Any:
+    """The response object of a call's result (a raw response is parsed, as cached)."""
+    # the class first: a response model's own __getattr__ is slow to say no
+    if callable(getattr(type(result), "parse", None)) and hasattr(
+        result, "http_response"
+    ):
+        try:
+            return result.parse()  # `with_raw_response`: the SDK caches what it parses
+        except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
+            return None
+    return result
+
+
+def _meter(
+    calls: list[Usage], provider: str, body: dict[str, Any], response: Any
+) -> None:
+    """Add the call's usage, or an unmetered call to fill in when its stream ends."""
+    if isinstance(response, _stream_classes):
+        pending = _unmetered(provider, body)
+        _taps[response] = _Tap(calls, len(calls), pending)
+        calls.append(pending)
+        return
+    found = usage_from(response)
+    calls.append(found[0] if len(found) == 1 else _unmetered(provider, body))
+
+
+def _unmetered(provider: str, body: dict[str, Any]) -> Usage:
+    model = body.get("model")
+    return Usage(
+        model=model if isinstance(model, str) else None,
+        provider=provider,
+        is_metered=False,
+    )
+
+
+# --- streams ------------------------------------------------------------------------
+
+
+class _Tap:
+    """Where one stream's usage goes: a slot in its attempt's calls."""
+
+    __slots__ = ("calls", "index", "start", "usage")
+
+    def __init__(self, calls: list[Usage], index: int, usage: Usage) -> None:
+        self.calls, self.index, self.usage = calls, index, usage
+        self.start: Usage | None = None  # Anthropic's message_start usage
+
+    def see(self, event: Any) -> None:
+        """Read an event; the one that carries usage fills in the call."""
+        try:
+            found = self._usage(event)
+        except Exception:  # noqa: BLE001 - an odd event never breaks the stream
+            return
+        if found is not None:
+            self.calls[self.index] = found
+
+    def _usage(self, event: Any) -> Usage | None:
+        kind = getattr(event, "type", None)
+        if kind == "message_start":  # Anthropic: input now, output at message_delta
+            message = getattr(event, "message", None)
+            found = usage_from(message)
+            if found:
+                self.start = found[0]
+            return None
+        if kind == "message_delta" and self.start is not None:
+            delta = getattr(event, "usage", None)
+            output = getattr(delta, "output_tokens", None)
+            if not isinstance(output, int):
+                return None
+            fields: dict[str, Any] = {"output_tokens": output}
+            for name, key in (
+                ("input_tokens", "input_tokens"),
+                ("cached_input_tokens", "cache_read_input_tokens"),
+                ("cache_write_tokens", "cache_creation_input_tokens"),
+            ):
+                value = getattr(delta, key, None)
+                if isinstance(value, int):
+                    fields[name] = value
+            return replace(self.start, **fields)
+        if kind in _STREAM_DONE:  # Responses: the final response carries usage
+            found = usage_from(getattr(event, "response", None))
+            return found[0] if len(found) == 1 else None
+        if getattr(event, "object", None) == "chat.completion.chunk":
+            found = usage_from(event)
+            return found[0] if len(found) == 1 else None
+        return None
+
+    def follow(self, items: Iterator[Any]) -> Iterator[Any]:
+        for item in items:
+            self.see(item)
+            yield item
+
+    async def follow_async(self, items: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for item in items:
+            self.see(item)
+            yield item
+
+
+def _stream_iter(original: Any, _: str) -> Any:
+    def __iter__(self: Any) -> Iterator[Any]:  # noqa: N807 - the dunder it replaces
+        items = original(self)
+        tap = _taps.get(self)
+        return items if tap is None else tap.follow(items)
+
+    return __iter__
+
+
+def _stream_next(original: Any, _: str) -> Any:
+    def __next__(self: Any) -> Any:  # noqa: N807 - the dunder it replaces
+        item = original(self)
+        tap = _taps.get(self)
+        if tap is not None:
+            tap.see(item)
+        return item
+
+    return __next__
+
+
+def _stream_aiter(original: Any, _: str) -> Any:
+    def __aiter__(self: Any) -> AsyncIterator[Any]:  # noqa: N807 - the dunder it replaces
+        items = original(self)
+        tap = _taps.get(self)
+        return items if tap is None else tap.follow_async(items)
+
+    return __aiter__
+
+
+def _stream_anext(original: Any, _: str) -> Any:
+    async def __anext__(self: Any) -> Any:  # noqa: N807 - the dunder it replaces
+        item = await original(self)
+        tap = _taps.get(self)
+        if tap is not None:
+            tap.see(item)
+        return item
+
+    return __anext__
