@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from resumable._engine import outcome
+from resumable._engine.awaits import refuse_unawaited_result
 from resumable._engine.commits import dumps_for, durably, put_sealed
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.journal import load_journal
@@ -149,6 +150,7 @@ async def _execute(
     if ctx.failure is not None:
         raise ctx.failure
     try:
+        refuse_unawaited_result(result, run_id=run.run_id, step=None)
         output = dumps_for(runtime, result, place=run_place(run.run_id, "output"))
     except SerializationError as exc:
         error = SerializationError(

@@ -12,6 +12,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
+from resumable._engine.awaits import refuse_unawaited, refuse_unawaited_result
 from resumable._engine.commits import commit, dumps_for, log_fields
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
@@ -81,6 +82,7 @@ def decide_call(
     """
     if ctx.failure is not None:
         raise ctx.failure
+    refuse_unawaited(args, kwargs, run_id=ctx.run_id, step=name)
     fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     recorded = ctx.journal.get(seq)
     if recorded is None:
@@ -229,6 +231,7 @@ async def _commit_result(
     try:
         attempt_calls.extend(usage_from(result))
         output: bytes | SealedStream | None
+        refuse_unawaited_result(result, run_id=ctx.run_id, step=name)
         try:
             output = dumps_for(runtime, result, place=place)
         except SerializationError as exc:
