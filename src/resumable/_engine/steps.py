@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
 from resumable._engine.awaits import refuse_unawaited, refuse_unawaited_result
-from resumable._engine.commits import commit, dumps_for, log_fields
+from resumable._engine.commits import commit, dumps_for, log_fields, recorded_first
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
 from resumable.errors import (
@@ -49,6 +49,8 @@ async def execute_step(
     )
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
+    if ctx.recording:  # a value now()/uuid4() drew may be among its arguments
+        await recorded_first(ctx)
     task = asyncio.current_task()
     if task is not None:
         ctx.inflight.add(task)
