@@ -40,7 +40,8 @@ PUBLIC = {
     "StepExport", "StepFailed", "StepView", "StoreError", "ThreadPage", "ThreadView",
     "Usage", "UsageError",
     "WaitTimeout", "Worker", "WorkflowFailed", "WorkflowNotRegistered",
-    "__version__", "current_run", "deprecate_patch", "map_steps", "patched",
+    "__version__", "current_run", "deprecate_patch", "map_steps", "now", "patched",
+    "random", "uuid4",
     "register", "sleep", "step", "wait_for", "workflow",
 }  # fmt: skip
 

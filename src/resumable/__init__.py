@@ -25,6 +25,7 @@ from resumable._engine.listing import (
 )
 from resumable._engine.patches import deprecate_patch, patched
 from resumable._engine.probe import Divergence
+from resumable._engine.recorded import now, random, uuid4
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
@@ -110,10 +111,13 @@ __all__ = [
     "current_run",
     "deprecate_patch",
     "map_steps",
+    "now",
     "patched",
+    "random",
     "register",
     "sleep",
     "step",
+    "uuid4",
     "wait_for",
     "workflow",
 ]

@@ -81,7 +81,7 @@ async def test_resume_executes_only_the_step_that_never_committed(
 
     with pytest.raises(Crash):
         await engine.run(three, run_id="r")
-    assert (await engine.get("r")).status == "running"
+    assert (await engine.get("r")).status == "queued"  # given back, not left running
     crash_at[0] = -1
     assert await engine.run(three, run_id="r") == [0, 10, 20]
     assert calls == [0, 1, 1, 2]

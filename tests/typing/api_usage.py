@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
+from datetime import datetime
 
+import resumable
 from resumable import (
     CheckReport,
     Engine,
@@ -43,6 +46,14 @@ async def versioned(url: str) -> bytes:
     if await patched("new-fetch"):
         return await fetch(url + "?v=2")
     return await fetch(url)
+
+
+@workflow(name="drawing")
+async def drawing(url: str) -> str:
+    started: datetime = resumable.now()  # recorded: the same on every replay
+    key: uuid.UUID = resumable.uuid4()
+    chance: float = resumable.random()
+    return f"{url} {started:%H} {key} {chance}"
 
 
 @workflow(name="sync-versioned", version="2")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
+from resumable._engine.commits import recorded_first
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ledger import spend_of
 from resumable._engine.specs import StepSpec
@@ -116,6 +117,7 @@ async def _map_steps(
     if duplicates:
         raise ValueError(f"map_steps keys must be unique; repeated: {duplicates[:5]}")
     map_seq = ctx.take_seq()
+    await recorded_first(ctx)  # a value now()/uuid4() drew may be among the items
     batch = _Batch(
         ctx,
         spec,

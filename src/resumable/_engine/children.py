@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from resumable._engine import outcome
-from resumable._engine.commits import commit
+from resumable._engine.commits import commit, recorded_first
 from resumable._engine.context import RunContext
 from resumable._engine.ids import derived_id
 from resumable._engine.specs import WorkflowSpec
@@ -53,6 +53,7 @@ async def run_child(
     fingerprint, decision = decide_call(ctx, seq, name, args, kwargs, attempts=1)
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
+    await recorded_first(ctx)  # a value now()/uuid4() drew may be among its arguments
     started_at_ms = runtime.clock.now_ms()
     ended = await _run_to_end(
         ctx, seq, spec, args, kwargs, attempts=decision.first_attempt

@@ -9,6 +9,7 @@ and every later step raise the error, and the run ends with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -108,6 +109,22 @@ async def commit(
         observer.checkpoint_written(
             ctx, record, duration_s=time.perf_counter() - started_s, error=None
         )
+
+
+async def recorded_first(ctx: RunContext) -> None:
+    """Await the records of `now()`, `uuid4()`, `random()` values still being written.
+
+    Called before whatever could act on such a value outside the run starts (a
+    step, a child run, a batch) and before the run ends, so no effect of it
+    survives a crash that lost the value. Raises the run's failure if one failed.
+    """
+    while ctx.recording:
+        writing, ctx.recording = ctx.recording, []
+        for write in writing:
+            with contextlib.suppress(LeaseLost, CheckpointWriteError):
+                await write  # commit() poisoned the run with it: raised below
+    if ctx.failure is not None:
+        raise ctx.failure
 
 
 async def durably(

@@ -174,6 +174,9 @@ class RunContext:
     replays_noted: int = 0
     noting: asyncio.Future[None] | None = None
     """The ledger entry write in flight, if any."""
+    recording: list[asyncio.Future[None]] = field(default_factory=list)
+    """Writes of values `now()`, `uuid4()`, `random()` drew in an async workflow,
+    in flight until `commits.recorded_first` awaits them."""
     """How many replays the execution's ledger entry already counts."""
     spent: Spend = field(default_factory=Spend)
     """What the run has incurred so far, in every execution (for budgets)."""

@@ -4,7 +4,8 @@ One `Driver` per Engine. It keeps one task per run it drives (a second caller of
 the same run awaits the first's task), waits while a run sleeps or waits for
 input (woken at once by a `send` through the same engine), takes the lease,
 executes (`runs.execute_run`), and gives the lease up when an execution stops
-without ending the run.
+without ending the run: the run is queued again, for this or any process to resume
+at once (after Ctrl-C, `stop`, a worker's stop or a store error).
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from resumable.pricing import PriceTable
 from resumable.serde import Serde
 from resumable.stores.offload import OffloadStore
 from resumable.stores.places import input_place, run_place
-from resumable.stores.protocol import InputRecord, Lease, RunRecord, RunStatus, Store
+from resumable.stores.protocol import (
+    InputRecord,
+    Lease,
+    RunRecord,
+    RunStatus,
+    RunUpdate,
+    Store,
+)
 
 _POLL_S = 0.25
 _WAIT_POLL_S = 1.0  # how often a suspended run is re-read when no local send wakes it
@@ -115,7 +123,20 @@ class Driver:
             runtime.observer.run_claimed(run, queue_wait_s=wait_s)
             if taken_over:
                 runtime.observer.lease_taken_over(run_id)
-        return await self.drive(spec, run, retry_failed=False)
+        return await self.drive(spec, run, retry_failed=False, stops_with_caller=True)
+
+    async def stop(self) -> None:
+        """Stop every run this engine drives, giving up their leases; wait for that.
+
+        What Ctrl-C and `Engine.close` do, so the runs are resumable at once
+        elsewhere; a step in flight is not recorded and runs again there.
+        """
+        tasks = list(self._active.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
 
     async def send(self, run_id: str, key: str, value: Any) -> None:
         """`Engine.send`: record the input, and wake the run if this engine drives it."""
@@ -224,9 +245,18 @@ class Driver:
             )
 
     async def drive(
-        self, spec: WorkflowSpec, run: RunRecord, *, retry_failed: bool
+        self,
+        spec: WorkflowSpec,
+        run: RunRecord,
+        *,
+        retry_failed: bool,
+        stops_with_caller: bool = False,
     ) -> Any:
-        """The run's result once it ends; one task per run however many callers."""
+        """The run's result once it ends; one task per run however many callers.
+
+        A caller that stops waiting leaves the run going, unless `stops_with_caller`
+        (a worker's claim: the run stops, its lease released, when the worker does).
+        """
         task = self._active.get(run.run_id)
         if task is None:
             task = asyncio.ensure_future(
@@ -234,7 +264,14 @@ class Driver:
             )
             self._active[run.run_id] = task
             task.add_done_callback(lambda done: self._forget(run.run_id, done))
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if stops_with_caller:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            raise
 
     async def _until_done(
         self, spec: WorkflowSpec, run: RunRecord, *, retry_failed: bool
@@ -333,16 +370,19 @@ class Driver:
         )
 
     async def _release(self, lease: Lease) -> None:
-        """Give up a lease at once when an execution stops without ending the run.
+        """Queue the run again, leaseless, when an execution stops without ending it.
 
         After Ctrl-C, a cancellation or a store error, a restart need not wait the
-        lease out. Best effort: the lease still expires on its own if this write fails.
+        lease out, and listings show the run as resumable (queued), not running. A
+        run the execution ended (failed, say) or lost is left as it is. Best effort:
+        the lease still expires on its own if this fails.
         """
-        runtime = self.runtime
+        runtime, run_id = self.runtime, lease.run_id
         with contextlib.suppress(BaseException):
-            await runtime.store.renew_lease(
-                lease.run_id, fence=lease.fence, now_ms=runtime.clock.now_ms(), ttl_ms=0
-            )
+            run = await runtime.store.get_run(run_id)
+            if run is not None and run.status == "running" and run.fence == lease.fence:
+                update = RunUpdate(status="queued", now_ms=runtime.clock.now_ms())
+                await runtime.store.update_run(run_id, fence=lease.fence, update=update)
 
     async def _acquire(self, run: RunRecord) -> Lease | None:
         """Take the run's lease, waiting out a live owner; None if it ended meanwhile."""

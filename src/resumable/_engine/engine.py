@@ -270,8 +270,18 @@ class Engine(StateMethods, MaintenanceMethods):
         ttl: timedelta | None = None,
         **kwargs: Any,
     ) -> Any:
-        """`run` for synchronous code: blocks until the run ends."""
-        return self._bridge.run(self.run(wf, *args, run_id=run_id, ttl=ttl, **kwargs))
+        """`run` for synchronous code: blocks until the run ends.
+
+        Ctrl-C (KeyboardInterrupt) stops the runs this engine drives and releases
+        their leases before it propagates, as `asyncio.run(engine.run(...))` does.
+        """
+        try:
+            return self._bridge.run(
+                self.run(wf, *args, run_id=run_id, ttl=ttl, **kwargs)
+            )
+        except KeyboardInterrupt:
+            self._bridge.run(self._driver.stop())
+            raise
 
     async def fork(
         self,
@@ -497,7 +507,12 @@ class Engine(StateMethods, MaintenanceMethods):
         return await read_ledger(self.store, self.serde, self._runtime.prices, run_id)
 
     async def close(self) -> None:
-        """Release the store's connections and threads."""
+        """Stop the runs this engine drives, then release the store's connections.
+
+        A run stopped here is queued again, its lease released, for any process
+        to resume at once; the step it was in runs again there.
+        """
+        await self._driver.stop()
         await self.store.close()
 
     async def __aenter__(self) -> Self:

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 from resumable._engine import outcome
-from resumable._engine.commits import dumps_for, durably, put_sealed
+from resumable._engine.awaits import refuse_unawaited_result
+from resumable._engine.commits import dumps_for, durably, put_sealed, recorded_first
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.journal import load_journal
 from resumable._engine.ledger import Spend, spend_of, usage_entries
@@ -149,6 +150,7 @@ async def _execute(
     if ctx.failure is not None:
         raise ctx.failure
     try:
+        refuse_unawaited_result(result, run_id=run.run_id, step=None)
         output = dumps_for(runtime, result, place=run_place(run.run_id, "output"))
     except SerializationError as exc:
         error = SerializationError(
@@ -182,6 +184,8 @@ async def _call_workflow(
         _run.reset(token)
         heartbeat.cancel()
         await _settle(ctx)
+        with contextlib.suppress(ResumableError):  # a lost write is ctx.failure now
+            await recorded_first(ctx)
         if ctx.failure is None:
             noting = start_noting_replays(ctx)
             if noting is not None:

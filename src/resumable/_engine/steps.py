@@ -12,7 +12,8 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, metering, outcome, replay, retry
-from resumable._engine.commits import commit, dumps_for, log_fields
+from resumable._engine.awaits import refuse_unawaited, refuse_unawaited_result
+from resumable._engine.commits import commit, dumps_for, log_fields, recorded_first
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
 from resumable._plural import plural
@@ -49,6 +50,8 @@ async def execute_step(
     )
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
+    if ctx.recording:  # a value now()/uuid4() drew may be among its arguments
+        await recorded_first(ctx)
     task = asyncio.current_task()
     if task is not None:
         ctx.inflight.add(task)
@@ -82,6 +85,7 @@ def decide_call(
     """
     if ctx.failure is not None:
         raise ctx.failure
+    refuse_unawaited(args, kwargs, run_id=ctx.run_id, step=name)
     fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     recorded = ctx.journal.get(seq)
     if recorded is None:
@@ -232,6 +236,7 @@ async def _commit_result(
     try:
         attempt_calls.extend(returned_calls(result, attempt_calls))
         output: bytes | SealedStream | None
+        refuse_unawaited_result(result, run_id=ctx.run_id, step=name)
         try:
             output = dumps_for(runtime, result, place=place)
         except SerializationError as exc:

@@ -31,6 +31,7 @@ from resumable.errors import (
 from resumable.stores._records import schema_version_of
 from resumable.stores._redis_packing import escape_glob as _escape_glob
 from resumable.stores._redis_records import Keys, config_value
+from resumable.stores.loopend import LoopEnd
 from resumable.stores.urls import redact
 
 if TYPE_CHECKING:
@@ -131,12 +132,16 @@ class RedisClient:
         self._is_open = False
         self._pubsub: PubSub | None = None
         self._waiting = asyncio.Lock()
+        self._loop_end = LoopEnd()  # the client is closed with the loop it runs on
         self.client()  # no I/O: surfaces a malformed URL here, not on first use
 
     async def open(self, *, run_id: str | None = None, seq: int | None = None) -> None:
         """Connect and check the schema version."""
+        if self._loop_end.is_stale():  # its loop closed without shutting down
+            self._redis, self._pubsub, self._is_open = None, None, False
         if self._is_open:
             return
+        await self._loop_end.arm(self.close)
         client = self.client()
         # opened by a run's write, a failure to connect is that write's failure
         with self.boundary("open", run_id=run_id, seq=seq):
@@ -217,6 +222,8 @@ class RedisClient:
 
     async def close(self) -> None:
         """Close the client and the wake-up subscription."""
+        await self._loop_end.disarm()
+        self._waiting = asyncio.Lock()  # a lock is bound to the loop that used it
         client, self._redis = self._redis, None
         pubsub, self._pubsub = self._pubsub, None
         self._is_open = False

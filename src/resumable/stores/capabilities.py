@@ -72,6 +72,10 @@ class RunsOnAnyLoop(Protocol):
     without a loop may then drive it on a private loop of their own thread instead
     of crossing to a bridge thread. It promises nothing about calls made from
     several threads at once: such callers serialize their calls.
+
+    A store without it still serves one loop after another, as consecutive
+    `asyncio.run()` calls do: PostgreSQL and Redis close their clients with the
+    loop they belong to and open new ones on the next (`stores.loopend`).
     """
 
     any_loop: bool

@@ -66,6 +66,7 @@ from resumable.stores._postgres_thread_archive import (
     ThreadArchiveStatements,
 )
 from resumable.stores.archiving import ArchiveStub
+from resumable.stores.loopend import LoopEnd
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -107,6 +108,7 @@ class PostgresStore(ThreadArchiveMethods):
         self._opening = asyncio.Lock()
         self._purge: asyncio.Task[None] | None = None
         self._work = WorkListener(self._options.conninfo, self.schema)
+        self._loop_end = LoopEnd()  # the pool is closed with the loop it runs on
         self._commits = StepCommits(
             url=self.url,
             statements=self._sql,
@@ -117,10 +119,14 @@ class PostgresStore(ThreadArchiveMethods):
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> PostgresStore:
         """Connect, create or migrate the schema, and start the pool (idempotent)."""
-        if self._pool is not None:
+        if self._pool is not None and not self._loop_end.is_stale():
             return self
         async with self._opening:
+            if self._loop_end.is_stale():  # its loop closed without shutting down
+                self._pool, self._purge = None, None
+                self._work = WorkListener(self._options.conninfo, self.schema)
             if self._pool is None:
+                await self._loop_end.arm(self.close)
                 await migrate(self._options, self._sql, url=self.url)
                 pool: Pool = AsyncConnectionPool(
                     self._options.conninfo,
@@ -141,6 +147,7 @@ class PostgresStore(ThreadArchiveMethods):
         return self
 
     async def close(self) -> None:
+        await self._loop_end.disarm()
         await self._commits.wait_idle()  # let queued commits finish
         if self._purge is not None:
             self._purge.cancel()
@@ -150,6 +157,7 @@ class PostgresStore(ThreadArchiveMethods):
         await self._work.close()
         if pool is not None:
             await pool.close()
+        self._opening = asyncio.Lock()  # a lock is bound to the loop that used it
 
     async def drop(self) -> None:
         """Delete the store's schema and everything in it (for tests)."""

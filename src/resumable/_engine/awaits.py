@@ -1,0 +1,89 @@
+"""Noticing a forgotten `await`: a coroutine where a value belongs.
+
+`summarize(fetch(doc))` passes a coroutine, not the document: it would be
+fingerprinted as "a coroutine" and handed to the step, and a step or workflow
+that returns one would record `<coroutine object ...>`. Step arguments, step
+results and workflow results are looked at (at the top and one level into a
+list, tuple or dict, where `[fetch(d) for d in docs]` puts them); what is found
+is a SerializationError that names the step and the missing `await`. The
+coroutines found are closed, so none warns "never awaited" later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+from resumable._engine.specs import StepSpec
+from resumable.errors import SerializationError
+
+_CONTAINERS = (list, tuple, dict)
+
+
+def refuse_unawaited(
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    run_id: str,
+    step: str,
+) -> None:
+    """Raise if a step's argument is a coroutine (or future) never awaited."""
+    for i, value in enumerate(args):
+        _refuse(value, f"args[{i}]", run_id=run_id, step=step)
+    for key, value in kwargs.items():
+        _refuse(value, f"kwargs[{key!r}]", run_id=run_id, step=step)
+
+
+def refuse_unawaited_result(value: Any, *, run_id: str, step: str | None) -> None:
+    """Raise if a step's (or, with `step` None, the workflow's) result is one."""
+    _refuse(value, "result", run_id=run_id, step=step)
+
+
+def _refuse(value: Any, path: str, *, run_id: str, step: str | None) -> None:
+    if not (_is_pending(value) or type(value) in _CONTAINERS):
+        return  # the common case: one type check
+    found = list(_pending_in(value, path))
+    if not found:
+        return
+    where, first = found[0]
+    what = _describe(first)  # before closing, which drops the coroutine's frame
+    for _, pending in found:
+        if asyncio.iscoroutine(pending):
+            pending.close()
+    raise SerializationError(
+        run_id=run_id,
+        step=step,
+        path=where,
+        detail=f"is {what} that was never awaited: add the missing `await` "
+        f"where it is made",
+    )
+
+
+def _pending_in(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    if _is_pending(value):
+        yield path, value
+    elif type(value) is dict:
+        for key, item in value.items():
+            if _is_pending(item):
+                yield f"{path}[{key!r}]", item
+    elif type(value) in (list, tuple):
+        for i, item in enumerate(value):
+            if _is_pending(item):
+                yield f"{path}[{i}]", item
+
+
+def _is_pending(value: Any) -> bool:
+    return asyncio.iscoroutine(value) or asyncio.isfuture(value)
+
+
+def _describe(pending: Any) -> str:
+    """`the coroutine of step 'fetch'`, `the coroutine fetch()`, or `a Task`."""
+    if not asyncio.iscoroutine(pending):
+        return f"a {type(pending).__name__}"
+    frame = getattr(pending, "cr_frame", None)
+    spec = frame.f_locals.get("spec") if frame is not None else None
+    if isinstance(spec, StepSpec):  # a step call: steps.execute_step(ctx, seq, spec...)
+        return f"the coroutine of a call to step {spec.name!r}"
+    name = getattr(pending, "__qualname__", type(pending).__name__)
+    return f"the coroutine of a call to {name}()"
