@@ -7,12 +7,15 @@ store) lands in the folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,3 +86,46 @@ def poll(condition: Callable[[], bool], *, what: str, timeout_s: float = 30) -> 
             return
         time.sleep(0.05)
     raise AssertionError(f"{what} did not happen within {timeout_s} s")
+
+
+def free_port() -> int:
+    """A loopback port free now (the dashboard binds it a moment later)."""
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fetch(address: str) -> str:
+    """GET a page of a local server, as text."""
+    with urllib.request.urlopen(address, timeout=10) as response:  # noqa: S310 - loopback
+        return str(response.read().decode())
+
+
+@contextlib.contextmanager
+def dashboard(folder: Path, *args: str) -> Iterator[str]:
+    """`resumable ui` serving the folder's store; yields its base URL."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(COMMAND), "ui", "--port", str(port), *args],
+        cwd=folder,
+        env=user_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+
+    def serving() -> bool:
+        assert server.poll() is None, server.communicate()[1]
+        try:
+            fetch(base + "/")
+        except OSError:
+            return False
+        return True
+
+    try:
+        poll(serving, what="the dashboard answering")
+        yield base
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)

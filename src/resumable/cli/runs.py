@@ -197,7 +197,7 @@ def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
     ]
     rows = [
         [
-            _seq(s.seq),
+            step_label(s),
             s.name + (f" (from {s.inherited_from})" if s.inherited_from else ""),
             s.status,
             str(s.attempts),
@@ -209,17 +209,22 @@ def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
         for s in steps
     ]
     print()
-    print(table(headers, rows, right=[0, 3, 4, 5]))
+    print(table(headers, rows, right=[3, 4, 5]))
     if full:
         for s in steps:
-            print(f"\n#{_seq(s.seq)} {s.name}\n{_whole(s, typed=typed)}")
+            print(f"\n#{step_label(s)} {s.name}\n{_whole(s, typed=typed)}")
 
 
-def _seq(seq: int) -> str:
-    """A journal seq; map_steps items (keyed, far above ordinary seqs) as `item:<hash>`."""
-    if kind_of(seq) is JournalKind.BATCH_ITEM:
-        return f"item:{index_of(seq):x}"[:13]
-    return str(seq)
+def step_label(step: StepView) -> str:
+    """The step's number: `3`, a `map_steps` item under its call `3 [mail-0]`.
+
+    An item recorded before map calls listed their keys shows its stored hash.
+    """
+    if step.item_key is not None:
+        return f"{step.seq} [{clip(step.item_key, 24)}]"
+    if kind_of(step.seq) is JournalKind.BATCH_ITEM:
+        return f"item:{index_of(step.seq):x}"[:13]
+    return str(step.seq)
 
 
 def _import_app(app: str) -> None:

@@ -11,6 +11,7 @@ from resumable._engine.engine import Engine
 from resumable._engine.export import InputView, StepExport
 from resumable._engine.ledger import Ledger
 from resumable._engine.listing import RunFilter, RunView
+from resumable._engine.map_items import journal_seq
 from resumable.errors import ResumableError
 from resumable.ui.html import (
     VALUE_CHARS,
@@ -157,7 +158,15 @@ def _run_input(steps: list[StepExport]) -> str:
 def _kind(step: StepExport, position: int, replayed: Replayed) -> str:
     if step.status in ("failed", "retrying", "waiting"):
         return step.status
-    return "replayed" if replayed(step.seq, position) else "executed"
+    seq = journal_seq(step.seq, step.item_key)  # the ledger lists stored seqs
+    return "replayed" if replayed(seq, position) else "executed"
+
+
+def step_label(step: StepExport) -> str:
+    """The step's number as `resumable show` prints it: `3`, or `3 [mail-0]` for an item."""
+    if step.item_key is None:
+        return str(step.seq)
+    return f"{step.seq} [{step.item_key[:24]}]"
 
 
 def _children_by_seq(
@@ -239,7 +248,9 @@ def _waterfall_rows(
     previous_end: datetime | None = created_at
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
-        rows.append((f"#{s.seq} {s.step[:26]}", _step_bars(s, kind, previous_end)))
+        rows.append(
+            (f"#{step_label(s)} {s.step[:26]}", _step_bars(s, kind, previous_end))
+        )
         previous_end = s.finished_at
         child = children.get(s.seq)
         if child is not None:
@@ -362,7 +373,7 @@ def _steps(
         )
         rows.append(
             [
-                str(s.seq),
+                esc(step_label(s)),
                 esc(s.step) + inherited + child_link,
                 badge(s.status),
                 f'<span class="k-{kind} kind">{esc(kind)}</span>',
