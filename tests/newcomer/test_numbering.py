@@ -77,3 +77,19 @@ def test_history_show_export_and_the_dashboard_number_steps_in_call_order(
     assert "3 [mail-0]" in page
     assert "3 [mail-1]" in page
     assert not re.search(r"#\d{6,}|item:", page)
+
+
+def test_fork_takes_the_numbers_show_prints_and_refuses_one_past_the_end(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "mailer.py").write_text(MAILER)
+    ok(python(tmp_path, "mailer.py"))
+    for past in ("5", str(len(CALL_ORDER)), "100"):
+        refused = resumable(tmp_path, "fork", "c-1", "--at-step", past)
+        assert refused.returncode != 0
+        assert "has 4 steps" in refused.stderr
+        assert f"between 0 and 4; got {past}" in refused.stderr
+        assert "Traceback" not in refused.stderr
+    out = ok(resumable(tmp_path, "fork", "c-1", "--at-step", "4", "--new-id", "c-2"))
+    assert "forked from c-1 at step 4" in out
+    assert "succeeded: 2" in ok(resumable(tmp_path, "resume", "c-2", "--app", "mailer"))

@@ -283,8 +283,19 @@ class Engine(StateMethods, MaintenanceMethods):
         optionally with new workflow arguments. The original is never modified.
         Run the fork with `resume(new_id)` (or `run(wf, *args, run_id=new_id)`).
 
+        Args:
+            source: The run to fork.
+            at_step: The last step the fork shares, numbered as `history()` and
+                `resumable show` number them (0: none); at most the last step.
+            run_id: The new run's id (default: generated).
+            args: New workflow arguments (default: the original's).
+            kwargs: New keyword arguments (default: the original's).
+
         Returns:
             The new run's id.
+
+        Raises:
+            RunConflict: `at_step` is past the last step, or `run_id` exists.
         """
         return await fork_run(
             self._runtime,
