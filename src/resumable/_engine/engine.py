@@ -468,8 +468,8 @@ class Engine(StateMethods, MaintenanceMethods):
         return await count_runs(self.store, selection)
 
     async def get(self, run_id: str) -> RunView:
-        """One run's summary. Raises RunNotFound."""
-        return RunView.of(await self._get(run_id))
+        """One run's summary, with its input and its result or error. Raises RunNotFound."""
+        return RunView.detailed(await self._get(run_id), self.serde)
 
     async def history(self, run_id: str) -> list[StepView]:
         """The run's journal in seq order, including steps shared through a fork."""

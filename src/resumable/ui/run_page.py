@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from resumable._engine.children import child_run_id
+from resumable._engine.clock import deadline_text, moment_text
 from resumable._engine.engine import Engine
 from resumable._engine.export import InputView, StepExport
 from resumable._engine.ledger import Ledger
@@ -46,7 +47,7 @@ async def render_live(engine: Engine, run_id: str) -> str:
     return (
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
         + _header(run, ledger)
-        + _run_input(steps)
+        + _outcome(run)
         + _waterfall(
             steps,
             replayed,
@@ -119,6 +120,9 @@ def _header(run: RunView, ledger: Ledger | None) -> str:
         ("Created", when(run.created_at) + " UTC"),
         ("Updated", when(run.updated_at) + " UTC"),
     ]
+    if run.wake_at is not None and run.status in ("sleeping", "waiting"):
+        label = "Wakes" if run.status == "sleeping" else "Times out"
+        rows.append((label, esc(moment_text(run.wake_at, datetime.now(UTC)))))
     if run.queue:
         rows.append(("Queue", esc(run.queue)))
     if run.lease_owner:
@@ -149,10 +153,25 @@ def _header(run: RunView, ledger: Ledger | None) -> str:
     return f"<h1 class=runid>{esc(run.run_id)}</h1><p>{links}</p><table class=kv>{cells}</table>"
 
 
-def _run_input(steps: list[StepExport]) -> str:
-    if not steps or steps[0].run_input is None:
-        return ""
-    return f"<details><summary>Run input (args, kwargs)</summary><pre>{value_text(steps[0].run_input)}</pre></details>"
+def _outcome(run: RunView) -> str:
+    """Why a failed run failed, what a succeeded one returned, and its input."""
+    parts = []
+    if run.error is not None:
+        trace = run.error_traceback or ""
+        parts.append(
+            f"<div class=error-box><p class=error><b>Error</b>: {esc(run.error)}</p>"
+            f"<pre class=value>{esc(trace[-VALUE_CHARS:])}</pre></div>"
+        )
+    if run.status == "succeeded":
+        parts.append(
+            f"<details open><summary>Result</summary><pre>{value_text(run.result)}</pre></details>"
+        )
+    if run.input is not None:
+        parts.append(
+            f"<details><summary>Run input (args, kwargs)</summary><pre>{value_text(run.input)}</pre></details>"
+        )
+    parts.extend(f"<p class=error>{esc(problem)}</p>" for problem in run.unreadable)
+    return "".join(parts)
 
 
 def _kind(step: StepExport, position: int, replayed: Replayed) -> str:
@@ -352,10 +371,7 @@ def _steps(
     rows = []
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
-        if s.status in ("failed", "retrying"):
-            shown = _error(s.error)
-        else:
-            shown = f"<pre class=value>{value_text(s.result)}</pre>"
+        shown = _step_value(s)
         if s.unreadable:
             shown += f"<p class=error>{esc('; '.join(s.unreadable))}</p>"
         if s.status in ("failed", "retrying"):
@@ -401,6 +417,17 @@ def _steps(
         rows,
         "steps",
     )
+
+
+def _step_value(step: StepExport) -> str:
+    """A step's error, its deadline as a date (a sleep or wait_for), or its result."""
+    if step.status in ("failed", "retrying"):
+        return _error(step.error)
+    if step.status == "waiting":
+        deadline = deadline_text(step.result, datetime.now(UTC))
+        if deadline is not None:
+            return f"<pre class=value>{esc(deadline)}</pre>"
+    return f"<pre class=value>{value_text(step.result)}</pre>"
 
 
 def _error(error: object) -> str:
