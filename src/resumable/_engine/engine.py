@@ -408,7 +408,14 @@ class Engine(StateMethods, MaintenanceMethods):
 
     # --- snapshots: the rest is in StateMethods -------------------------------------
     async def conversation(self, thread_id: str) -> Conversation:
-        """A chat thread, as last saved; append messages and `save()` complete turns."""
+        """A chat thread, as last saved; append messages and `save()` complete turns.
+
+        It is saved as the thread's state in namespace `"conversation"`, beside
+        any `save_state` of the same thread (namespace `""`):
+        `state_history(thread_id)`, `resumable threads` and `resumable
+        show-thread` list it; `load_state(thread_id, namespace="conversation")`
+        reads it.
+        """
         return await Conversation.open(self, thread_id)
 
     # --- inspecting ---------------------------------------------------------------
