@@ -38,3 +38,37 @@ async def test_a_fork_past_the_last_step_is_refused_naming_the_range(
         await engine.fork("fp-1", at_step=-1)
     fork = await engine.fork("fp-1", at_step=history[-1].seq, run_id="fp-1-fork")
     assert await engine.resume(fork) == 3
+
+
+MAILED: list[str] = []
+
+
+@step(name="tests.forkpoints.counted_mail")
+async def counted_mail(to: str) -> str:
+    MAILED.append(to)
+    return f"mailed {to}"
+
+
+@workflow(name="tests.forkpoints.counted_campaign")
+async def counted_campaign(extra: list[str]) -> int:
+    sent = await map_steps(counted_mail, ["a", "b", *extra], progress=False)
+    return await count(sent)
+
+
+async def test_a_fork_at_or_after_a_map_call_shares_its_items(store: Store) -> None:
+    MAILED.clear()
+    engine = Engine(store)
+    assert await engine.run(counted_campaign, [], run_id="fi-1") == 2
+    assert MAILED == ["a", "b"]
+    at_map = await engine.fork("fi-1", at_step=1, args=(["c"],))
+    assert await engine.resume(at_map) == 3
+    assert MAILED == ["a", "b", "c"]  # the shared items replayed; only "c" ran
+    shared = await engine.history(at_map)
+    assert [(s.item_key, s.inherited_from) for s in shared if s.item_key] == [
+        ("a", "fi-1"),
+        ("b", "fi-1"),
+        ("c", None),
+    ]
+    before_map = await engine.fork("fi-1", at_step=0)
+    assert await engine.resume(before_map) == 2
+    assert MAILED == ["a", "b", "c", "a", "b"]  # nothing shared: every item ran

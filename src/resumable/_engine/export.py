@@ -137,7 +137,7 @@ async def export_steps(
             run_input = _view(
                 serde, run.input, run_place(run.run_id, "input"), problems
             )
-        journal = await load_journal(store, run)
+        journal = await load_journal(store, run, serde=serde)
         for number, key, record in in_call_order(journal, serde):
             yield _record(
                 serde,

@@ -38,7 +38,7 @@ async def fork_run(
     """
     store, serde = runtime.store, runtime.serde
     original = await get_run(store, source)
-    journal = await load_journal(store, original)
+    journal = await load_journal(store, original, serde=serde)
     last = max((seq for seq in journal if is_step(seq)), default=0)
     if not 0 <= at_step <= last:
         raise RunConflict(

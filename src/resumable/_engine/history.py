@@ -63,7 +63,7 @@ class StepView:
 
 async def run_history(store: Store, serde: Serde, run: RunRecord) -> list[StepView]:
     """The run's journal in call order, including steps shared through a fork."""
-    journal = await load_journal(store, run)
+    journal = await load_journal(store, run, serde=serde)
     return [
         _step_view(record, run.run_id, serde, number=number, item_key=key)
         for number, key, record in in_call_order(journal, serde)
