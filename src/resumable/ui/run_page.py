@@ -159,8 +159,9 @@ def _outcome(run: RunView) -> str:
     if run.error is not None:
         trace = run.error_traceback or ""
         parts.append(
-            f"<div class=error-box><p class=error><b>Error</b>: {esc(run.error)}</p>"
-            f"<pre class=value>{esc(trace[-VALUE_CHARS:])}</pre></div>"
+            f"<section class=run-error><p class=error><b>Error</b>: {esc(run.error)}</p>"
+            f"<details><summary>Traceback</summary>"
+            f"<pre class=value>{esc(trace[-VALUE_CHARS:])}</pre></details></section>"
         )
     if run.status == "succeeded":
         parts.append(
