@@ -71,7 +71,9 @@ def test_demo_kills_resumes_and_reports_what_replay_saved(
     shown = capsys.readouterr().out
     assert f"replayed {replayed} steps" in shown
     assert "ChatCompletion(" in shown  # decoded, once --app registered the types
-    assert "item:" in shown  # map_steps items are shown by key, not by a 19-digit seq
+    # map_steps items are shown under their call by key, not by a 19-digit seq
+    assert re.search(r"^\s*\d+ \[\S+\] ", shown, re.MULTILINE), shown
+    assert "item:" not in shown
 
 
 def number_in(text: str, label: str) -> int:

@@ -68,6 +68,7 @@ def test_threads_lists_langgraph_threads_newest_first(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == [
         "THREAD",
+        "KIND",
         "LATEST",
         "CHECKPOINT",
         "STEP",
@@ -76,7 +77,8 @@ def test_threads_lists_langgraph_threads_newest_first(
         "(UTC)",
     ]
     assert [line.split()[0] for line in lines[2:]] == ["newer", "older"]
-    assert lines[2].split()[2:4] == ["2", "loop"]  # input -1, start 0, inner 1, done 2
+    assert lines[2].split()[1] == "langgraph"
+    assert lines[2].split()[3:5] == ["2", "loop"]  # input -1, start 0, inner 1, done 2
 
     assert run_cli(["threads", "--store", url, "--limit", "1"]) == 0
     assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]] == [
@@ -106,8 +108,8 @@ def test_empty_stores_and_unknown_threads_say_so(
 ) -> None:
     empty = f"sqlite:///{tmp_path / 'empty.db'}"
     assert run_cli(["threads", "--store", empty]) == 0
-    assert capsys.readouterr().out == "no LangGraph threads\n"
-    with pytest.raises(ResumableError, match="no LangGraph checkpoints"):
+    assert capsys.readouterr().out == "no threads\n"
+    with pytest.raises(ResumableError, match="no saved states"):
         run_cli(["show-thread", "gone", "--store", url])
     with pytest.raises(ResumableError, match="--limit"):
         run_cli(["threads", "--store", url, "--limit", "0"])

@@ -612,7 +612,7 @@ def test_importing_resumable_without_langgraph_works_and_the_adapter_names_the_e
         env={**os.environ, "PYTHONPATH": str(SRC)},
         timeout=60,
     ).stdout
-    assert "no LangGraph threads\ncli 0" in out
+    assert "no threads\ncli 0" in out
     assert "pip install 'resumable[langgraph]'" in out
 
 

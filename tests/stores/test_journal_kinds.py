@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from resumable._contract_records import step_record
-from resumable._engine.batch import keyed_seq
+from resumable._engine.map_items import keyed_seq
 from resumable.stores.kinds import (
     KEYED_SEQ_BASE,
     JournalKind,

@@ -1,15 +1,16 @@
 """`map_steps`: one journaled step per item of a batch, identified by the item's key.
 
-The map call takes one seq in the workflow like any step. Each item's step is
-journaled at a seq derived from that seq and the item's key (in a range far above
-ordinary seqs), not from its position, so a resumed batch skips the items that
-finished even if the list was reordered or grew.
+The map call takes one seq in the workflow like any step, and records there the
+keys of its items (`map:<step>`), so the journal can list each item under its map
+call by the user's key. Each item's step is journaled at a seq derived from that
+seq and the item's key (in a range far above ordinary seqs), not from its
+position, so a resumed batch skips the items that finished even if the list was
+reordered or grew.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import sys
 import time
 from collections import deque
@@ -17,13 +18,15 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
-from resumable._engine.commits import recorded_first
+from resumable._engine.commits import commit, recorded_first
 from resumable._engine.context import RunContext, active_run, def_workflow_run
 from resumable._engine.ledger import spend_of
+from resumable._engine.map_items import item_seqs, keyed_seq, map_record_name
 from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
-from resumable.errors import NotInRun, StepFailed
-from resumable.stores.kinds import JournalKind, seq_of
+from resumable.errors import NonDeterminismError, NotInRun, StepFailed
+from resumable.stores.places import step_place
+from resumable.stores.protocol import StepRecord
 from resumable.usage import usage_from
 
 T = TypeVar("T")
@@ -39,12 +42,6 @@ class RateLimit:
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     """Counted from the usage of finished calls (known only once they return)."""
-
-
-def keyed_seq(map_seq: int, key: str) -> int:
-    """The journal seq of the item with `key` in the map call at `map_seq`."""
-    digest = hashlib.blake2b(f"{map_seq}\x00{key}".encode(), digest_size=8).digest()
-    return seq_of(JournalKind.BATCH_ITEM, int.from_bytes(digest, "big") >> 3)
 
 
 def map_steps(
@@ -118,6 +115,7 @@ async def _map_steps(
         raise ValueError(f"map_steps keys must be unique; repeated: {duplicates[:5]}")
     map_seq = ctx.take_seq()
     await recorded_first(ctx)  # a value now()/uuid4() drew may be among the items
+    await _record_keys(ctx, map_seq, spec, keys)
     batch = _Batch(
         ctx,
         spec,
@@ -138,6 +136,48 @@ async def _map_steps(
         if isinstance(result, BaseException):
             raise result
     return list(outcomes)
+
+
+async def _record_keys(
+    ctx: RunContext, map_seq: int, spec: StepSpec, keys: list[str]
+) -> None:
+    """Record the map call at its seq with its items' keys (again when they changed).
+
+    Items are found by key, not through this record: it is what lets a reader
+    list each item under its map call by the user's key.
+    """
+    if ctx.failure is not None:
+        raise ctx.failure
+    name = map_record_name(spec.name)
+    recorded = ctx.journal.get(map_seq)
+    if recorded is not None and recorded.name != name:
+        raise NonDeterminismError(
+            run_id=ctx.run_id,
+            seq=map_seq,
+            recorded=recorded.name,
+            called=name,
+            reason="another step",
+        )
+    serde = ctx.runtime.serde
+    if recorded is not None and list(
+        (item_seqs(recorded, serde) or {}).values()
+    ) == list(keys):
+        return
+    if ctx.check is not None:  # Engine.check writes nothing
+        return
+    now_ms = ctx.runtime.clock.now_ms()
+    record = StepRecord(
+        run_id=ctx.run_id,
+        seq=map_seq,
+        name=name,
+        fingerprint="-",
+        status="ok",
+        output=serde.dumps(keys, place=step_place(ctx.run_id, map_seq, name)),
+        attempts=1,
+        started_at_ms=now_ms if recorded is None else recorded.started_at_ms,
+        finished_at_ms=now_ms,
+    )
+    await commit(ctx, record)
 
 
 def _key_of(item: Any, key: Callable[[Any], str] | None) -> str:

@@ -222,7 +222,7 @@ async def check_run(
         return replace(base, verdict="no-workflow")
     spec.register_types()
     try:
-        journal = await load_journal(runtime.store, run)
+        journal = await load_journal(runtime.store, run, serde=runtime.serde)
     except ResumableError as exc:  # e.g. forked from a run since deleted
         return replace(base, verdict="raises", error=_described(exc))
     ctx, probe = _checking(runtime, run, spec, journal)

@@ -18,7 +18,15 @@ from resumable._engine.children import run_child
 from resumable._engine.context import active_run
 from resumable._engine.ids import check_id
 from resumable._engine.retry import NO_RETRY, Retry
-from resumable._engine.specs import STEPS, TYPES, WORKFLOWS, StepSpec, WorkflowSpec
+from resumable._engine.specs import (
+    STEPS,
+    TYPES,
+    WORKFLOWS,
+    StepSpec,
+    WorkflowSpec,
+    default_workflow_name,
+    legacy_names,
+)
 from resumable._engine.steps import execute_step, recorded_success, replayed
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -88,8 +96,12 @@ def workflow(
 
     Args:
         fn: An `async def` or plain `def` function.
-        name: The name runs record and `Engine.resume` looks up
-            (default: `module:qualname`).
+        name: The name runs record and `Engine.resume` looks up. Default:
+            `module:qualname`, with the module named as it is imported, also
+            when it runs as a script: `python agent.py` records `agent:fn`, so
+            `resumable resume RUN --app agent` finds it. Give a name to keep
+            runs resumable when the function moves; runs recorded under an
+            older default (`__main__:fn`) still resume.
         budget_usd: Stop the run before a step once incurred spend passes this.
         budget_tokens: Stop the run before a step once incurred tokens pass this.
         version: The code's version, recorded on every run it starts (and shown
@@ -98,10 +110,10 @@ def workflow(
     """
 
     def decorate(fn: F) -> F:
+        registered = check_id("workflow name", name or default_workflow_name(fn))
         spec = WorkflowSpec(
-            name=check_id(
-                "workflow name", name or f"{fn.__module__}:{fn.__qualname__}"
-            ),
+            name=registered,
+            aliases=legacy_names(fn, registered),
             fn=fn,
             is_async=inspect.iscoroutinefunction(fn),
             budget_usd=budget_usd,

@@ -220,7 +220,7 @@ class Driver:
                 else now_ms + int(ttl.total_seconds() * 1000),
             )
         )
-        if run.workflow != spec.name:
+        if not spec.answers_to(run.workflow):
             raise RunConflict(
                 run_id=run_id,
                 reason=f"belongs to workflow {run.workflow!r}, not {spec.name!r}; "

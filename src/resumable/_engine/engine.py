@@ -300,8 +300,19 @@ class Engine(StateMethods, MaintenanceMethods):
         optionally with new workflow arguments. The original is never modified.
         Run the fork with `resume(new_id)` (or `run(wf, *args, run_id=new_id)`).
 
+        Args:
+            source: The run to fork.
+            at_step: The last step the fork shares, numbered as `history()` and
+                `resumable show` number them (0: none); at most the last step.
+            run_id: The new run's id (default: generated).
+            args: New workflow arguments (default: the original's).
+            kwargs: New keyword arguments (default: the original's).
+
         Returns:
             The new run's id.
+
+        Raises:
+            RunConflict: `at_step` is past the last step, or `run_id` exists.
         """
         return await fork_run(
             self._runtime,
@@ -414,7 +425,14 @@ class Engine(StateMethods, MaintenanceMethods):
 
     # --- snapshots: the rest is in StateMethods -------------------------------------
     async def conversation(self, thread_id: str) -> Conversation:
-        """A chat thread, as last saved; append messages and `save()` complete turns."""
+        """A chat thread, as last saved; append messages and `save()` complete turns.
+
+        It is saved as the thread's state in namespace `"conversation"`, beside
+        any `save_state` of the same thread (namespace `""`):
+        `state_history(thread_id)`, `resumable threads` and `resumable
+        show-thread` list it; `load_state(thread_id, namespace="conversation")`
+        reads it.
+        """
         return await Conversation.open(self, thread_id)
 
     # --- inspecting ---------------------------------------------------------------
@@ -495,8 +513,8 @@ class Engine(StateMethods, MaintenanceMethods):
         return await count_runs(self.store, selection)
 
     async def get(self, run_id: str) -> RunView:
-        """One run's summary. Raises RunNotFound."""
-        return RunView.of(await self._get(run_id))
+        """One run's summary, with its input and its result or error. Raises RunNotFound."""
+        return RunView.detailed(await self._get(run_id), self.serde)
 
     async def history(self, run_id: str) -> list[StepView]:
         """The run's journal in seq order, including steps shared through a fork."""

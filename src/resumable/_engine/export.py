@@ -20,12 +20,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from resumable._engine.clock import datetime_of
+from resumable._engine.history import in_call_order
 from resumable._engine.journal import load_journal
 from resumable._engine.ledger import spend_of, usage_entries
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
-from resumable.stores.kinds import JournalKind, index_of
 from resumable.stores.places import input_place, run_place, step_place
 from resumable.stores.protocol import (
     RunQuery,
@@ -63,9 +63,10 @@ class StepExport:
     workflow: str
     run_status: str
     seq: int
-    """The journal seq; a `map_steps` item's encodes its key's hash (`item_key`)."""
+    """The step's number in call order, as `resumable show` prints it; a
+    `map_steps` item has its map call's number (see `Engine.history`)."""
     item_key: str | None
-    """For a `map_steps` item: the hex hash of its key (its seq, readably)."""
+    """For a `map_steps` item: the key the workflow gave it."""
     step: str
     status: str
     attempts: int
@@ -139,17 +140,18 @@ async def export_steps(
             run_input = _view(
                 serde, run.input, run_place(run.run_id, "input"), problems
             )
-        journal = await load_journal(store, run)
-        for seq in sorted(journal):
-            if journal[seq].kind is not JournalKind.LEDGER:
-                yield _record(
-                    serde,
-                    prices,
-                    run=run,
-                    step=journal[seq],
-                    run_input=run_input,
-                    run_problems=problems,
-                )
+        journal = await load_journal(store, run, serde=serde)
+        for number, key, record in in_call_order(journal, serde):
+            yield _record(
+                serde,
+                prices,
+                run=run,
+                step=record,
+                number=number,
+                item_key=key,
+                run_input=run_input,
+                run_problems=problems,
+            )
 
 
 async def _select(store: Store, query: ExportQuery) -> list[RunRecord]:
@@ -222,6 +224,8 @@ def _record(
     *,
     run: RunRecord,
     step: StepRecord,
+    number: int,
+    item_key: str | None,
     run_input: Any,
     run_problems: list[str],
 ) -> StepExport:
@@ -238,13 +242,12 @@ def _record(
     unpriced: set[str] = set()
     spend = spend_of(usages, prices, unpriced)
     failed = step.status in _ERROR_STATUSES
-    keyed = step.kind is JournalKind.BATCH_ITEM
     return StepExport(
         run_id=run.run_id,
         workflow=run.workflow,
         run_status=run.status,
-        seq=step.seq,
-        item_key=f"{index_of(step.seq):x}" if keyed else None,
+        seq=number,
+        item_key=item_key,
         step=step.name,
         status=step.status,
         attempts=step.attempts,

@@ -12,6 +12,7 @@ from resumable._engine.context import Runtime
 from resumable._engine.ids import new_run_id
 from resumable._engine.journal import get_run, load_journal
 from resumable.errors import RunConflict
+from resumable.stores.kinds import is_step
 from resumable.stores.places import run_place
 from resumable.stores.protocol import RunRecord
 
@@ -29,17 +30,22 @@ async def fork_run(
 
     Without `args` and `kwargs` it takes the original's arguments.
 
+    `at_step` counts steps as `Engine.history` numbers them (a `map_steps`
+    call is one step, its items share its number), not the entries it lists.
+
     Raises:
-        RunConflict: `at_step` is past the original's journal, or `run_id` exists.
+        RunConflict: `at_step` is past the original's last step, or `run_id` exists.
     """
     store, serde = runtime.store, runtime.serde
     original = await get_run(store, source)
-    journal = await load_journal(store, original)
-    if not 0 <= at_step <= max(journal, default=0):
+    journal = await load_journal(store, original, serde=serde)
+    last = max((seq for seq in journal if is_step(seq)), default=0)
+    if not 0 <= at_step <= last:
         raise RunConflict(
             run_id=source,
-            reason=f"has {max(journal, default=0)} recorded steps; "
-            f"at_step must be between 0 and that (got {at_step})",
+            reason=f"has {last} steps (numbered as `resumable show {source}` "
+            f"prints them; map_steps items share their call's number), so "
+            f"at_step must be between 0 and {last}; got {at_step}",
         )
     run_id = run_id if run_id is not None else new_run_id()
     if args is None and kwargs is None:

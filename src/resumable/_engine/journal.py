@@ -7,7 +7,9 @@ listing, exporting and the ledger.
 
 from __future__ import annotations
 
+from resumable._engine.map_items import item_seqs
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
+from resumable.serde import Serde
 from resumable.stores._records import checked_run, checked_steps
 from resumable.stores.archiving import SupportsArchive
 from resumable.stores.kinds import JournalKind
@@ -28,9 +30,13 @@ async def get_run(store: Store, run_id: str) -> RunRecord:
 
 
 async def load_journal(
-    store: Store, run: RunRecord, up_to: int | None = None
+    store: Store, run: RunRecord, up_to: int | None = None, *, serde: Serde
 ) -> dict[int, StepRecord]:
-    """A run's journal by seq, with the steps it shares with the run it was forked from."""
+    """A run's journal by seq, with the steps it shares with the run it was forked from.
+
+    A fork shares the original's steps up to its fork point, and the items of
+    the `map_steps` calls among them (found through the keys each call lists).
+    """
     journal: dict[int, StepRecord] = {}
     if run.forked_from is not None and run.fork_seq:
         parent = await store.get_run(run.forked_from)
@@ -41,18 +47,30 @@ async def load_journal(
             )
         checked_run(parent)
         limit = run.fork_seq if up_to is None else min(up_to, run.fork_seq)
-        inherited = await load_journal(store, parent, limit)
-        journal.update(
-            (seq, record)
-            for seq, record in inherited.items()
-            if record.kind is not JournalKind.LEDGER  # the parent's executions'
-        )
+        # items sit far above every step seq: read them all, keep the shared calls'
+        inherited = await load_journal(store, parent, serde=serde)
+        journal.update(_shared(inherited, limit, serde))
     steps = await store.load_journal(run.run_id, up_to_seq=up_to)
     if not steps and run.is_terminal:
         await refuse_archived(store, run.run_id)
     for record in checked_steps(run.run_id, steps):
         journal[record.seq] = record
     return journal
+
+
+def _shared(
+    journal: dict[int, StepRecord], limit: int, serde: Serde
+) -> dict[int, StepRecord]:
+    """The steps at or before `limit`, and the items of the map calls among them."""
+    shared: dict[int, StepRecord] = {}
+    for seq, record in journal.items():
+        if record.kind is JournalKind.STEP and seq <= limit:
+            shared[seq] = record
+            for item_seq in item_seqs(record, serde) or {}:
+                item = journal.get(item_seq)
+                if item is not None:
+                    shared[item_seq] = item
+    return shared
 
 
 async def refuse_archived(store: Store, run_id: str) -> None:

@@ -10,14 +10,18 @@ the library keeps for itself (`is_internal_thread`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from resumable._engine.clock import datetime_of
-from resumable.errors import UsageError
+from resumable.errors import ResumableError, UsageError
+from resumable.serde import Serde
 from resumable.stores._records import checked_run
+from resumable.stores.places import run_place
 from resumable.stores.protocol import (
     RUN_STATUSES,
     RunQuery,
@@ -47,6 +51,21 @@ class RunView:
     """The worker that holds (or last held) the run's lease."""
     lease_expires_at: datetime | None = None
     """When that lease ends unless renewed (None: never leased)."""
+    wake_at: datetime | None = None
+    """When a sleeping run wakes, or a waiting run's earliest timeout fires."""
+    error: str | None = None
+    """Why a failed run failed (`Type: message`, and the step it failed in),
+    whether a step's retries ran out or the workflow's own code raised.
+    Set by `Engine.get`; listings leave it None (they decode no payloads)."""
+    error_traceback: str | None = None
+    """The traceback recorded with `error` (set by `Engine.get`)."""
+    input: Any = None
+    """The run's arguments as `{"args": [...], "kwargs": {...}}` of generic views
+    (`resumable.serde.view`; set by `Engine.get`)."""
+    result: Any = None
+    """The generic view of a succeeded run's result (set by `Engine.get`)."""
+    unreadable: tuple[str, ...] = ()
+    """Why any of the values above could not be read here (e.g. no key)."""
 
     @classmethod
     def of(cls, run: RunRecord) -> RunView:
@@ -64,7 +83,72 @@ class RunView:
             version=run.version,
             lease_owner=run.lease_owner,
             lease_expires_at=_lease_time(run.lease_expires_at_ms),
+            wake_at=None if run.wake_at_ms is None else _lease_time(run.wake_at_ms),
         )
+
+    @classmethod
+    def detailed(cls, run: RunRecord, serde: Serde) -> RunView:
+        """The view of one run with its input, and its result or error, decoded."""
+        problems: list[str] = []
+        error = trace = result = None
+        run_input = _call_view(
+            _decoded(serde.view, run.input, run_place(run.run_id, "input"), problems)
+        )
+        output_place = run_place(run.run_id, "output")
+        if run.status == "failed" and run.output is not None:
+            info = _decoded(serde.loads, run.output, output_place, problems)
+            if isinstance(info, dict):
+                error, trace = _error_text(info), info.get("traceback")
+        elif run.status == "succeeded" and run.output is not None:
+            result = _decoded(serde.view, run.output, output_place, problems)
+        return dataclasses.replace(
+            cls.of(run),
+            error=error,
+            error_traceback=None if trace is None else str(trace),
+            input=run_input,
+            result=result,
+            unreadable=tuple(problems),
+        )
+
+
+def _decoded(
+    decode: Callable[..., Any], data: bytes, place: str, problems: list[str]
+) -> Any:
+    try:
+        return decode(data, place=place)
+    except ResumableError as exc:  # shown as unreadable; the rest still shows
+        problems.append(str(exc))
+        return None
+
+
+def _items(view: Any) -> Any:
+    """A tuple's view (`{"$type": "tuple", "$items": [...]}`) as its list of items."""
+    if isinstance(view, dict) and view.get("$type") == "tuple":
+        return view.get("$items")
+    return view
+
+
+def _call_view(view: Any) -> Any:
+    """The view of a stored `(args, kwargs)` as `{"args": [...], "kwargs": {...}}`."""
+    pair = _items(view)
+    if not (isinstance(pair, list) and len(pair) == 2):
+        return view  # unreadable (None), or not a call: shown as it is
+    return {"args": _items(pair[0]), "kwargs": pair[1]}
+
+
+def _error_text(info: dict[str, Any]) -> str:
+    """`Type: message`, then where: the step (and its number) or the workflow's code."""
+    text = f"{info.get('type')}: {info.get('message')}"
+    step = info.get("step")
+    if step is None:
+        return f"{text} (raised by the workflow's own code)"
+    seq = info.get("seq")
+    where = f"step #{seq} {step!r}" if seq is not None else f"step {step!r}"
+    attempts = info.get("attempts")
+    tries = (
+        f" after {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else ""
+    )
+    return f"{text} (in {where}{tries})"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

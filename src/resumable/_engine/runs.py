@@ -88,7 +88,7 @@ async def execute_run(
         run_id=run.run_id,
         workflow=spec.name,
         fence=lease.fence,
-        journal=await load_journal(runtime.store, run),
+        journal=await load_journal(runtime.store, run, serde=runtime.serde),
         retry_failed=retry_failed,
         loop=asyncio.get_running_loop(),
     )

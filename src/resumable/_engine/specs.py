@@ -10,6 +10,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from resumable._engine.retry import Retry
@@ -61,7 +62,14 @@ class WorkflowSpec:
     budget_tokens: int | None = None
     version: str | None = None
     """Recorded on each run it starts; workers may claim by it (`Worker(versions=)`)."""
+    aliases: tuple[str, ...] = ()
+    """Other names its runs may have recorded: its default name as the module
+    was called when run as a script (`__main__:qualname`), or before `name=`."""
     annotations_registered: bool = field(default=False)
+
+    def answers_to(self, name: str) -> bool:
+        """Whether a run recorded under `name` is a run of this workflow."""
+        return name == self.name or name in self.aliases
 
     @property
     def journal_name(self) -> str:
@@ -80,7 +88,12 @@ class WorkflowSpec:
 
 
 class WorkflowRegistry:
-    """Workflows by registered name (the last definition of a name wins)."""
+    """Workflows by registered name (the last definition of a name wins).
+
+    A name no workflow has is looked up among their aliases, so runs recorded
+    under an older name (`__main__:research`, from a script) still resume; an
+    alias two workflows share finds neither.
+    """
 
     def __init__(self) -> None:
         self._by_name: dict[str, WorkflowSpec] = {}
@@ -90,12 +103,55 @@ class WorkflowRegistry:
         self._by_name[spec.name] = spec
 
     def get(self, name: str) -> WorkflowSpec | None:
-        """The workflow registered under `name`, if any."""
-        return self._by_name.get(name)
+        """The workflow registered under `name`, or the one workflow aliased so."""
+        spec = self._by_name.get(name)
+        if spec is not None:
+            return spec
+        owners = {id(s): s for s in self._by_name.values() if name in s.aliases}
+        return next(iter(owners.values())) if len(owners) == 1 else None
 
     def names(self) -> list[str]:
         """Every registered workflow name."""
         return sorted(self._by_name)
+
+    def claimable(self) -> list[str]:
+        """Every name `get` finds a workflow by: names, and aliases only one has."""
+        aliases = [a for s in self._by_name.values() for a in s.aliases]
+        unique = {a for a in aliases if aliases.count(a) == 1} - self._by_name.keys()
+        return sorted({*self._by_name, *unique})
+
+
+def default_workflow_name(fn: Callable[..., Any]) -> str:
+    """`module:qualname`, with the module named as `--app` would import it.
+
+    A script run as `python agent.py` (or `python -m agent`) is the module
+    `__main__`; its workflows take the name they get when `agent` is imported,
+    so a worker or `resumable resume --app agent` finds them.
+    """
+    return f"{module_name(fn)}:{fn.__qualname__}"
+
+
+def module_name(fn: Callable[..., Any]) -> str:
+    """The importable name of the module defining `fn` (see default_workflow_name)."""
+    module = str(getattr(fn, "__module__", None) or "__main__")
+    if module != "__main__":
+        return module
+    namespace: dict[str, Any] = getattr(fn, "__globals__", {})
+    spec = namespace.get("__spec__")
+    if spec is not None and getattr(spec, "name", None):
+        return str(spec.name)  # python -m package.module
+    file = namespace.get("__file__")
+    if isinstance(file, str) and file.endswith(".py"):
+        return Path(file).stem  # python path/to/agent.py
+    return module  # an interactive session: nothing to import it by
+
+
+def legacy_names(fn: Callable[..., Any], name: str) -> tuple[str, ...]:
+    """The names a run of this workflow may have recorded before (`aliases`)."""
+    qualname = fn.__qualname__
+    older = [f"__main__:{qualname}", f"{getattr(fn, '__module__', '')}:{qualname}"]
+    older.append(f"{module_name(fn)}:{qualname}")
+    return tuple(dict.fromkeys(n for n in older if n != name))
 
 
 WORKFLOWS = WorkflowRegistry()

@@ -7,16 +7,27 @@ inherits them, so users and the API reference see one class.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from resumable._engine.listing import ThreadPage, threads_page
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.states import MISSING as _MISSING
 from resumable._engine.states import States
 from resumable.stores.protocol import Store
+from resumable.stores.roles import SnapshotRole
 
 __all__ = ["StateMethods"]
+
+
+class EveryState(enum.Enum):
+    """The default of `state_history(namespace=)`: every saved state of the thread."""
+
+    EVERY_STATE = "every state"
+
+
+EVERY_STATE: Final = EveryState.EVERY_STATE
 
 
 class StateMethods:
@@ -48,7 +59,10 @@ class StateMethods:
             metadata: Any encodable value kept beside the state.
             parent: The checkpoint this version follows (default: the thread's
                 latest); pass an older one to branch the thread from there.
-            namespace: Separates independent states of one thread.
+            namespace: Separates independent states of one thread (default `""`;
+                a conversation saves in `"conversation"`). `load_state` reads one
+                namespace (`""` unless given); `state_history` and `resumable
+                show-thread` list every namespace unless given one.
             checkpoint_id: The new checkpoint's id (default: generated). Ids must
                 sort in the order versions are saved (e.g. uuid6/uuid7 strings).
 
@@ -140,9 +154,29 @@ class StateMethods:
         *,
         limit: int | None = None,
         before: str | None = None,
-        namespace: str | None = "",
+        namespace: str | EveryState | None = EVERY_STATE,
     ) -> list[Checkpoint]:
-        """The thread's checkpoints, newest first (every namespace if `namespace` is None)."""
+        """The thread's checkpoints, newest first.
+
+        By default every state saved under the thread, whatever its namespace:
+        `save_state` (namespace `""` unless given), a conversation
+        (`engine.conversation(thread_id)` saves in namespace `"conversation"`) and
+        LangGraph checkpoints (root and subgraphs); each `Checkpoint` names its
+        `namespace`.
+
+        Args:
+            thread_id: The thread.
+            limit: At most this many (newest first).
+            before: Only checkpoints older than this checkpoint id.
+            namespace: Only this namespace (`""` is what `save_state` uses by
+                default); None: every namespace, LangGraph's pending writes too.
+        """
+        if namespace is EVERY_STATE:
+            found = await self._states.history(
+                thread_id, limit=None, before=before, namespace=None
+            )
+            saved = [cp for cp in found if cp.role is SnapshotRole.CHECKPOINT]
+            return saved if limit is None else saved[:limit]
         return await self._states.history(
             thread_id, limit=limit, before=before, namespace=namespace
         )

@@ -124,7 +124,9 @@ class Worker:
         if free <= 0:
             return 0
         engine = self.engine
-        names = self._workflows if self._workflows is not None else WORKFLOWS.names()
+        names = (
+            self._workflows if self._workflows is not None else WORKFLOWS.claimable()
+        )
         leases = await engine.store.claim_runs(
             owner=engine.owner,
             now_ms=engine.clock.now_ms(),

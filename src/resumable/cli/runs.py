@@ -6,12 +6,15 @@ import argparse
 import importlib
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from resumable._engine.clock import deadline_text, moment_text
 from resumable._engine.engine import Engine
 from resumable._engine.history import StepView
 from resumable._engine.ledger import Ledger, Spend, spend_text
+from resumable._engine.listing import RunView
 from resumable._engine.specs import WORKFLOWS, register_known_types
 from resumable._plural import plural
 from resumable.cli import _prices as prices
@@ -23,6 +26,7 @@ from resumable.stores.kinds import JournalKind, index_of, kind_of
 from resumable.stores.protocol import RUN_STATUSES
 
 _OUTPUT_WIDTH = 60
+_TRACEBACK_LINES = 6
 
 
 def register(commands: Any, store: argparse.ArgumentParser) -> None:
@@ -183,6 +187,7 @@ async def show_run(args: argparse.Namespace) -> int:
     if run.version is not None:
         print(f"version   {run.version} (the code version it started on)")
     print(f"status    {run.status}")
+    _print_outcome(run, full=args.full)
     print(f"created   {when(run.created_at)} UTC   updated {when(run.updated_at)} UTC")
     if run.forked_from is not None:
         print(f"forked    from {run.forked_from} at step {run.fork_seq}")
@@ -216,6 +221,32 @@ async def show_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_outcome(run: RunView, *, full: bool) -> None:
+    """When it wakes, why it failed (with where), its input and its result."""
+    now = datetime.now(UTC)
+    if run.wake_at is not None and run.status in ("sleeping", "waiting"):
+        label = "wakes  " if run.status == "sleeping" else "timeout"
+        print(f"{label}   {moment_text(run.wake_at, now)}")
+    if run.error is not None:
+        print(f"error     {run.error}")
+        lines = (run.error_traceback or "").rstrip().splitlines()
+        tail = lines if full else lines[-_TRACEBACK_LINES:]
+        if len(tail) < len(lines):
+            print(f"          ... (--full prints all {len(lines)} lines)")
+        for line in tail:
+            print(f"          {line}")
+    if isinstance(run.input, dict):
+        kwargs = run.input.get("kwargs")
+        call = one_line(run.input.get("args"), _OUTPUT_WIDTH) + (
+            f" {one_line(kwargs, _OUTPUT_WIDTH)}" if kwargs else ""
+        )
+        print(f"input     {call}")
+    if run.status == "succeeded":
+        print(f"result    {one_line(run.result, _OUTPUT_WIDTH * 2)}")
+    for problem in run.unreadable:
+        print(f"unreadable {problem}")
+
+
 def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
     """The journal table; `full` adds every step's whole value below it."""
     if not steps:
@@ -233,7 +264,7 @@ def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
     ]
     rows = [
         [
-            _seq(s.seq),
+            step_label(s),
             s.name + (f" (from {s.inherited_from})" if s.inherited_from else ""),
             s.status,
             str(s.attempts),
@@ -245,17 +276,22 @@ def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
         for s in steps
     ]
     print()
-    print(table(headers, rows, right=[0, 3, 4, 5]))
+    print(table(headers, rows, right=[3, 4, 5]))
     if full:
         for s in steps:
-            print(f"\n#{_seq(s.seq)} {s.name}\n{_whole(s, typed=typed)}")
+            print(f"\n#{step_label(s)} {s.name}\n{_whole(s, typed=typed)}")
 
 
-def _seq(seq: int) -> str:
-    """A journal seq; map_steps items (keyed, far above ordinary seqs) as `item:<hash>`."""
-    if kind_of(seq) is JournalKind.BATCH_ITEM:
-        return f"item:{index_of(seq):x}"[:13]
-    return str(seq)
+def step_label(step: StepView) -> str:
+    """The step's number: `3`, a `map_steps` item under its call `3 [mail-0]`.
+
+    An item recorded before map calls listed their keys shows its stored hash.
+    """
+    if step.item_key is not None:
+        return f"{step.seq} [{clip(step.item_key, 24)}]"
+    if kind_of(step.seq) is JournalKind.BATCH_ITEM:
+        return f"item:{index_of(step.seq):x}"[:13]
+    return str(step.seq)
 
 
 def _import_app(app: str) -> None:
@@ -269,6 +305,10 @@ def _import_app(app: str) -> None:
 def _preview(step: StepView, *, typed: bool) -> str:
     """One line of a step's value: its generic view, or with --app its repr."""
     try:
+        if step.status == "waiting":  # a sleep or wait_for: its deadline, as a date
+            deadline = deadline_text(step.view(), datetime.now(UTC))
+            if deadline is not None:
+                return deadline
         if typed:
             return clip(repr(step.output()), _OUTPUT_WIDTH)
         return one_line(step.view(), _OUTPUT_WIDTH)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from resumable._engine.children import child_run_id
+from resumable._engine.clock import deadline_text, moment_text
 from resumable._engine.engine import Engine
 from resumable._engine.export import InputView, StepExport
 from resumable._engine.ledger import Ledger, Spend, dollars_text, spend_text
 from resumable._engine.listing import RunFilter, RunView
+from resumable._engine.map_items import journal_seq
 from resumable._plural import plural
 from resumable.errors import ResumableError
 from resumable.ui.html import (
@@ -46,7 +48,7 @@ async def render_live(engine: Engine, run_id: str) -> str:
     return (
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
         + _header(run, ledger)
-        + _run_input(steps)
+        + _outcome(run)
         + _waterfall(
             steps,
             replayed,
@@ -133,6 +135,9 @@ def _header(run: RunView, ledger: Ledger | None) -> str:
         ("Created", when(run.created_at) + " UTC"),
         ("Updated", when(run.updated_at) + " UTC"),
     ]
+    if run.wake_at is not None and run.status in ("sleeping", "waiting"):
+        label = "Wakes" if run.status == "sleeping" else "Times out"
+        rows.append((label, esc(moment_text(run.wake_at, datetime.now(UTC)))))
     if run.queue:
         rows.append(("Queue", esc(run.queue)))
     if run.lease_owner:
@@ -163,16 +168,40 @@ def _header(run: RunView, ledger: Ledger | None) -> str:
     return f"<h1 class=runid>{esc(run.run_id)}</h1><p>{links}</p><table class=kv>{cells}</table>"
 
 
-def _run_input(steps: list[StepExport]) -> str:
-    if not steps or steps[0].run_input is None:
-        return ""
-    return f"<details><summary>Run input (args, kwargs)</summary><pre>{value_text(steps[0].run_input)}</pre></details>"
+def _outcome(run: RunView) -> str:
+    """Why a failed run failed, what a succeeded one returned, and its input."""
+    parts = []
+    if run.error is not None:
+        trace = run.error_traceback or ""
+        parts.append(
+            f"<section class=run-error><p class=error><b>Error</b>: {esc(run.error)}</p>"
+            f"<details><summary>Traceback</summary>"
+            f"<pre class=value>{esc(trace[-VALUE_CHARS:])}</pre></details></section>"
+        )
+    if run.status == "succeeded":
+        parts.append(
+            f"<details open><summary>Result</summary><pre>{value_text(run.result)}</pre></details>"
+        )
+    if run.input is not None:
+        parts.append(
+            f"<details><summary>Run input (args, kwargs)</summary><pre>{value_text(run.input)}</pre></details>"
+        )
+    parts.extend(f"<p class=error>{esc(problem)}</p>" for problem in run.unreadable)
+    return "".join(parts)
 
 
 def _kind(step: StepExport, position: int, replayed: Replayed) -> str:
     if step.status in ("failed", "retrying", "waiting"):
         return step.status
-    return "replayed" if replayed(step.seq, position) else "executed"
+    seq = journal_seq(step.seq, step.item_key)  # the ledger lists stored seqs
+    return "replayed" if replayed(seq, position) else "executed"
+
+
+def step_label(step: StepExport) -> str:
+    """The step's number as `resumable show` prints it: `3`, or `3 [mail-0]` for an item."""
+    if step.item_key is None:
+        return str(step.seq)
+    return f"{step.seq} [{step.item_key[:24]}]"
 
 
 def _children_by_seq(
@@ -254,7 +283,9 @@ def _waterfall_rows(
     previous_end: datetime | None = created_at
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
-        rows.append((f"#{s.seq} {s.step[:26]}", _step_bars(s, kind, previous_end)))
+        rows.append(
+            (f"#{step_label(s)} {s.step[:26]}", _step_bars(s, kind, previous_end))
+        )
         previous_end = s.finished_at
         child = children.get(s.seq)
         if child is not None:
@@ -356,10 +387,7 @@ def _steps(
     rows = []
     for i, s in enumerate(steps, start=1):
         kind = _kind(s, i, replayed)
-        if s.status in ("failed", "retrying"):
-            shown = _error(s.error)
-        else:
-            shown = f"<pre class=value>{value_text(s.result)}</pre>"
+        shown = _step_value(s)
         if s.unreadable:
             shown += f"<p class=error>{esc('; '.join(s.unreadable))}</p>"
         if s.status in ("failed", "retrying"):
@@ -377,7 +405,7 @@ def _steps(
         )
         rows.append(
             [
-                str(s.seq),
+                esc(step_label(s)),
                 esc(s.step) + inherited + child_link,
                 badge(s.status),
                 f'<span class="k-{kind} kind">{esc(kind)}</span>',
@@ -426,6 +454,17 @@ def _step_dollars(step: StepExport) -> str:
     if step.unmetered_calls:  # their cost is unknown: the dollars are a lower bound
         dollars += f"+ ({step.unmetered_calls} unmetered)"
     return f"{step.calls} · {esc(dollars)}"
+
+
+def _step_value(step: StepExport) -> str:
+    """A step's error, its deadline as a date (a sleep or wait_for), or its result."""
+    if step.status in ("failed", "retrying"):
+        return _error(step.error)
+    if step.status == "waiting":
+        deadline = deadline_text(step.result, datetime.now(UTC))
+        if deadline is not None:
+            return f"<pre class=value>{esc(deadline)}</pre>"
+    return f"<pre class=value>{value_text(step.result)}</pre>"
 
 
 def _error(error: object) -> str:
