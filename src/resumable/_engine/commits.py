@@ -110,6 +110,48 @@ async def commit(
         )
 
 
+async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> None:
+    """Make sure the lease is still this execution's before step `seq` starts.
+
+    Costs a clock reading while the heartbeat keeps the lease fresh. After a pause
+    (SIGSTOP, a blocked event loop, a suspended machine) another worker may have
+    taken the run over and run this very step: the lease is renewed with the store,
+    fenced, before anything starts, and a lost lease stops the run as a refused
+    commit would (LeaseLost for this and every later step).
+    """
+    runtime = ctx.runtime
+    tenure = ctx.tenure
+    if tenure is None or tenure.is_fresh(runtime.clock.now_ms()):
+        return
+    asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
+    try:
+        await durably(
+            ctx,
+            lambda: runtime.store.renew_lease(
+                ctx.run_id,
+                fence=ctx.fence,
+                now_ms=asked_ms,
+                ttl_ms=int(runtime.lease_ttl_s * 1000),
+            ),
+            seq=seq,
+        )
+    except (LeaseLost, CheckpointWriteError) as exc:
+        ctx.failure = exc
+        if isinstance(exc, LeaseLost) and runtime.observer is not None:
+            runtime.observer.lease_lost(ctx)
+        log.warning(
+            "run %r, step #%d %r: not started, the lease could not be confirmed "
+            "after a pause (%s); the run stops",
+            ctx.run_id,
+            seq,
+            name,
+            type(exc).__name__,
+            extra=log_fields(ctx, seq, name, 0),
+        )
+        raise
+    tenure.renewed(asked_s=asked_s, asked_ms=asked_ms)
+
+
 async def durably(
     ctx: RunContext, write: Callable[[], Awaitable[None]], *, seq: int | None
 ) -> None:

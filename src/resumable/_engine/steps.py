@@ -12,7 +12,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, outcome, replay, retry
-from resumable._engine.commits import commit, dumps_for, log_fields
+from resumable._engine.commits import commit, confirm_lease, dumps_for, log_fields
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
 from resumable.errors import (
@@ -170,6 +170,8 @@ async def _run_attempts(
     observer = runtime.observer
     attempt = plan.first_attempt
     while True:
+        # a paused owner must not start what another worker may have run meanwhile
+        await confirm_lease(ctx, seq=seq, name=spec.name)
         started_at_ms = runtime.clock.now_ms()
         this: StepScope = (ctx, seq, spec.name, attempt, [])
         scope = (
