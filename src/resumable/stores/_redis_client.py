@@ -17,7 +17,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import NoScriptError, RedisError
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger("resumable")
 
 DEFAULT_PREFIX: Final = "resumable:"
+_OWN_OPTIONS: Final = ("prefix", "pool_max", "pool_timeout_s")
+POOL_MAX: Final = 100  # redis-py's own default
+POOL_TIMEOUT_S: Final = 10.0  # as PostgreSQL's pool
 SCHEMA_VERSION: Final = 2  # 2: the threads zset
 _LIB: Final = "lib.lua"
 _SCRIPTS_WITH_LIB: Final = (
@@ -109,8 +112,30 @@ def parse_url(url: str) -> tuple[str, str]:
             detail="prefix must be non-empty and free of '{' and '}' "
             "(it becomes the keys' cluster hash tag)",
         )
-    rest = urlencode([(k, v) for k, v in ours if k != "prefix"])
+    rest = urlencode([(k, v) for k, v in ours if k not in _OWN_OPTIONS])
     return parts._replace(query=rest).geturl(), prefix
+
+
+def parse_pool(url: str) -> tuple[int, float]:
+    """The URL's `pool_max` and `pool_timeout_s` (as on PostgreSQL), or their defaults.
+
+    The pool waits for a free connection rather than failing the call when all
+    `pool_max` are busy (hundreds of runs in one engine): at most `pool_timeout_s`,
+    and never past the engine's `store_retry_s` for a run's write.
+    """
+    query = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    try:
+        pool_max = int(query.get("pool_max", str(POOL_MAX)))
+        pool_timeout_s = float(query.get("pool_timeout_s", str(POOL_TIMEOUT_S)))
+    except ValueError:
+        raise StoreError(
+            store=redact(url), detail="pool_max and pool_timeout_s must be numbers"
+        ) from None
+    if pool_max < 1 or not pool_timeout_s > 0:
+        raise StoreError(
+            store=redact(url), detail="pool_max and pool_timeout_s must be positive"
+        )
+    return pool_max, pool_timeout_s
 
 
 class RedisClient:
@@ -121,6 +146,7 @@ class RedisClient:
     ) -> None:
         self.url = redact(url)
         self._redis_url, self.prefix = parse_url(url)
+        self._pool_max, self._pool_timeout_s = parse_pool(url)
         self.keys = Keys(self.prefix)
         self._migrate_from_1 = migrate_from_1
         self._redis: Redis | None = None
@@ -163,8 +189,12 @@ class RedisClient:
         """The redis-py client (created on first use, no I/O)."""
         if self._redis is None:
             try:
-                self._redis = Redis.from_url(
+                # a pool that waits for a free connection: the default one raises
+                # MaxConnectionsError at once when every connection is busy
+                pool = BlockingConnectionPool.from_url(
                     self._redis_url,
+                    max_connections=self._pool_max,
+                    timeout=self._pool_timeout_s,
                     # a dropped connection is reopened and the command sent again, so
                     # a server restart or a killed connection costs one call at most
                     retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3),
@@ -176,6 +206,7 @@ class RedisClient:
                     socket_keepalive=True,
                     socket_keepalive_options=_KEEPALIVE,
                 )
+                self._redis = Redis.from_pool(pool)
             except ValueError as exc:
                 raise StoreError(store=self.url, detail=f"bad URL: {exc}") from exc
             self._scripts = {
