@@ -6,10 +6,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from redis.exceptions import MaxConnectionsError
 
-from conftest import store_url
+from conftest import service_url, store_url
 from resumable import Engine, step, workflow
 from resumable.errors import StoreError
+from resumable.stores._redis_client import WaitingPool
 from resumable.stores.redis import RedisStore, parse_url
 
 
@@ -52,3 +54,20 @@ async def test_runs_wait_for_a_connection_of_a_pool_of_two(tmp_path: Path) -> No
         if drop is not None:
             await drop()
         await engine.close()
+
+
+@pytest.mark.redis
+async def test_a_full_pool_serves_its_waiters_in_turn_and_gives_up_after_wait_s() -> (
+    None
+):
+    pool = WaitingPool.from_url(service_url("redis"), max_connections=1, wait_s=0.2)
+    try:
+        held = await pool.get_connection()
+        with pytest.raises(MaxConnectionsError, match=r"no free connection in 0\.2 s"):
+            await pool.get_connection()
+        waiter = asyncio.ensure_future(pool.get_connection())
+        await asyncio.sleep(0)  # it queues for the connection held
+        await pool.release(held)
+        await pool.release(await asyncio.wait_for(waiter, 5))
+    finally:
+        await pool.disconnect()

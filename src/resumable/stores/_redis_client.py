@@ -8,6 +8,7 @@ into ours (`boundary`, `script`) and listens for work (`wait_for_work`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -17,10 +18,10 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import MaxConnectionsError, NoScriptError, RedisError
 
 from resumable.errors import (
     CheckpointWriteError,
@@ -138,6 +139,59 @@ def parse_pool(url: str) -> tuple[int, float]:
     return pool_max, pool_timeout_s
 
 
+class WaitingPool(ConnectionPool):
+    """redis-py's pool, except that a call waits for a connection when all are busy.
+
+    redis-py's own pool raises MaxConnectionsError at once (hundreds of runs in one
+    engine), and its BlockingConnectionPool takes a lock and a timer on every call,
+    a fifth of a step's commit; this one costs nothing until the pool is full. The
+    waiters are served in turn as connections come back, for up to `wait_s`.
+    """
+
+    def __init__(self, *, wait_s: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.wait_s = wait_s
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        deadline: float | None = None
+        while True:
+            try:
+                return await super().get_connection(*args, **kwargs)  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
+            except MaxConnectionsError:
+                loop = asyncio.get_running_loop()
+                deadline = deadline or loop.time() + self.wait_s
+                if loop.time() >= deadline:
+                    raise
+                turn = loop.create_future()
+                self._waiters.append(turn)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await turn
+                except BaseException as exc:
+                    if turn.done() and not turn.cancelled():
+                        self._next_turn()  # given a turn as it gave up: pass it on
+                    if isinstance(exc, TimeoutError):
+                        raise MaxConnectionsError(
+                            f"no free connection in {self.wait_s} s "
+                            f"(pool_max={self.max_connections})"
+                        ) from None
+                    raise
+
+    async def release(self, connection: Any) -> None:
+        await super().release(connection)
+        if self._waiters:
+            self._next_turn()
+
+    def _next_turn(self) -> None:
+        """Wake the longest waiter still waiting (a cancelled one is skipped)."""
+        while self._waiters:
+            turn = self._waiters.popleft()
+            if not turn.done():
+                turn.set_result(None)
+                return
+
+
 class RedisClient:
     """The connection of one RedisStore (see the module doc)."""
 
@@ -189,12 +243,10 @@ class RedisClient:
         """The redis-py client (created on first use, no I/O)."""
         if self._redis is None:
             try:
-                # a pool that waits for a free connection: the default one raises
-                # MaxConnectionsError at once when every connection is busy
-                pool = BlockingConnectionPool.from_url(
+                pool = WaitingPool.from_url(
                     self._redis_url,
                     max_connections=self._pool_max,
-                    timeout=self._pool_timeout_s,
+                    wait_s=self._pool_timeout_s,
                     # a dropped connection is reopened and the command sent again, so
                     # a server restart or a killed connection costs one call at most
                     retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 3),
