@@ -111,17 +111,17 @@ async def commit(
 
 
 async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> None:
-    """Make sure the lease is still this execution's before step `seq` starts.
+    """Renew the lease, fenced, before step `seq` starts, when it may be stale.
 
-    Costs a clock reading while the heartbeat keeps the lease fresh. After a pause
-    (SIGSTOP, a blocked event loop, a suspended machine) another worker may have
-    taken the run over and run this very step: the lease is renewed with the store,
-    fenced, before anything starts, and a lost lease stops the run as a refused
-    commit would (LeaseLost for this and every later step).
+    Called when `ctx.tenure` is no longer fresh: after a pause (SIGSTOP, a blocked
+    event loop, a suspended machine) another worker may have taken the run over
+    and run this very step. A lost lease stops the run as a refused commit would
+    (LeaseLost for this and every later step); a store that cannot confirm it
+    within `store_retry_s` stops it with CheckpointWriteError.
     """
     runtime = ctx.runtime
     tenure = ctx.tenure
-    if tenure is None or tenure.is_fresh(runtime.clock.now_ms()):
+    if tenure is None:
         return
     asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
     try:

@@ -171,8 +171,10 @@ async def _run_attempts(
     attempt = plan.first_attempt
     while True:
         # a paused owner must not start what another worker may have run meanwhile
-        await confirm_lease(ctx, seq=seq, name=spec.name)
         started_at_ms = runtime.clock.now_ms()
+        if ctx.tenure is not None and not ctx.tenure.is_fresh(started_at_ms):
+            await confirm_lease(ctx, seq=seq, name=spec.name)
+            started_at_ms = runtime.clock.now_ms()
         this: StepScope = (ctx, seq, spec.name, attempt, [])
         scope = (
             None
