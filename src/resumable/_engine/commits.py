@@ -110,19 +110,16 @@ async def commit(
         )
 
 
-async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> None:
-    """Renew the lease, fenced, before step `seq` starts, when it may be stale.
+async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> int:
+    """Renew the lease, fenced, before step `seq` starts; returns the time after.
 
     Called when `ctx.tenure` is no longer fresh: after a pause (SIGSTOP, a blocked
     event loop, a suspended machine) another worker may have taken the run over
-    and run this very step. A lost lease stops the run as a refused commit would
-    (LeaseLost for this and every later step); a store that cannot confirm it
-    within `store_retry_s` stops it with CheckpointWriteError.
+    and run this very step, so it must not start. A lost lease stops the run as
+    a refused commit would (LeaseLost for this and every later step); a store that
+    cannot confirm it within `store_retry_s` stops it with CheckpointWriteError.
     """
     runtime = ctx.runtime
-    tenure = ctx.tenure
-    if tenure is None:
-        return
     asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
     try:
         await durably(
@@ -149,7 +146,9 @@ async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> None:
             extra=log_fields(ctx, seq, name, 0),
         )
         raise
-    tenure.renewed(asked_s=asked_s, asked_ms=asked_ms)
+    if ctx.tenure is not None:
+        ctx.tenure.renewed(asked_s=asked_s, asked_ms=asked_ms)
+    return runtime.clock.now_ms()
 
 
 async def durably(

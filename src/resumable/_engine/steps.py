@@ -170,11 +170,9 @@ async def _run_attempts(
     observer = runtime.observer
     attempt = plan.first_attempt
     while True:
-        # a paused owner must not start what another worker may have run meanwhile
         started_at_ms = runtime.clock.now_ms()
         if ctx.tenure is not None and not ctx.tenure.is_fresh(started_at_ms):
-            await confirm_lease(ctx, seq=seq, name=spec.name)
-            started_at_ms = runtime.clock.now_ms()
+            started_at_ms = await confirm_lease(ctx, seq=seq, name=spec.name)
         this: StepScope = (ctx, seq, spec.name, attempt, [])
         scope = (
             None
