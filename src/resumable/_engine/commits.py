@@ -120,6 +120,12 @@ async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> int:
     cannot confirm it within `store_retry_s` stops it with CheckpointWriteError.
     """
     runtime = ctx.runtime
+    renewing = ctx.tenure.renewing if ctx.tenure is not None else None
+    if renewing is not None and not renewing.done():
+        await asyncio.wait({renewing}, timeout=runtime.store_retry_s)
+        now_ms = runtime.clock.now_ms()
+        if ctx.tenure is not None and ctx.tenure.is_fresh(now_ms):
+            return now_ms
     asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
     try:
         await durably(

@@ -6,6 +6,7 @@ the store: a paused owner must not start a step another worker may have run.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import secrets
 import socket
@@ -59,6 +60,9 @@ class Tenure:
     """`time.monotonic()` when the last successful take or renewal was sent."""
     asked_ms: int
     """The wall clock (`Clock.now_ms`) when it was sent."""
+    renewing: asyncio.Future[None] | None = None
+    """The heartbeat's renewal on its way, which a step waits for rather than send
+    another (a store slow for every run must not get a second renewal per step)."""
 
     @classmethod
     def of(cls, *, ttl_s: float, expires_at_ms: int, now_ms: int) -> Tenure:

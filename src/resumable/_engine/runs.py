@@ -288,10 +288,15 @@ async def _heartbeat(
     while True:
         await asyncio.sleep(runtime.lease_ttl_s / 3)
         now_ms, asked_s = runtime.clock.now_ms(), time.monotonic()
-        try:
-            await runtime.store.renew_lease(
+        renewal = asyncio.ensure_future(
+            runtime.store.renew_lease(
                 ctx.run_id, fence=ctx.fence, now_ms=now_ms, ttl_ms=ttl_ms
             )
+        )
+        if ctx.tenure is not None:
+            ctx.tenure.renewing = renewal
+        try:
+            await renewal
         except LeaseLost as exc:
             lost: ResumableError | None = exc
         except ResumableError:
