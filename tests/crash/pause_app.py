@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 
 from resumable import Engine, step, workflow
@@ -36,7 +37,9 @@ async def effect(i: int) -> int:
 def pause() -> None:
     note(f"paused {os.getpid()}")
     if PAUSE.get("mode") == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
+        # sent to this very thread, which stops before it returns: sent to the
+        # process, another thread may take it and this one runs on meanwhile
+        signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
     elif PAUSE.get("mode") == "block":
         while not os.path.exists(os.environ["PAUSE_MARK"]):
             time.sleep(0.005)  # blocks the event loop: no heartbeat either
