@@ -121,13 +121,22 @@ async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> int:
     """
     runtime = ctx.runtime
     renewing = ctx.tenure.renewing if ctx.tenure is not None else None
-    if renewing is not None and not renewing.done():
-        await asyncio.wait({renewing}, timeout=runtime.store_retry_s)
-        now_ms = runtime.clock.now_ms()
-        if ctx.tenure is not None and ctx.tenure.is_fresh(now_ms):
-            return now_ms
     asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
     try:
+        if renewing is not None and not renewing.done():
+            # the heartbeat's renewal is on its way: wait for it as for a write,
+            # rather than send a second one to a store slow for every run
+            await asyncio.wait({renewing}, timeout=runtime.store_retry_s)
+            now_ms = runtime.clock.now_ms()
+            if ctx.tenure is not None and ctx.tenure.is_fresh(now_ms):
+                return now_ms
+            if not renewing.done():
+                raise CheckpointWriteError(
+                    run_id=ctx.run_id,
+                    seq=seq,
+                    detail="the store did not answer in time",
+                )
+            asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
         await durably(
             ctx,
             lambda: runtime.store.renew_lease(
