@@ -127,6 +127,62 @@ async def recorded_first(ctx: RunContext) -> None:
         raise ctx.failure
 
 
+async def confirm_lease(ctx: RunContext, *, seq: int, name: str) -> int:
+    """Renew the lease, fenced, before step `seq` starts; returns the time after.
+
+    Called when `ctx.tenure` is no longer fresh: after a pause (SIGSTOP, a blocked
+    event loop, a suspended machine) another worker may have taken the run over
+    and run this very step, so it must not start. A lost lease stops the run as
+    a refused commit would (LeaseLost for this and every later step); a store that
+    cannot confirm it within `store_retry_s` stops it with CheckpointWriteError.
+    """
+    runtime = ctx.runtime
+    renewing = ctx.tenure.renewing if ctx.tenure is not None else None
+    asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
+    try:
+        if renewing is not None and not renewing.done():
+            # the heartbeat's renewal is on its way: wait for it as for a write,
+            # rather than send a second one to a store slow for every run
+            await asyncio.wait({renewing}, timeout=runtime.store_retry_s)
+            now_ms = runtime.clock.now_ms()
+            if ctx.tenure is not None and ctx.tenure.is_fresh(now_ms):
+                return now_ms
+            if not renewing.done():
+                raise CheckpointWriteError(
+                    run_id=ctx.run_id,
+                    seq=seq,
+                    detail="the store did not answer in time",
+                )
+            asked_s, asked_ms = time.monotonic(), runtime.clock.now_ms()
+        await durably(
+            ctx,
+            lambda: runtime.store.renew_lease(
+                ctx.run_id,
+                fence=ctx.fence,
+                now_ms=asked_ms,
+                ttl_ms=int(runtime.lease_ttl_s * 1000),
+            ),
+            seq=seq,
+        )
+    except (LeaseLost, CheckpointWriteError) as exc:
+        ctx.failure = exc
+        if isinstance(exc, LeaseLost) and runtime.observer is not None:
+            runtime.observer.lease_lost(ctx)
+        log.warning(
+            "run %r, step #%d %r: not started, the lease could not be confirmed "
+            "after a pause (%s); the run stops",
+            ctx.run_id,
+            seq,
+            name,
+            type(exc).__name__,
+            extra=log_fields(ctx, seq, name, 0),
+        )
+        raise
+    if ctx.tenure is not None:
+        ctx.tenure.renewed(asked_s=asked_s, asked_ms=asked_ms)
+    return runtime.clock.now_ms()
+
+
 async def durably(
     ctx: RunContext, write: Callable[[], Awaitable[None]], *, seq: int | None
 ) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine.bridge import running_loop
+from resumable._engine.lease import Tenure
 from resumable._engine.ledger import Spend
 from resumable.errors import NotInRun, ResumableError
 from resumable.usage import Usage
@@ -190,6 +191,9 @@ class RunContext:
     """True until the execution runs its first step (replay ends there)."""
     ended_as: str | None = None
     """The status this execution recorded for the run, once it has."""
+    tenure: Tenure | None = None
+    """How long the lease may be trusted without asking the store (`lease.Tenure`);
+    None for `Engine.check`, which executes nothing."""
 
     def count_replay(self, seq: int) -> None:
         """Count the call at `seq` as replayed (for this execution's ledger entry)."""

@@ -25,10 +25,12 @@ from resumable._engine.runs import execute_run, is_retryable
 from resumable._engine.specs import WORKFLOWS, WorkflowSpec
 from resumable._engine.waits import Suspend
 from resumable.errors import (
+    CheckpointWriteError,
     InputRejected,
     LeaseLost,
     RunCancelled,
     RunConflict,
+    StoreError,
     WorkflowNotRegistered,
 )
 from resumable.pricing import PriceTable
@@ -46,6 +48,18 @@ from resumable.stores.protocol import (
 
 _POLL_S = 0.25
 _WAIT_POLL_S = 1.0  # how often a suspended run is re-read when no local send wakes it
+
+
+def _way_out(runtime: Runtime) -> float:
+    """When the store calls on the way out of an execution are given up (loop time).
+
+    They are best effort (a lease left behind expires by itself), and the store may
+    be what stopped the execution: hung, after `store_retry_s` spent on a write.
+    They get what a lease renewal gets before it is late, a third of the TTL, never
+    more than `store_retry_s`, so `run()` ends soon after the failed write does.
+    """
+    bound_s = min(runtime.store_retry_s, runtime.lease_ttl_s / 3)
+    return asyncio.get_running_loop().time() + bound_s
 
 
 class Driver:
@@ -307,13 +321,13 @@ class Driver:
                 run, retry_failed = await get_run(runtime.store, run.run_id), False
                 continue
             except (LeaseLost, asyncio.CancelledError):
-                latest = await runtime.store.get_run(run.run_id)
-                if latest is not None and latest.status == "cancelled":
+                way_out = _way_out(runtime)
+                if await self._was_cancelled(run.run_id, way_out):
                     raise RunCancelled(run_id=run.run_id) from None
-                await self._release(lease)
+                await self._release(lease, way_out)
                 raise
             except BaseException:
-                await self._release(lease)
+                await self._release(lease, _way_out(runtime))
                 raise
 
     def _forget(self, run_id: str, task: asyncio.Task[Any]) -> None:
@@ -369,20 +383,36 @@ class Driver:
             info if isinstance(info, dict) else {"type": "Error", "message": str(info)}
         )
 
-    async def _release(self, lease: Lease) -> None:
+    async def _was_cancelled(self, run_id: str, way_out: float) -> bool:
+        """Whether the run was cancelled; False if the store cannot say by `way_out`."""
+        latest = None
+        with contextlib.suppress(TimeoutError, StoreError, CheckpointWriteError):
+            async with asyncio.timeout_at(way_out):
+                latest = await self.runtime.store.get_run(run_id)
+        return latest is not None and latest.status == "cancelled"
+
+    async def _release(self, lease: Lease, way_out: float) -> None:
         """Queue the run again, leaseless, when an execution stops without ending it.
 
         After Ctrl-C, a cancellation or a store error, a restart need not wait the
         lease out, and listings show the run as resumable (queued), not running. A
-        run the execution ended (failed, say) or lost is left as it is. Best effort:
-        the lease still expires on its own if this fails.
+        run the execution ended (failed, say) or lost is left as it is. Best effort,
+        and given up at `way_out`: the lease still expires on its own if this fails
+        or hangs.
         """
         runtime, run_id = self.runtime, lease.run_id
         with contextlib.suppress(BaseException):
-            run = await runtime.store.get_run(run_id)
-            if run is not None and run.status == "running" and run.fence == lease.fence:
-                update = RunUpdate(status="queued", now_ms=runtime.clock.now_ms())
-                await runtime.store.update_run(run_id, fence=lease.fence, update=update)
+            async with asyncio.timeout_at(way_out):
+                run = await runtime.store.get_run(run_id)
+                if (
+                    run is not None
+                    and run.status == "running"
+                    and run.fence == lease.fence
+                ):
+                    update = RunUpdate(status="queued", now_ms=runtime.clock.now_ms())
+                    await runtime.store.update_run(
+                        run_id, fence=lease.fence, update=update
+                    )
 
     async def _acquire(self, run: RunRecord) -> Lease | None:
         """Take the run's lease, waiting out a live owner; None if it ended meanwhile."""

@@ -13,6 +13,7 @@ from resumable._engine.awaits import refuse_unawaited_result
 from resumable._engine.commits import dumps_for, durably, put_sealed, recorded_first
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.journal import load_journal
+from resumable._engine.lease import Tenure
 from resumable._engine.ledger import Spend, spend_of, usage_entries
 from resumable._engine.observe import outcome_of
 from resumable._engine.specs import WorkflowSpec
@@ -91,6 +92,11 @@ async def execute_run(
         journal=await load_journal(runtime.store, run, serde=runtime.serde),
         retry_failed=retry_failed,
         loop=asyncio.get_running_loop(),
+        tenure=Tenure.of(
+            ttl_s=runtime.lease_ttl_s,
+            expires_at_ms=lease.expires_at_ms,
+            now_ms=runtime.clock.now_ms(),
+        ),
     )
     observer = runtime.observer
     if observer is None:
@@ -285,11 +291,16 @@ async def _heartbeat(
     expires_at_ms = lease.expires_at_ms
     while True:
         await asyncio.sleep(runtime.lease_ttl_s / 3)
-        now_ms = runtime.clock.now_ms()
-        try:
-            await runtime.store.renew_lease(
+        now_ms, asked_s = runtime.clock.now_ms(), time.monotonic()
+        renewal = asyncio.ensure_future(
+            runtime.store.renew_lease(
                 ctx.run_id, fence=ctx.fence, now_ms=now_ms, ttl_ms=ttl_ms
             )
+        )
+        if ctx.tenure is not None:
+            ctx.tenure.renewing = renewal
+        try:
+            await renewal
         except LeaseLost as exc:
             lost: ResumableError | None = exc
         except ResumableError:
@@ -304,6 +315,8 @@ async def _heartbeat(
                 due_ms = expires_at_ms - ttl_ms * 2 // 3
                 runtime.observer.lease_renewed(ctx, late_s=(now_ms - due_ms) / 1000)
             expires_at_ms, lost = now_ms + ttl_ms, None
+            if ctx.tenure is not None:
+                ctx.tenure.renewed(asked_s=asked_s, asked_ms=now_ms)
         if lost is not None:
             if runtime.observer is not None:
                 runtime.observer.lease_lost(ctx)

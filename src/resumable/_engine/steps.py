@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, metering, outcome, replay, retry
 from resumable._engine.awaits import refuse_unawaited, refuse_unawaited_result
-from resumable._engine.commits import commit, dumps_for, log_fields, recorded_first
+from resumable._engine.commits import (
+    commit,
+    confirm_lease,
+    dumps_for,
+    log_fields,
+    recorded_first,
+)
 from resumable._engine.context import RunContext, StepScope, _step
 from resumable._engine.specs import StepSpec
 from resumable._plural import plural
@@ -172,18 +178,15 @@ async def _run_attempts(
     calls = _recorded_calls(ctx, previous) if previous is not None else []
     noting = start_noting_replays(ctx)  # overlaps the step; durable before its outcome
     check_budget(ctx, spec.name)
-    observer = runtime.observer
     attempt = plan.first_attempt
     if runtime.metering:
         metering.install()  # an SDK imported since the last step is metered too
     while True:
         started_at_ms = runtime.clock.now_ms()
+        if ctx.tenure is not None and not ctx.tenure.is_fresh(started_at_ms):
+            started_at_ms = await confirm_lease(ctx, seq=seq, name=spec.name)
         this: StepScope = (ctx, seq, spec.name, attempt, [])
-        scope = (
-            None
-            if observer is None
-            else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
-        )
+        scope = _observe_attempt(this)
         step_token = _step.set(this)
         try:
             if spec.is_async:
@@ -217,6 +220,15 @@ async def _run_attempts(
             scope=scope,
         )
         attempt += 1
+
+
+def _observe_attempt(this: StepScope) -> Any:
+    """The observer's scope of this attempt (a span, a timer), if the run has one."""
+    ctx, seq, name, attempt, _ = this
+    observer = ctx.runtime.observer
+    if observer is None:
+        return None
+    return observe_start(ctx, observer, seq, name, attempt, child=False)
 
 
 async def _commit_result(

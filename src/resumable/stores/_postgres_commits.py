@@ -14,9 +14,9 @@ connection, where a plain statement would be parsed and planned on every step.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
@@ -29,6 +29,7 @@ from resumable.stores._postgres_sql import Statements
 from resumable.stores.protocol import StepRecord
 
 Pool = AsyncConnectionPool[AsyncConnection[DictRow]]
+T = TypeVar("T")
 BATCH_MAX: Final = 1000
 DRIVER_ERRORS: Final = (psycopg.Error, UnicodeError)  # UnicodeError: lone surrogates
 # what the server or driver refuses as data: retrying cannot help (a missing grant or
@@ -85,7 +86,10 @@ class StepCommits:
         # no hand-off, so a lone sequential commit costs one statement and nothing else
         self._writing = True
         try:
-            await self._write_batch([pending])
+            await abandoned_if_cancelled(self._write_batch([pending]))
+        except asyncio.CancelledError:
+            pending.future.cancel()  # its write goes on; no one awaits its outcome
+            raise
         finally:
             self._writing = False
             if self._pending:  # what queued meanwhile goes out together
@@ -189,6 +193,29 @@ class StepCommits:
             cur = await conn.execute(self._sql.commit_steps, _columns(batch))
             rows = await cur.fetchall()
             return {(_sql.from_text(row["run_id"]), row["seq"]) for row in rows}
+
+
+async def abandoned_if_cancelled(work: Coroutine[Any, Any, T]) -> T:
+    """Await `work` in a task of its own, so a cancelled caller stops waiting at once.
+
+    psycopg answers a cancelled query by cancelling it on the server and waiting for
+    that: some 10 s when the server does not answer (a blackhole, a paused server).
+    A caller's deadline (the engine's `store_retry_s`) must not wait for it: the task
+    finishes that in the background and gives its connection back to the pool.
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        task.add_done_callback(_retrieve)
+        raise
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Take an abandoned task's outcome, so that none is logged as never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _columns(batch: list[_Pending]) -> tuple[list[object], ...]:

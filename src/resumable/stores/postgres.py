@@ -49,6 +49,7 @@ from resumable.stores._postgres_commits import (
     DRIVER_ERRORS,
     Pool,
     StepCommits,
+    abandoned_if_cancelled,
     is_lost_connection,
     write_error,
 )
@@ -200,17 +201,25 @@ class PostgresStore(ThreadArchiveMethods):
         self, query: bytes, params: Params, *, run_id: str, seq: int | None = None
     ) -> list[DictRow]:
         """Run one write statement (its own transaction); the rows it returned."""
-        async with self._connection(run_id=run_id, seq=seq) as conn:
-            cur = await conn.execute(query, params)
-            return await cur.fetchall() if cur.description else []
+
+        async def write() -> list[DictRow]:
+            async with self._connection(run_id=run_id, seq=seq) as conn:
+                cur = await conn.execute(query, params)
+                return await cur.fetchall() if cur.description else []
+
+        return await abandoned_if_cancelled(write())
 
     async def _write_count(
         self, query: bytes, params: Params, *, run_id: str | None = None
     ) -> int:
         """Run one write statement (its own transaction); how many rows it changed."""
-        async with self._connection(run_id=run_id) as conn:
-            cur = await conn.execute(query, params)
-            return cur.rowcount
+
+        async def write() -> int:
+            async with self._connection(run_id=run_id) as conn:
+                cur = await conn.execute(query, params)
+                return cur.rowcount
+
+        return await abandoned_if_cancelled(write())
 
     async def _read(self, query: bytes, params: Params) -> list[DictRow]:
         """Run one statement that changes no run; the rows it returned.
@@ -228,9 +237,12 @@ class PostgresStore(ThreadArchiveMethods):
         return await self._fetch(query, params)
 
     async def _fetch(self, query: bytes, params: Params) -> list[DictRow]:
-        async with self._connection() as conn:
-            cur = await conn.execute(query, params)
-            return await cur.fetchall() if cur.description else []
+        async def fetch() -> list[DictRow]:
+            async with self._connection() as conn:
+                cur = await conn.execute(query, params)
+                return await cur.fetchall() if cur.description else []
+
+        return await abandoned_if_cancelled(fetch())
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:

@@ -1,8 +1,10 @@
 """RedisStore: the Store protocol on Redis, each fenced or multi-key write one Lua script.
 
 URL: `redis://[[user]:password@]host[:port][/db][?prefix=myapp:&<redis-py options>]`
-(or `rediss://`, `unix://`). `prefix` (default `resumable:`) namespaces the keys; it
-is removed before the URL reaches redis-py, which reads every other option.
+(or `rediss://`, `unix://`). `prefix` (default `resumable:`) namespaces the keys;
+`pool_max` (default 100) and `pool_timeout_s` (default 10) size the connection pool
+and bound how long a call waits for a free connection, as on PostgreSQL. They are
+removed before the URL reaches redis-py, which reads every other option.
 
 Every key starts with the hash tag `{prefix}`, so a store's keys share one cluster
 slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
