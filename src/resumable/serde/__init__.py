@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from resumable.errors import CorruptCheckpointError, SerializationError
+from resumable.serde.bounds import max_values
 from resumable.serde.chunked import FrameReader, Opened, SealedStream, seal_chunks
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
@@ -31,6 +32,8 @@ class Serde:
         max_bytes: Refuse to store a value encoded to more than this many bytes,
             and to decode stored data that is (or decompresses to) more: no read
             allocates past it, whatever the stored bytes say (None: no limit).
+            It also bounds the values a body may hold, so that what a decode
+            builds is bounded too (`resumable.serde.bounds`).
 
     Raises:
         ImportError: `keys` is given but `cryptography` is not installed.
@@ -45,7 +48,11 @@ class Serde:
         max_bytes: int | None = None,
     ) -> None:
         self.registry: TypeRegistry = TypeRegistry() if registry is None else registry
-        self.codec: Codec = Codec(self.registry)
+        # what a body may hold, beside its bytes: see resumable.serde.bounds
+        self.codec: Codec = Codec(
+            self.registry,
+            max_values=None if max_bytes is None else max_values(max_bytes),
+        )
         self.envelope: Envelope = Envelope(
             keys=keys, compress_over=compress_over, max_body_bytes=max_bytes
         )
