@@ -175,6 +175,28 @@ async def test_open_is_idempotent_and_refuses_a_newer_schema(
     await newer.close()
 
 
+async def test_a_database_the_server_does_not_have_is_a_configuration_error() -> None:
+    parts = urlsplit(_base_url())
+    missing = parts._replace(path="/99").geturl()
+
+    @step
+    async def one() -> int:
+        return 1
+
+    @workflow
+    async def flow() -> int:
+        return await one()
+
+    async with Engine(missing, store_retry_s=30) as engine:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="no database 99") as caught:
+            await engine.run(flow, run_id="r")
+        assert time.monotonic() - started < 10  # not retried as an outage
+        assert "once the store is back" not in str(caught.value)
+        with pytest.raises(StoreError, match="fix the database number"):
+            await engine.runs()
+
+
 async def test_open_warns_when_the_server_does_not_persist(
     admin: Redis, caplog: pytest.LogCaptureFixture
 ) -> None:
