@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Final
 
 from resumable._engine.children import child_run_id
 from resumable._engine.engine import Engine
@@ -30,17 +31,27 @@ Replayed = Callable[[int, int], bool]
 _LINEAGE_LIMIT = 200
 
 
-async def render_live(engine: Engine, run_id: str) -> str:
-    """The part of the page that live updates replace: everything but the forms."""
+async def render_live(engine: Engine, run_id: str, steps_at: str | None = None) -> str:
+    """The part of the page that live updates replace: everything but the forms.
+
+    It shows one page of the run's steps (`step_page`): `steps_at` is the
+    `steps` query parameter that chose it.
+    """
     run = await engine.get(run_id)
-    steps = [record async for record in engine.export([run_id], run_input=True)]
+    shown = step_page(len(await engine.history(run_id)), steps_at)
+    steps = [
+        record
+        async for record in engine.export(
+            [run_id], run_input=True, steps=shown.positions
+        )
+    ]
     try:
         ledger: Ledger | None = await engine.ledger(run_id)
     except ResumableError:  # e.g. encrypted without the key: the rest still shows
         ledger = None
     children = await engine.runs_page(RunFilter(parent=run_id), limit=_LINEAGE_LIMIT)
     forks = await engine.runs_page(RunFilter(forked_from=run_id), limit=_LINEAGE_LIMIT)
-    replayed = _replayed_in_latest(ledger)
+    replayed = shown.shifted(_replayed_in_latest(ledger))
     inputs = await engine.inputs(run_id)
     return (
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
@@ -50,16 +61,105 @@ async def render_live(engine: Engine, run_id: str) -> str:
             steps,
             replayed,
             _children_by_seq(run_id, steps, children.runs),
-            inputs,
-            run.created_at,
+            shown.inputs_within(inputs, steps),
+            run.created_at if shown.start == 0 else steps[0].started_at,
         )
+        + _page_links(run_id, shown)
         + _steps(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + _page_links(run_id, shown)
         + _inputs(inputs)
         + _ledger(ledger)
         + _related("Child runs", children.runs)
         + _related("Forks", forks.runs)
         + "</div>"
     )
+
+
+# ---------------------------------------------------------------- paging the steps
+
+STEPS_PER_PAGE: Final = 100
+"""How many steps a run page shows: a run of 100,000 steps is 1,000 pages."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepPage:
+    """Which of a run's steps a page shows: a window of its journal, by position."""
+
+    start: int
+    """The position (from 0) of the first step shown."""
+    total: int
+    """How many steps the run has."""
+
+    @property
+    def positions(self) -> slice:
+        """The steps shown, as `Engine.export(steps=...)` takes them."""
+        return slice(self.start, self.start + STEPS_PER_PAGE)
+
+    @property
+    def is_newest(self) -> bool:
+        """Whether it shows the run's newest step (and so the steps still to come)."""
+        return self.start + STEPS_PER_PAGE >= self.total
+
+    def shifted(self, replayed: Replayed) -> Replayed:
+        """`replayed`, asked with positions counted from the run's first step."""
+        return lambda seq, position: replayed(seq, position + self.start)
+
+    def inputs_within(
+        self, inputs: list[InputView], steps: list[StepExport]
+    ) -> list[InputView]:
+        """The inputs sent while the steps shown ran (all of them on a single page)."""
+        if not steps:
+            return inputs
+        first, last = steps[0].started_at, steps[-1].finished_at
+        return [
+            sent
+            for sent in inputs
+            if (self.start == 0 or sent.sent_at >= first)
+            and (self.is_newest or sent.sent_at <= last)
+        ]
+
+
+def step_page(total: int, at: str | None) -> StepPage:
+    """The page of steps that `at` (the `steps` query parameter) names.
+
+    "oldest", the position (from 1) of its first step, or by default "newest":
+    the last page, which a live run's refresh keeps following.
+    """
+    last = max(total - STEPS_PER_PAGE, 0)
+    if at == "oldest":
+        return StepPage(0, total)
+    if at is not None and at.isdigit() and len(at) < 12:
+        return StepPage(min(max(int(at) - 1, 0), last), total)
+    return StepPage(last, total)
+
+
+def _page_links(run_id: str, shown: StepPage) -> str:
+    """Oldest, older, newer and newest page links, when there is more than one page."""
+    if shown.total <= STEPS_PER_PAGE:
+        return ""
+    older = max(shown.start - STEPS_PER_PAGE, 0) + 1
+    newer = shown.start + STEPS_PER_PAGE + 1
+    links = [
+        ("Oldest", "oldest", shown.start > 0),
+        ("Older", str(older), shown.start > 0),
+        ("Newer", str(newer), not shown.is_newest),
+        ("Newest", "newest", not shown.is_newest),
+    ]
+    parts = [
+        f'<a href="{url("/run", {"id": run_id, "steps": at})}">{label}</a>'
+        if live
+        else f"<span>{label}</span>"
+        for label, at, live in links
+    ]
+    end = min(shown.start + STEPS_PER_PAGE, shown.total)
+    return (
+        f"<nav class=pages>steps {shown.start + 1:,} to {end:,} of {shown.total:,} · "
+        + " · ".join(parts)
+        + "</nav>"
+    )
+
+
+# ---------------------------------------------------------------- actions
 
 
 def actions(run: RunView, csrf: str, steps: int) -> str:
