@@ -77,6 +77,21 @@ DAMAGE: dict[str, Callable[[sqlite3.Connection], object]] = {
 }
 
 
+def test_a_garbage_checkpoint_id_is_never_handed_to_langgraph(tmp_path: Path) -> None:
+    db = _filled(tmp_path)
+    with sqlite3.connect(db) as conn:  # the newest checkpoint's id, nothing else
+        conn.execute(
+            "UPDATE resumable_snapshots SET checkpoint_id = 'zz' || checkpoint_id "
+            "WHERE checkpoint_id = (SELECT max(checkpoint_id) FROM "
+            "resumable_snapshots WHERE length(checkpoint_id) = 36)"
+        )
+    with (
+        ResumableSaver.from_url(f"sqlite:///{db}", types=[Chat]) as saver,
+        pytest.raises(CorruptCheckpointError, match="not the UUID LangGraph"),
+    ):
+        _graph(saver).invoke({"messages": [HumanMessage(content="again")]}, CONFIG)
+
+
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_a_damaged_thread_reads_as_corrupt_through_the_saver(
     tmp_path: Path, damage: str
