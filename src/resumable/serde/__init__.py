@@ -138,6 +138,8 @@ class Serde:
         """
         if type(data) is Opened:  # a body a FrameReader already checked and opened
             return self.decode(data, place=place)
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise _not_bytes(data, place)
         if len(data) <= STREAM_OVER:
             return self.decode(self.envelope.open(data, place=place), place=place)
         # a large payload: its body is decoded from a view of the frame, not a copy
@@ -172,6 +174,8 @@ class Serde:
         """
         if type(data) is Opened:  # already opened by a FrameReader
             body = data.body()
+        elif not isinstance(data, bytes | bytearray | memoryview):
+            raise _not_bytes(data, place)
         else:
             body = self.envelope.open(data, place=place)
         return view_body(body, place=place, limits=self._view_limits)
@@ -179,3 +183,12 @@ class Serde:
     def view_opened(self, body: bytes, *, place: str) -> Any:
         """`view` of a body its envelope was already opened for (a snapshot chunk)."""
         return view_body(body, place=place, limits=self._view_limits)
+
+
+def _not_bytes(data: object, place: str) -> CorruptCheckpointError:
+    """A stored payload a driver returned as something else (an altered column)."""
+    return CorruptCheckpointError(
+        place=place,
+        detail=f"it is stored as {type(data).__name__} {data!r:.40}, not as the "
+        f"bytes of a payload",
+    )
