@@ -68,6 +68,10 @@ DAMAGE: dict[str, Callable[[sqlite3.Connection], object]] = {
     "chunk_refs that are a number": lambda db: db.execute(
         "UPDATE resumable_snapshots SET chunk_refs = '7'"
     ),
+    "chunk_refs nested 200,000 deep": lambda db: db.execute(
+        "UPDATE resumable_snapshots SET chunk_refs = ?",
+        ("[" * 200_000 + "]" * 200_000,),
+    ),
     "text in the manifest's BLOB column": lambda db: db.execute(
         "UPDATE resumable_snapshots SET manifest = 'not bytes'"
     ),
