@@ -172,6 +172,7 @@ def _bytes_mutations(value: bytes) -> list[Mutation]:
         Mutation("deeply nested", plain_frame(b"[" * 200_000 + b"]" * 200_000)),
         Mutation("not UTF-8", plain_frame(b"\xff\xfe{")),
         Mutation("huge number", _json_frame(10**4000)),
+        Mutation("number for bytes", 7),
         Mutation("swapped with another run's", value, swap=True),
     ]
     if value:
@@ -200,6 +201,11 @@ def _text_mutations(value: str) -> list[Mutation]:
         Mutation("number for text", 12345),
         Mutation("JSON garbage", '{"~'),
         Mutation("text with NUL", value + "\x00"),
+        Mutation("path traversal", "../" + value),
+        Mutation(
+            "bytes for text, not UTF-8",
+            b"\xff\xfe" + value.encode("utf-8", "surrogatepass"),
+        ),
         Mutation("swapped with another run's", value, swap=True),
     ]
 
@@ -210,6 +216,7 @@ def _number_mutations(value: float) -> list[Mutation]:
         Mutation("negative", -1),
         Mutation("zero", 0),
         Mutation("huge", 2**63 - 1),
+        Mutation("huge float", 1e300),
         Mutation("text for a number", "abc"),
         Mutation("fraction", 1.5),
         Mutation("swapped with another run's", value, swap=True),

@@ -157,6 +157,16 @@ async def _load(engine: Engine) -> None:
 async def _list(engine: Engine) -> None:
     await engine.runs(limit=100)
     await engine.runs(status="failed", limit=100)
+    await engine.count_runs()  # the dashboard's runs page
+
+
+async def _threads(engine: Engine) -> None:
+    await engine.threads(limit=100)  # the dashboard's /threads
+
+
+async def _export(engine: Engine) -> None:
+    async for _ in engine.export():
+        pass
 
 
 def _cli_show(url: str, run_id: str) -> None:
@@ -182,6 +192,7 @@ def actions(
 ) -> Iterator[tuple[str, Callable[[], Awaitable[Any]]]]:
     if engine.capabilities.listing:
         yield "list runs", functools.partial(_list, engine)
+        yield "export", functools.partial(_export, engine)
     for run_id in RUNS:
         yield f"show {run_id}", functools.partial(_show, engine, run_id)
         yield f"resume {run_id}", functools.partial(_resume, engine, run_id)
@@ -189,3 +200,5 @@ def actions(
         yield "cli show t-done", functools.partial(_cli_show_elsewhere, url, "t-done")
     if engine.capabilities.snapshots:
         yield "load state", functools.partial(_load, engine)
+        if engine.capabilities.listing:
+            yield "list threads", functools.partial(_threads, engine)

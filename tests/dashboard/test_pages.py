@@ -8,7 +8,7 @@ from playwright.sync_api import Page, expect
 
 from dashboard import flows
 from dashboard.conftest import Dashboard, call
-from resumable import Engine
+from resumable import Engine, step, workflow
 from resumable.integrations.langgraph_threads import register_thread
 from resumable.serde import KeyRing
 
@@ -143,4 +143,39 @@ def test_an_encrypted_store_shows_its_runs_and_says_values_need_the_key(
     expect(page.locator("table.steps tbody tr")).to_have_count(3)
     expect(page.locator("table.steps").first).to_contain_text("encrypted")
     assert "doc 5" not in page.content()
+    call(engine.close())
+
+
+@workflow
+async def long_run(n: int) -> int:
+    for i in range(n):
+        await numbered(i)
+    return n
+
+
+@step
+async def numbered(i: int) -> int:
+    return i
+
+
+def test_a_long_run_shows_its_steps_a_page_at_a_time_newest_first(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = Engine(dashboard.store_url)
+    assert engine.run_sync(long_run, 250, run_id="long") == 250
+    rows = page.locator("table.steps tbody tr")
+    page.goto(f"{dashboard.url}/run?id=long")
+    expect(rows).to_have_count(100)
+    expect(rows.first.locator("td").first).to_have_text("151")
+    expect(page.locator("nav.pages").first).to_contain_text("steps 151 to 250 of 250")
+    expect(page.locator("svg.waterfall text")).to_have_count(100)
+    page.locator("nav.pages").first.get_by_text("Oldest").click()
+    expect(rows.first.locator("td").first).to_have_text("1")
+    expect(rows.last.locator("td").first).to_have_text("100")
+    page.locator("nav.pages").first.get_by_text("Newer").click()
+    expect(rows.first.locator("td").first).to_have_text("101")
+    expect(page.locator("nav.pages").first).to_contain_text("steps 101 to 200")
+    page.locator("nav.pages").first.get_by_text("Newest").click()
+    expect(rows).to_have_count(100)
+    expect(rows.last.locator("td").first).to_have_text("250")
     call(engine.close())

@@ -68,6 +68,10 @@ DAMAGE: dict[str, Callable[[sqlite3.Connection], object]] = {
     "chunk_refs that are a number": lambda db: db.execute(
         "UPDATE resumable_snapshots SET chunk_refs = '7'"
     ),
+    "chunk_refs nested 200,000 deep": lambda db: db.execute(
+        "UPDATE resumable_snapshots SET chunk_refs = ?",
+        ("[" * 200_000 + "]" * 200_000,),
+    ),
     "text in the manifest's BLOB column": lambda db: db.execute(
         "UPDATE resumable_snapshots SET manifest = 'not bytes'"
     ),
@@ -75,6 +79,21 @@ DAMAGE: dict[str, Callable[[sqlite3.Connection], object]] = {
         "UPDATE resumable_chunks SET data = 'not bytes'"
     ),
 }
+
+
+def test_a_garbage_checkpoint_id_is_never_handed_to_langgraph(tmp_path: Path) -> None:
+    db = _filled(tmp_path)
+    with sqlite3.connect(db) as conn:  # the newest checkpoint's id, nothing else
+        conn.execute(
+            "UPDATE resumable_snapshots SET checkpoint_id = 'zz' || checkpoint_id "
+            "WHERE checkpoint_id = (SELECT max(checkpoint_id) FROM "
+            "resumable_snapshots WHERE length(checkpoint_id) = 36)"
+        )
+    with (
+        ResumableSaver.from_url(f"sqlite:///{db}", types=[Chat]) as saver,
+        pytest.raises(CorruptCheckpointError, match="not the UUID LangGraph"),
+    ):
+        _graph(saver).invoke({"messages": [HumanMessage(content="again")]}, CONFIG)
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))

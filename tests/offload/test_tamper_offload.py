@@ -80,9 +80,9 @@ async def test_every_damaged_column_fails_safe_when_runs_are_archived(
         # nothing offloaded on the way in: the archive moves the payloads
         return offload_subject(sqlite_subject(tmp_path), objects, offload_over=1 << 30)
 
-    report = await ArchivingTamperSuite(
-        fresh, mutation_filter=ONE_OF_EACH.__contains__
-    ).run()
+    # an archive's object key also as '' and as a path out of the object store
+    kinds = ONE_OF_EACH | {"empty text", "path traversal"}
+    report = await ArchivingTamperSuite(fresh, mutation_filter=kinds.__contains__).run()
     assert report.cases > 50, report.summary()
     assert not report.failures, "\n".join(
         f"{f.table}.{f.column} / {f.mutation} / {f.action}: {f.problem}"

@@ -72,6 +72,14 @@ def test_url_options_are_stripped_before_libpq_sees_them() -> None:
         parse_url("postgresql://h/db?pool_max=many")
 
 
+def test_a_schema_name_postgres_would_truncate_is_refused() -> None:
+    assert parse_url(f"postgresql://h/db?schema={'s' * 63}").schema == "s" * 63
+    with pytest.raises(StoreError, match="at most 63 bytes"):
+        parse_url(f"postgresql://h/db?schema={'s' * 64}")
+    with pytest.raises(StoreError, match="at most 63 bytes"):
+        parse_url(f"postgresql://h/db?schema={'é' * 32}")  # 64 bytes in UTF-8
+
+
 async def test_store_is_made_without_io_and_fails_cleanly_when_unreachable() -> None:
     store = create_store("postgresql://u:secret@127.0.0.1:1/db?connect_timeout=2")
     assert isinstance(store, PostgresStore)

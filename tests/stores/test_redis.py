@@ -26,6 +26,7 @@ from redis.retry import Retry
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
+    CorruptCheckpointError,
     LeaseLost,
     RunNotFound,
     SchemaVersionError,
@@ -173,6 +174,53 @@ async def test_open_is_idempotent_and_refuses_a_newer_schema(
     with pytest.raises(SchemaVersionError):
         await newer.open()
     await newer.close()
+
+
+async def test_a_database_the_server_does_not_have_is_a_configuration_error() -> None:
+    parts = urlsplit(_base_url())
+    missing = parts._replace(path="/99").geturl()
+
+    @step
+    async def one() -> int:
+        return 1
+
+    @workflow
+    async def flow() -> int:
+        return await one()
+
+    async with Engine(missing, store_retry_s=30) as engine:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="no database 99") as caught:
+            await engine.run(flow, run_id="r")
+        assert time.monotonic() - started < 10  # not retried as an outage
+        assert "once the store is back" not in str(caught.value)
+        with pytest.raises(StoreError, match="fix the database number"):
+            await engine.runs()
+
+
+@pytest.mark.parametrize(
+    ("member", "score"),
+    [(b"thread-\xff\xfe", 1_700_000_000_000.0), (b"thread-1", 1e300)],
+)
+async def test_a_damaged_thread_index_entry_is_a_corrupt_checkpoint_error_naming_it(
+    store: RedisStore, admin: Redis, member: bytes, score: float
+) -> None:
+    await admin.zadd(b"{" + store.prefix.encode() + b"}threads", {member: score})
+    async with Engine(store) as engine:
+        with pytest.raises(CorruptCheckpointError, match="thread") as caught:
+            await engine.threads()
+    assert "restore its snapshot rows" in str(caught.value)
+
+
+async def test_a_non_numeric_run_count_is_a_corrupt_checkpoint_error(
+    store: RedisStore, admin: Redis
+) -> None:
+    await store.create_run(run_record("r1"))
+    counts = b"{" + store.prefix.encode() + b"}counts"
+    field = next(iter(await admin.hkeys(counts)))
+    await admin.hset(counts, field, b"many")
+    with pytest.raises(CorruptCheckpointError, match="not a count of runs"):
+        await store.count_runs(RunQuery())
 
 
 async def test_storing_runs_warns_once_when_the_server_does_not_persist(

@@ -75,6 +75,56 @@ async def test_reads_go_through_a_memory_map_of_the_size_the_url_sets(
         assert sizes == [expected, expected]
 
 
+_CUT_SHORT = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from resumable import Engine, step, workflow
+    from resumable.errors import ResumableError
+
+    @step
+    async def page(i: int) -> str:
+        return "x" * 3000 + str(i)
+
+    @workflow
+    async def flow(n: int) -> int:
+        for i in range(n):
+            await page(i)
+        return n
+
+    async def main() -> None:
+        url = sys.argv[1]
+        async with Engine(url) as engine:
+            await engine.run(flow, 300, run_id="r")
+        async with Engine(url) as engine:
+            await engine.history("r")
+            os.truncate(url.split("///")[1].split("?")[0], 8192)
+            try:
+                await engine.history("r")
+            except ResumableError:
+                pass
+
+    asyncio.run(main())
+    """
+)
+
+
+def test_a_store_opened_without_mmap_survives_its_file_being_cut_short(
+    tmp_path: Path,
+) -> None:
+    # docs/operations.md "SQLite process killed by SIGBUS": the default memory map
+    # may end the process with SIGBUS here; mmap_mb=0 turns it into an error
+    url = f"sqlite:///{tmp_path / 'state.db'}?mmap_mb=0"
+    done = subprocess.run(
+        [sys.executable, "-c", _CUT_SHORT, url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 async def test_store_on_a_newer_schema_is_refused(tmp_path: Path) -> None:
     db = tmp_path / "new.db"
     store = await SQLiteStore(f"sqlite:///{db}").open()

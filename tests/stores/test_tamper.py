@@ -30,6 +30,9 @@ SERVER_MUTATIONS = frozenset(
         "number for text",
         "text for a number",
         "huge",
+        "huge float",
+        "number for bytes",
+        "bytes for text, not UTF-8",
     }
 )
 

@@ -53,6 +53,8 @@ class ExportQuery:
     """Runs created at or after this time (ms since the epoch)."""
     run_input: bool = False
     """Add the view of the run's input `(args, kwargs)` to each record."""
+    steps: slice | None = None
+    """Only these of each run's journal entries, by position (None: all)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +118,7 @@ def export_query(
     since: datetime | timedelta | None,
     run_input: bool,
     now_ms: int,
+    steps: slice | None = None,
 ) -> ExportQuery:
     """The query for `Engine.export`'s arguments (`since` as a time or an age)."""
     if isinstance(since, timedelta):
@@ -126,6 +129,7 @@ def export_query(
         status=[status] if isinstance(status, str) else list(status or ()),
         created_since_ms=None if since is None else int(since.timestamp() * 1000),
         run_input=run_input,
+        steps=steps,
     )
 
 
@@ -141,7 +145,11 @@ async def export_steps(
                 serde, run.input, run_place(run.run_id, "input"), problems
             )
         journal = await load_journal(store, run, serde=serde)
-        for number, key, record in in_call_order(journal, serde):
+        entries = in_call_order(journal, serde)
+        # only the records asked for are made: each reads its values
+        for number, key, record in (
+            entries if query.steps is None else entries[query.steps]
+        ):
             yield _record(
                 serde,
                 prices,

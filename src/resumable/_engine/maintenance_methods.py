@@ -159,6 +159,7 @@ class MaintenanceMethods:
         status: RunStatus | Sequence[RunStatus] | None = None,
         since: datetime | timedelta | None = None,
         run_input: bool = False,
+        steps: slice | None = None,
     ) -> AsyncIterator[StepExport]:
         """Every step of the selected runs as flat records, for analysis.
 
@@ -174,6 +175,8 @@ class MaintenanceMethods:
             status: Runs in this status (or any of these) only.
             since: Runs created at or after this time, or within this long ago.
             run_input: Add the view of each run's input `(args, kwargs)`.
+            steps: Only these of each run's steps, by position in its journal
+                (`slice(-100, None)`: the newest 100); only those are read.
         """
         query = export_query(
             run_ids,
@@ -182,6 +185,7 @@ class MaintenanceMethods:
             since=since,
             run_input=run_input,
             now_ms=self.clock.now_ms(),
+            steps=steps,
         )
         return export_steps(self.store, self.serde, self._runtime.prices, query)
 

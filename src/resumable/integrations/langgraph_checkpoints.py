@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import time
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -98,6 +99,8 @@ _SHORT_KEYS = {
 }
 _LONG_KEYS = {short: long for long, short in _SHORT_KEYS.items()}
 _RECORD_KEYS = frozenset({"id", "ts", "v"})  # kept in the record and its metadata
+# LangGraph's ids (uuid6): its loop fails on any other with binascii.Error
+_LANGGRAPH_ID: Final = re.compile(r"[\da-f]{8}(-[\da-f]{4}){3}-[\da-f]{12}", re.I)
 
 
 def _stored_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
@@ -120,6 +123,8 @@ def _stored_checkpoint(checkpoint: Checkpoint) -> dict[str, Any]:
 
 
 def _loaded_checkpoint(snapshot: Snapshot, value: dict[str, Any]) -> Checkpoint:
+    if not _LANGGRAPH_ID.fullmatch(snapshot.checkpoint_id):
+        raise ValueError("its checkpoint id is not the UUID LangGraph gave it")
     metadata: dict[str, Any] = snapshot.metadata
     loaded: dict[str, Any] = {
         "v": metadata["v"],

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from resumable.errors import CorruptCheckpointError, SerializationError
+from resumable.serde.bounds import max_values
 from resumable.serde.chunked import FrameReader, Opened, SealedStream, seal_chunks
 from resumable.serde.codec import Codec, DecodeError, TypeRegistry
 from resumable.serde.integrity import Envelope, KeyRing
@@ -31,6 +32,8 @@ class Serde:
         max_bytes: Refuse to store a value encoded to more than this many bytes,
             and to decode stored data that is (or decompresses to) more: no read
             allocates past it, whatever the stored bytes say (None: no limit).
+            It also bounds the values a body may hold, so that what a decode
+            builds is bounded too (`resumable.serde.bounds`).
 
     Raises:
         ImportError: `keys` is given but `cryptography` is not installed.
@@ -45,7 +48,11 @@ class Serde:
         max_bytes: int | None = None,
     ) -> None:
         self.registry: TypeRegistry = TypeRegistry() if registry is None else registry
-        self.codec: Codec = Codec(self.registry)
+        # what a body may hold, beside its bytes: see resumable.serde.bounds
+        self.codec: Codec = Codec(
+            self.registry,
+            max_values=None if max_bytes is None else max_values(max_bytes),
+        )
         self.envelope: Envelope = Envelope(
             keys=keys, compress_over=compress_over, max_body_bytes=max_bytes
         )
@@ -131,6 +138,8 @@ class Serde:
         """
         if type(data) is Opened:  # a body a FrameReader already checked and opened
             return self.decode(data, place=place)
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise _not_bytes(data, place)
         if len(data) <= STREAM_OVER:
             return self.decode(self.envelope.open(data, place=place), place=place)
         # a large payload: its body is decoded from a view of the frame, not a copy
@@ -165,6 +174,8 @@ class Serde:
         """
         if type(data) is Opened:  # already opened by a FrameReader
             body = data.body()
+        elif not isinstance(data, bytes | bytearray | memoryview):
+            raise _not_bytes(data, place)
         else:
             body = self.envelope.open(data, place=place)
         return view_body(body, place=place, limits=self._view_limits)
@@ -172,3 +183,12 @@ class Serde:
     def view_opened(self, body: bytes, *, place: str) -> Any:
         """`view` of a body its envelope was already opened for (a snapshot chunk)."""
         return view_body(body, place=place, limits=self._view_limits)
+
+
+def _not_bytes(data: object, place: str) -> CorruptCheckpointError:
+    """A stored payload a driver returned as something else (an altered column)."""
+    return CorruptCheckpointError(
+        place=place,
+        detail=f"it is stored as {type(data).__name__} {data!r:.40}, not as the "
+        f"bytes of a payload",
+    )

@@ -95,7 +95,9 @@ def stored_size(payload: bytes | bytearray | None) -> int:
     """How many bytes a payload took in storage: its frame's, for an `Opened` body."""
     if type(payload) is Opened:
         return payload.frame_size
-    return len(payload or b"")
+    if isinstance(payload, bytes | bytearray):
+        return len(payload)
+    return 0  # None, or a damaged column (reading it is CorruptCheckpointError)
 
 
 @dataclass(frozen=True, slots=True)

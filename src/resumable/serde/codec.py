@@ -32,10 +32,17 @@ from __future__ import annotations
 import hashlib
 import json
 import types
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar, cast
 
 from resumable.errors import SerializationError
+from resumable.serde.bounds import (
+    MAX_SHARED_HASHES,
+    shared_hashes,
+    too_many_values,
+    tree_values,
+    values_over,
+)
 from resumable.serde.chunked import Opened
 from resumable.serde.decoding import make_object_hook, top_level_bytes
 from resumable.serde.fingerprint import Canonical, flat_tuple_digest
@@ -114,6 +121,22 @@ def _not_registered(tag: str, kind: type) -> str:
     )
 
 
+_Spread = TypeVar("_Spread", bound=Collection[Any])
+
+
+def _spread(items: _Spread) -> _Spread:
+    """A set, or a dict by its keys, checked to be cheap to rebuild (see bounds)."""
+    shared = shared_hashes(items)
+    if shared > MAX_SHARED_HASHES:
+        raise _Unencodable(
+            items,
+            f"{shared:,} of its items hash like another one, over the limit of "
+            f"{MAX_SHARED_HASHES} (rebuilding it on read would take quadratic "
+            f"time); store them as a list",
+        )
+    return items
+
+
 def _make_encoder(
     registry: TypeRegistry, *, safe_ints: bool
 ) -> Callable[[object], Json]:
@@ -176,7 +199,7 @@ def _make_encoder(
 
     def enc_map(value: dict[Any, Any]) -> Json:
         pairs: list[Json] = []
-        for key, x in value.items():
+        for key, x in _spread(value).items():
             try:
                 encoded_key = enc(key)
             except _Unencodable as exc:
@@ -195,8 +218,8 @@ def _make_encoder(
         dict: enc_dict,
         list: enc_items,
         tuple: lambda v: {TAG: "tuple", VALUE: enc_items(v)},
-        set: lambda v: {TAG: "set", VALUE: enc_set(v)},
-        frozenset: lambda v: {TAG: "frozenset", VALUE: enc_set(v)},
+        set: lambda v: {TAG: "set", VALUE: enc_set(_spread(v))},
+        frozenset: lambda v: {TAG: "frozenset", VALUE: enc_set(_spread(v))},
         **LEAF_ENCODERS,
     }
     if safe_ints:
@@ -263,10 +286,18 @@ class Codec:
     """Tagged-JSON encoder and decoder over a `TypeRegistry` allowlist.
 
     Safe to share between threads and tasks: it holds no per-call state.
+
+    Args:
+        registry: The allowlist of types to rebuild.
+        max_values: Refuse to encode, and to decode, a body holding more values
+            than this (`resumable.serde.bounds`). None: no limit.
     """
 
-    def __init__(self, registry: TypeRegistry) -> None:
+    def __init__(
+        self, registry: TypeRegistry, *, max_values: int | None = None
+    ) -> None:
         self.registry = registry
+        self.max_values = max_values
         options: dict[str, Any] = {
             "ensure_ascii": False,
             "check_circular": False,  # the walk builds a fresh acyclic tree
@@ -308,7 +339,8 @@ class Codec:
     def _json(self, value: object, root: str, *, stream: bool) -> str | Encoded:
         """`_json_text`, or with `stream` its pieces where `json_stream` makes them."""
         try:
-            return self._dumps_tree(self._walk(value), stream=stream)
+            tree = self._walk(value)
+            text = self._dumps_tree(tree, stream=stream)
         except _Unencodable as exc:
             # from None: the internal exception adds nothing to path and detail.
             raise SerializationError(path=exc.path(root), detail=exc.detail) from None
@@ -319,7 +351,20 @@ class Codec:
             ) from None
         except ValueError:
             # An int past sys.get_int_max_str_digits(): encode again, as hex.
-            return self._dumps_tree(self._walk_safe_ints(value), stream=stream)
+            tree = self._walk_safe_ints(value)
+            text = self._dumps_tree(tree, stream=stream)
+        self._check_values(tree, text, root)
+        return text
+
+    def _check_values(self, tree: Json, text: str | Encoded, root: str) -> None:
+        """Refuse `tree` if it holds more values than `max_values` (see bounds)."""
+        limit = self.max_values
+        size = text.size if isinstance(text, Encoded) else len(text)
+        if limit is None or size <= limit:  # each value takes a byte at least
+            return
+        count = tree_values(tree)
+        if count > limit:
+            raise SerializationError(path=root, detail=too_many_values(count, limit))
 
     def _dumps_tree(self, tree: Json, *, stream: bool) -> str | Encoded:
         encoded = json_stream(tree, self._dumps) if stream else None
@@ -369,6 +414,7 @@ class Codec:
         text = self._dumps(value)
         if TAG_KEY in text:
             return self.encode(value)
+        self._check_values(value, text, "result")
         return text.encode("utf-8", "surrogatepass")
 
     def decode(self, data: bytes | memoryview | Opened) -> Any:
@@ -393,6 +439,10 @@ class Codec:
                 blob = top_level_bytes(data)
                 if blob is not None:
                     return blob
+            if self.max_values is not None:
+                count = values_over(data, self.max_values)
+                if count is not None:
+                    raise DecodeError(too_many_values(count, self.max_values))
             if type(data) is Opened:
                 return self._loads(data.take_text())
             return self._loads(str(data, "utf-8", "surrogatepass"))

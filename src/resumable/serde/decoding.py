@@ -14,6 +14,7 @@ from typing import Any, cast
 from uuid import UUID
 
 from resumable.errors import SerializationError
+from resumable.serde.bounds import MAX_SHARED_HASHES, shared_hashes
 from resumable.serde.registry import TypeInfo, TypeRegistry
 from resumable.serde.tags import (
     BYTES_CLOSE,
@@ -39,13 +40,29 @@ def _as_str(payload: object) -> str:
     return payload
 
 
+def _spread(items: list[Any]) -> list[Any]:
+    """`items`, checked to be cheap to put in a set or dict (`bounds.shared_hashes`)."""
+    shared = shared_hashes(items)
+    if shared > MAX_SHARED_HASHES:
+        raise ValueError(
+            f"{shared:,} of its items hash like another one, over the limit of "
+            f"{MAX_SHARED_HASHES}: rebuilding it would take quadratic time"
+        )
+    return items
+
+
+_no_pair = object()  # what stands for a map entry that is not a pair
+
+
 def _dec_map(payload: object) -> dict[Any, Any]:
-    out: dict[Any, Any] = {}
-    for pair in _as_list(payload):
-        if type(pair) is not list or len(pair) != 2:
-            raise ValueError("a map entry is not a [key, value] pair")
-        out[pair[0]] = pair[1]
-    return out
+    pairs = _as_list(payload)
+    keys = [
+        pair[0] if type(pair) is list and len(pair) == 2 else _no_pair for pair in pairs
+    ]
+    if _no_pair in keys:
+        raise ValueError("a map entry is not a [key, value] pair")
+    _spread(keys)
+    return dict(pairs)
 
 
 def _dec_timedelta(payload: object) -> timedelta:
@@ -57,8 +74,8 @@ def _dec_timedelta(payload: object) -> timedelta:
 
 _BUILTIN_DECODERS: dict[str, Callable[[Any], Any]] = {
     "tuple": lambda p: tuple(_as_list(p)),
-    "set": lambda p: set(_as_list(p)),
-    "frozenset": lambda p: frozenset(_as_list(p)),
+    "set": lambda p: set(_spread(_as_list(p))),
+    "frozenset": lambda p: frozenset(_spread(_as_list(p))),
     "map": _dec_map,
     "bytes": lambda p: base64.b64decode(_as_str(p), validate=True),
     "bytearray": lambda p: bytearray(base64.b64decode(_as_str(p), validate=True)),

@@ -27,9 +27,10 @@ Keys starting with "$" are the view's own. A stored dict key (or field name)
 that starts with "$" is shown with one more: `"$ref"` becomes `"$$ref"`, so a
 stored `{"$type": ...}` can never pass for a tag.
 
-Bounded like every decode: a body over `ViewLimits.max_bytes` is refused before
-it is parsed, and the walk stops at `max_depth`. Every failure is a
-`CorruptCheckpointError` naming the place.
+Bounded like every decode: a body over `ViewLimits.max_bytes`, or holding more
+values than that allows (`resumable.serde.bounds`), is refused before it is
+parsed, and the walk stops at `max_depth`. Every failure is a
+`CorruptCheckpointError` naming the place, as when the same body is decoded.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from resumable.errors import CorruptCheckpointError
+from resumable.serde.bounds import max_values, too_many_values, values_over
 from resumable.serde.tags import EXTRA, FIELDS_SET, TAG, TEXT, VALUE
 
 __all__ = ["TYPE_KEY", "ViewLimits", "escape_key", "one_line", "view_body"]
@@ -62,7 +64,8 @@ class ViewLimits:
     """How much of a stored value a view reads."""
 
     max_bytes: int = 64 * 1024 * 1024
-    """A body (after the envelope is opened) larger than this is refused."""
+    """A body (after the envelope is opened) larger than this is refused, and so
+    is one holding more than one value per `bounds.BYTES_PER_VALUE` bytes of it."""
     max_depth: int = 100
     """Containers nested deeper than this are shown as a `$truncated` marker."""
     head_bytes: int = 16
@@ -87,12 +90,24 @@ def view_body(body: bytes, *, place: str, limits: ViewLimits | None = None) -> A
             detail=f"the value is {len(body):,} bytes, over the {limits.max_bytes:,}"
             f"-byte limit for reading it (Engine(max_payload_bytes=...))",
         )
+    if body[:1] != TEXT:
+        limit = max_values(limits.max_bytes)
+        count = values_over(body, limit)
+        if count is not None:
+            raise CorruptCheckpointError(
+                place=place,
+                detail=too_many_values(count, limit),
+            )
     try:
         text = body.decode("utf-8", "surrogatepass")
         if body[:1] == TEXT:
             return text[1:]
         tree = json.loads(text)
         return _Viewer(limits).walk(tree, 0)
+    except MemoryError:  # within the limits, yet too much for this process
+        raise CorruptCheckpointError(
+            place=place, detail="viewing it ran out of memory"
+        ) from None
     except _Malformed as exc:
         raise CorruptCheckpointError(place=place, detail=str(exc)) from None
     except (ValueError, RecursionError) as exc:

@@ -34,6 +34,7 @@ CHANNEL: Final = "resumable_work"
 _MIGRATION_LOCK: Final = 0x7265_7375_6D61_626C  # "resumabl": one migrator at a time
 _LISTEN: Final = b"LISTEN resumable_work"
 _OWN_OPTIONS: Final = ("schema", "pool_max", "pool_timeout_s")
+_MAX_NAME_BYTES: Final = 63  # NAMEDATALEN - 1, PostgreSQL's default build
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,15 @@ def parse_url(url: str) -> Options:
     schema = own.get("schema", DEFAULT_SCHEMA)
     if not schema:
         raise StoreError(store=redact(url), detail="schema= must not be empty")
+    size = len(schema.encode("utf-8", "surrogatepass"))
+    if size > _MAX_NAME_BYTES:
+        # PostgreSQL would cut it silently: two long names would share one schema
+        raise StoreError(
+            store=redact(url),
+            detail=f"schema= is {size} bytes long; PostgreSQL keeps only the first "
+            f"{_MAX_NAME_BYTES} bytes of a name (so two such URLs could share one "
+            f"schema): choose a schema name of at most {_MAX_NAME_BYTES} bytes",
+        )
     try:
         pool_max = int(own.get("pool_max", "10"))
         pool_timeout_s = float(own.get("pool_timeout_s", "10"))

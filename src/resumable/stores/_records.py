@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from resumable.errors import CorruptCheckpointError, StoreError
-from resumable.stores.protocol import RUN_STATUSES, RunRecord, StepRecord
+from resumable.stores.protocol import RUN_STATUSES, RunRecord, StepRecord, ThreadRecord
 
 
 def schema_version_of(value: object, *, store: str) -> int:
@@ -129,6 +129,29 @@ def checked_steps(run_id: str, steps: list[StepRecord]) -> list[StepRecord]:
     return steps
 
 
+def checked_thread(
+    thread_id: object, updated_at_ms: object, unescape: Callable[[str], str] = str
+) -> ThreadRecord:
+    """A listed thread, if its stored id and newest time are what this library writes.
+
+    `unescape` turns the stored id back into the thread's (`_sql.from_text`).
+
+    Raises:
+        CorruptCheckpointError: They are not (a snapshot row or index was altered).
+    """
+    if type(thread_id) is str and _is_ms(updated_at_ms):
+        return ThreadRecord(
+            thread_id=unescape(thread_id), updated_at_ms=cast("int", updated_at_ms)
+        )
+    raise CorruptCheckpointError(
+        place=f"thread {thread_id!r:.80}",
+        detail=f"its stored snapshots are damaged (thread id of type "
+        f"{type(thread_id).__name__}, newest created_at_ms {updated_at_ms!r:.40}); "
+        f"restore its snapshot rows from a backup or delete them, and the threads "
+        f"list again",
+    )
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -152,6 +175,7 @@ def converter(what: str, where: Callable[..., str] | None = None) -> Callable[[F
                 KeyError,
                 IndexError,
                 struct.error,
+                RecursionError,  # JSON nested past the interpreter's limit
             ) as exc:
                 raise CorruptCheckpointError(
                     place=_place(what, where, args),

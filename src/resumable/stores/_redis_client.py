@@ -21,7 +21,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import MaxConnectionsError, NoScriptError, RedisError
+from redis.exceptions import (
+    MaxConnectionsError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+)
 
 from resumable.errors import (
     CheckpointWriteError,
@@ -232,6 +237,11 @@ class RedisClient:
                 raise StoreError(
                     store=self.url, detail=f"bad URL option: {exc}"
                 ) from exc
+            except ResponseError as exc:
+                wrong = _configuration_error(self.url, exc)
+                if wrong is None:
+                    raise
+                raise wrong from exc
             found = schema_version_of(
                 await client.hget(self.keys.meta, "schema_version"), store=self.url
             )
@@ -426,3 +436,16 @@ class RedisClient:
                 return await script(keys=list(keys), args=list(args))
         except (RedisError, OSError) as exc:
             raise self._driver_error(name.replace("_", " "), exc, run_id, seq) from exc
+
+
+def _configuration_error(url: str, exc: ResponseError) -> StoreError | None:
+    """A refusal to connect that no waiting will mend: the URL must change."""
+    if "DB index is out of range" in str(exc):
+        database = urlsplit(url).path.lstrip("/") or "0"
+        return StoreError(
+            store=url,
+            detail=f"the server has no database {database} (it has 16, numbered "
+            f"0 to 15, unless its `databases` setting says otherwise): fix the "
+            f"database number at the end of the URL",
+        )
+    return None

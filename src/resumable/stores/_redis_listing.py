@@ -14,6 +14,7 @@ from typing import Final, cast
 
 from redis.asyncio import Redis
 
+from resumable.errors import CorruptCheckpointError
 from resumable.stores import _redis_records as _rec
 from resumable.stores import _rules
 from resumable.stores._redis_client import RedisClient
@@ -65,13 +66,34 @@ async def count_runs(
         found = _rec.bytes_dict(await client.hgetall(conn.keys.counts))
     counts: dict[tuple[str, str | None], int] = {}
     for field, value in found.items():
-        status, _, queue = _s(field).partition("\n")
-        key = (status, None if queue == "-" else queue[1:])
-        n = int(value)
+        key, n = _count_entry(conn.keys.counts, field, value)
+        status = key[0]
         wanted = not query.status or status in query.status
         if n > 0 and wanted and query.queue in (None, key[1]):
             counts[key] = n
     return counts
+
+
+def _count_entry(
+    key: bytes, field: bytes, value: bytes
+) -> tuple[tuple[str, str | None], int]:
+    """A field of the counts hash as ((status, queue), count), checked.
+
+    Raises:
+        CorruptCheckpointError: The field or count is not one the scripts write.
+    """
+    try:
+        status, _, queue = _s(field).partition("\n")
+        if value.removeprefix(b"-").isdigit() and len(value) < 19:
+            return (status, None if queue == "-" else queue[1:]), int(value)
+    except UnicodeDecodeError:
+        pass
+    raise CorruptCheckpointError(
+        place=f"the run counts ({_s(key)!r})",
+        detail=f"field {field!r:.60} holds {value!r:.40}, not a count of runs; "
+        f"restore the hash from a backup (the counts of other filters, such as "
+        f"by workflow, are read from the runs themselves and still work)",
+    )
 
 
 async def count_runs_by_reading(

@@ -7,12 +7,14 @@ counts, the orphans set and the threads zset in step with the records.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from resumable.errors import ChunksMissing
 from resumable.stores import _redis_listing as _listing
 from resumable.stores import _redis_records as _rec
+from resumable.stores._records import checked_thread
 from resumable.stores._redis_client import RedisClient
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
@@ -257,10 +259,18 @@ async def list_threads(
                     break
             score, member = cursor.rows.pop()
             if wanted is None or member.startswith(wanted):
-                found.append(
-                    ThreadRecord(thread_id=_s(member), updated_at_ms=int(score))
-                )
+                found.append(_thread_of(member, score))
     return found
+
+
+def _thread_of(member: bytes, score: float) -> ThreadRecord:
+    """A thread-index entry as a record, checked (`_records.checked_thread`)."""
+    try:
+        thread_id: object = _s(member)
+    except UnicodeDecodeError:
+        thread_id = member
+    ms = int(score) if math.isfinite(score) and score.is_integer() else score
+    return checked_thread(thread_id, ms)
 
 
 async def delete_unreferenced_chunks(conn: RedisClient, limit: int) -> int:

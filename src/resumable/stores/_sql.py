@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -379,5 +380,5 @@ def _chunk_refs(value: Any) -> tuple[str, ...]:
     """A snapshot's chunk hashes: a JSON array (SQLite) or an array (PostgreSQL)."""
     refs = json.loads(value) if isinstance(value, str) else value
     if not isinstance(refs, list | tuple) or not all(type(r) is str for r in refs):
-        raise TypeError(f"chunk_refs is {str(value)[:40]!r}, not a list of hashes")
+        raise TypeError(f"chunk_refs is {reprlib.repr(value)}, not a list of hashes")
     return tuple(refs)

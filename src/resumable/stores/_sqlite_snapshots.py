@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql, packing
+from resumable.stores._records import checked_thread
 from resumable.stores.protocol import SnapshotRecord, ThreadRecord
 
 _t = _sql.to_text
@@ -193,10 +194,7 @@ def delete_thread_txn(conn: Conn, thread_id: str) -> int:
 def list_threads_txn(conn: Conn, params: dict[str, object]) -> list[ThreadRecord]:
     """Threads newest first, after the key in `params` (see `_LIST_THREADS`)."""
     return [
-        ThreadRecord(
-            thread_id=_sql.from_text(row["thread_id"]),
-            updated_at_ms=row["updated_at_ms"],
-        )
+        checked_thread(row["thread_id"], row["updated_at_ms"], _sql.from_text)
         for row in conn.execute(_LIST_THREADS, params)
     ]
 

@@ -7,6 +7,7 @@ drives the swap.
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -42,7 +43,7 @@ class ArchiveStub:
 def keys_of(value: object) -> tuple[str, ...]:
     """`ArchiveStub.refers_to` from its stored JSON list; ValueError if it is not one."""
     if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
-        raise ValueError(f"not a list of object keys: {value!r:.60}")
+        raise ValueError(f"not a list of object keys: {reprlib.repr(value)}")
     return tuple(value)
 
 
@@ -122,7 +123,7 @@ def namespaces_of(value: object) -> tuple[tuple[str, str], ...]:
         and all(isinstance(part, str) for part in pair)
         for pair in value
     ):
-        raise ValueError(f"not a list of namespaces and ids: {value!r:.60}")
+        raise ValueError(f"not a list of namespaces and ids: {reprlib.repr(value)}")
     return tuple((str(ns), str(cp)) for ns, cp in value)
 
 

@@ -157,9 +157,14 @@ def temp_key() -> str:
     return TEMP_PREFIX + uuid.uuid4().hex
 
 
+def is_object_key(key: object) -> bool:
+    """Whether `key` is one the offload layer makes (no '', '..' or absolute path)."""
+    return type(key) is str and _KEY.fullmatch(key) is not None
+
+
 def check_key(key: str) -> str:
     """`key` if it is one the offload layer makes; ValueError otherwise."""
-    if not _KEY.fullmatch(key):
+    if not is_object_key(key):
         raise ValueError(f"not an object key: {key[:80]!r}")
     return key
 

@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules, claims, packing
-from resumable.stores._records import checked_run
+from resumable.stores._records import checked_run, checked_thread
 from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
@@ -412,7 +412,10 @@ class MemoryStore:
         newest: dict[str, int] = {}
         for (thread_id, _), snaps in self._snapshots.items():
             if snaps and (prefix is None or thread_id.startswith(prefix)):
-                latest = max(snap.created_at_ms for snap in snaps.values())
+                latest = max(
+                    checked_thread(thread_id, snap.created_at_ms).updated_at_ms
+                    for snap in snaps.values()
+                )
                 newest[thread_id] = max(latest, newest.get(thread_id, latest))
         keys = sorted(
             ((ms, thread_id) for thread_id, ms in newest.items()), reverse=True

@@ -29,6 +29,7 @@ from resumable.stores.blobs import (
     BlobStore,
     BlobUnavailable,
     StreamingBlobs,
+    is_object_key,
     temp_key,
 )
 
@@ -195,6 +196,12 @@ def reading(
         CorruptCheckpointError: the object is missing (`missing` says what to do).
         StoreError: the object store did not answer.
     """
+    if not is_object_key(key):  # checked before any object store sees it
+        raise CorruptCheckpointError(
+            place=place,
+            detail=f"{what} key {str(key)[:80]!r} is not one this library writes "
+            f"(the stored reference was altered): {missing}",
+        )
     try:
         yield
     except BlobMissing:

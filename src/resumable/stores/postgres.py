@@ -66,6 +66,7 @@ from resumable.stores._postgres_thread_archive import (
     ThreadArchiveMethods,
     ThreadArchiveStatements,
 )
+from resumable.stores._records import checked_thread
 from resumable.stores.archiving import ArchiveStub
 from resumable.stores.loopend import LoopEnd
 from resumable.stores.packing import check_swap
@@ -557,10 +558,7 @@ class PostgresStore(ThreadArchiveMethods):
         }
         rows = await self._read(self._sql.list_threads, params)
         return [
-            ThreadRecord(
-                thread_id=_sql.from_text(row["thread_id"]),
-                updated_at_ms=row["updated_at_ms"],
-            )
+            checked_thread(row["thread_id"], row["updated_at_ms"], _sql.from_text)
             for row in rows
         ]
 

@@ -143,7 +143,9 @@ async def _runs(board: Dashboard, request: Request) -> tuple[str, str]:
 
 async def _run(board: Dashboard, request: Request) -> tuple[str, str]:
     run_id = request.query_params.get("id", "")
-    live = await run_page.render_live(board.engine, run_id)
+    live = await run_page.render_live(
+        board.engine, run_id, request.query_params.get("steps")
+    )
     if request.headers.get("x-fragment") == "1":
         return run_id, live
     view = await board.engine.get(run_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -26,24 +26,33 @@ from resumable.ui.html import (
     value_text,
     when,
 )
+from resumable.ui.step_pages import Replayed, page_links, step_page
 
 _WATERFALL_PX = 560
-Replayed = Callable[[int, int], bool]
-"""(seq, position from the top) -> whether the latest execution replayed it."""
 _LINEAGE_LIMIT = 200
 
 
-async def render_live(engine: Engine, run_id: str) -> str:
-    """The part of the page that live updates replace: everything but the forms."""
+async def render_live(engine: Engine, run_id: str, steps_at: str | None = None) -> str:
+    """The part of the page that live updates replace: everything but the forms.
+
+    It shows one page of the run's steps (`step_page`): `steps_at` is the
+    `steps` query parameter that chose it.
+    """
     run = await engine.get(run_id)
-    steps = [record async for record in engine.export([run_id], run_input=True)]
+    shown = step_page(len(await engine.history(run_id)), steps_at)
+    steps = [
+        record
+        async for record in engine.export(
+            [run_id], run_input=True, steps=shown.positions
+        )
+    ]
     try:
         ledger: Ledger | None = await engine.ledger(run_id)
     except ResumableError:  # e.g. encrypted without the key: the rest still shows
         ledger = None
     children = await engine.runs_page(RunFilter(parent=run_id), limit=_LINEAGE_LIMIT)
     forks = await engine.runs_page(RunFilter(forked_from=run_id), limit=_LINEAGE_LIMIT)
-    replayed = _replayed_in_latest(ledger)
+    replayed = shown.shifted(_replayed_in_latest(ledger))
     inputs = await engine.inputs(run_id)
     return (
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
@@ -53,16 +62,21 @@ async def render_live(engine: Engine, run_id: str) -> str:
             steps,
             replayed,
             _children_by_seq(run_id, steps, children.runs),
-            inputs,
-            run.created_at,
+            shown.inputs_within(inputs, steps),
+            run.created_at if shown.start == 0 else steps[0].started_at,
         )
+        + page_links(run_id, shown)
         + _steps(steps, replayed, _children_by_seq(run_id, steps, children.runs))
+        + page_links(run_id, shown)
         + _inputs(inputs)
         + _ledger(ledger)
         + _related("Child runs", children.runs)
         + _related("Forks", forks.runs)
         + "</div>"
     )
+
+
+# ---------------------------------------------------------------- actions
 
 
 def actions(run: RunView, csrf: str, steps: int, awaited: Sequence[str] = ()) -> str:
