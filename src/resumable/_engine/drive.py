@@ -277,6 +277,19 @@ class Driver:
                 await self._release(lease)
                 raise
 
+    async def stop(self) -> None:
+        """Stop every run this engine drives, and return once each has stopped.
+
+        A run waiting for input or sleeping stays so in the store (a `send`, or
+        `resume` from any process, continues it); one that was executing gives its
+        lease up. Run before the store closes: a task left polling would call a
+        closed store.
+        """
+        tasks = list(self._active.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def _forget(self, run_id: str, task: asyncio.Task[Any]) -> None:
         self._active.pop(run_id, None)
         self._wakeups.pop(run_id, None)

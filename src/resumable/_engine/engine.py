@@ -469,7 +469,13 @@ class Engine(StateMethods, MaintenanceMethods):
         return await read_ledger(self.store, self.serde, self._runtime.prices, run_id)
 
     async def close(self) -> None:
-        """Release the store's connections and threads."""
+        """Stop the runs started here, then release the store's connections and threads.
+
+        A started run that is waiting or sleeping stays so in the store, to be
+        continued by `send`/`resume` from any process; its `RunHandle.result()`
+        raises CancelledError. The store refuses calls once closed.
+        """
+        await self._driver.stop()
         await self.store.close()
 
     async def __aenter__(self) -> Self:
