@@ -79,7 +79,11 @@ class RunHandle:
         return run.status
 
     async def result(self) -> Any:
-        """Wait for the run to end; its result, or its error (WorkflowFailed, ...)."""
+        """Wait for the run to end; its result, or its error (WorkflowFailed, ...).
+
+        CancelledError once the engine has closed before the run ended: the run
+        is then as the store recorded it (waiting, say), for `resume` to continue.
+        """
         return await asyncio.shield(self._task)
 
     async def cancel(self) -> None:
