@@ -59,12 +59,15 @@ async def expense_claim(claim: dict[str, object]) -> str:
 
 
 async def main() -> None:
-    engine = Engine(STORE)
+    async with Engine(STORE) as engine:  # closed on the way out, whichever return
+        await decide_or_continue(engine)
+
+
+async def decide_or_continue(engine: Engine) -> None:
     if "--approve" in sys.argv or "--reject" in sys.argv:
         # what `resumable send` does, from Python (a web handler would do this)
         await engine.send(RUN_ID, "approval", "--approve" in sys.argv)
         print(f"sent the decision to run {RUN_ID}; run this program again to continue")
-        await engine.close()
         return
     print(f"run {RUN_ID}: {CLAIM['employee']}'s claim of {CLAIM['amount_eur']} EUR")
     if await status_of(engine, RUN_ID) != "waiting":  # new, or its decision was sent
@@ -78,11 +81,10 @@ async def main() -> None:
         print(f"approve it from any shell:  resumable send {RUN_ID} approval true")
         print(f"or reject it:               resumable send {RUN_ID} approval false")
         print("then run this program again to continue the run.")
-        # A waiting run holds no lease and needs no process: this one exits
-        # without closing the engine, which is still watching the run for input.
+        # A waiting run holds no lease and needs no process: closing the engine
+        # stops this process watching it, and the run keeps waiting in the store.
         return
     print(f"result: {await engine.resume(RUN_ID)}")  # the run has ended: its result
-    await engine.close()
 
 
 async def status_of(engine: Engine, run_id: str) -> str | None:

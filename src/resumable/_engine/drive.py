@@ -140,17 +140,18 @@ class Driver:
         return await self.drive(spec, run, retry_failed=False, stops_with_caller=True)
 
     async def stop(self) -> None:
-        """Stop every run this engine drives, giving up their leases; wait for that.
+        """Stop every run this engine drives, and return once each has stopped.
 
-        What Ctrl-C and `Engine.close` do, so the runs are resumable at once
-        elsewhere; a step in flight is not recorded and runs again there.
+        What Ctrl-C and `Engine.close` do. A run that was executing gives its lease
+        up and is queued again, resumable at once elsewhere (its step in flight is
+        not recorded and runs again there); one waiting for input or sleeping stays
+        so in the store, for a `send` or `resume` from any process. Run before the
+        store closes: a task left polling would call a closed store.
         """
         tasks = list(self._active.values())
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(BaseException):
-                await task
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def send(self, run_id: str, key: str, value: Any) -> None:
         """`Engine.send`: record the input, and wake the run if this engine drives it."""

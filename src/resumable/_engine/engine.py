@@ -81,7 +81,11 @@ class RunHandle:
         return run.status
 
     async def result(self) -> Any:
-        """Wait for the run to end; its result, or its error (WorkflowFailed, ...)."""
+        """Wait for the run to end; its result, or its error (WorkflowFailed, ...).
+
+        CancelledError once the engine has closed before the run ended: the run
+        is then as the store recorded it (waiting, say), for `resume` to continue.
+        """
         return await asyncio.shield(self._task)
 
     async def cancel(self) -> None:
@@ -527,8 +531,11 @@ class Engine(StateMethods, MaintenanceMethods):
     async def close(self) -> None:
         """Stop the runs this engine drives, then release the store's connections.
 
-        A run stopped here is queued again, its lease released, for any process
-        to resume at once; the step it was in runs again there.
+        A run that was executing is queued again, its lease released, for any
+        process to resume at once; the step it was in runs again there. A run
+        waiting or sleeping stays so in the store, to be continued by `send` or
+        `resume` from any process. A `RunHandle.result()` still waiting raises
+        CancelledError. The store refuses calls once closed.
         """
         await self._driver.stop()
         await self.store.close()

@@ -101,6 +101,7 @@ class SQLiteThread:
         self._opened = threading.Event()
         self._open_error: BaseException | None = None
         self._lock = threading.Lock()
+        self._closed = False  # for good: a call after close() must not start a thread
         self._inline: Conn | None = None
         self._inline_lock = inline_lock if inline_lock is not None else threading.Lock()
         self._inline_commits = 0
@@ -110,8 +111,20 @@ class SQLiteThread:
 
     # --- lifecycle --------------------------------------------------------------
     async def open(self) -> None:
-        """Start the store's thread, create the file and migrate its schema (idempotent)."""
+        """Start the store's thread, create the file and migrate its schema (idempotent).
+
+        Raises:
+            StoreError: the store was closed; a late caller (a task still polling a
+                run) must not start a second thread, which could take the stop
+                signal meant for the first and leave close() joining it forever.
+        """
         with self._lock:
+            if self._closed:
+                raise StoreError(
+                    store=self.url,
+                    detail="closed: this store (or its Engine) was closed; "
+                    "open a new one to use the file again",
+                )
             if self._thread is None:
                 self._opened.clear()
                 self._open_error = None
@@ -129,6 +142,8 @@ class SQLiteThread:
             raise self._open_error
 
     async def close(self) -> None:
+        with self._lock:  # first: from here on open() refuses
+            self._closed = True
         with self._inline_lock:
             if self._inline is not None:
                 self._inline.close()
