@@ -7,18 +7,27 @@ results and workflow results are looked at (at the top and one level into a
 list, tuple or dict, where `[fetch(d) for d in docs]` puts them); what is found
 is a SerializationError that names the step and the missing `await`. The
 coroutines found are closed, so none warns "never awaited" later.
+
+Every step call and result passes here, so the first look is one exact-type test
+per value (`_SUSPECT`); only a native coroutine, an asyncio future or task, or a
+container is looked at more closely. A coroutine of another kind (one made by
+Cython, say) or a subclass of asyncio's futures is not noticed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import types
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from resumable._engine.specs import StepSpec
 from resumable.errors import SerializationError
 
-_CONTAINERS = (list, tuple, dict)
+_SUSPECT: Final = frozenset(
+    {types.CoroutineType, asyncio.Future, asyncio.Task, list, tuple, dict}
+)
+"""The exact types that may be, or hold, a coroutine or future never awaited."""
 
 
 def refuse_unawaited(
@@ -29,6 +38,10 @@ def refuse_unawaited(
     step: str,
 ) -> None:
     """Raise if a step's argument is a coroutine (or future) never awaited."""
+    if _SUSPECT.isdisjoint(map(type, args)) and (
+        not kwargs or _SUSPECT.isdisjoint(map(type, kwargs.values()))
+    ):
+        return
     for i, value in enumerate(args):
         _refuse(value, f"args[{i}]", run_id=run_id, step=step)
     for key, value in kwargs.items():
@@ -37,12 +50,13 @@ def refuse_unawaited(
 
 def refuse_unawaited_result(value: Any, *, run_id: str, step: str | None) -> None:
     """Raise if a step's (or, with `step` None, the workflow's) result is one."""
-    _refuse(value, "result", run_id=run_id, step=step)
+    if type(value) in _SUSPECT:
+        _refuse(value, "result", run_id=run_id, step=step)
 
 
 def _refuse(value: Any, path: str, *, run_id: str, step: str | None) -> None:
-    if not (_is_pending(value) or type(value) in _CONTAINERS):
-        return  # the common case: one type check
+    if type(value) not in _SUSPECT:
+        return
     found = list(_pending_in(value, path))
     if not found:
         return

@@ -11,7 +11,7 @@ import os
 import secrets
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 def new_owner() -> str:
@@ -63,6 +63,13 @@ class Tenure:
     renewing: asyncio.Future[None] | None = None
     """The heartbeat's renewal on its way, which a step waits for rather than send
     another (a store slow for every run must not get a second renewal per step)."""
+    fresh_until_s: float = field(init=False)
+    """`time.monotonic()` past which new work asks the store first."""
+    fresh_until_ms: int = field(init=False)
+    """The wall clock past which new work asks the store first."""
+
+    def __post_init__(self) -> None:
+        self.renewed(asked_s=self.asked_s, asked_ms=self.asked_ms)
 
     @classmethod
     def of(cls, *, ttl_s: float, expires_at_ms: int, now_ms: int) -> Tenure:
@@ -77,9 +84,13 @@ class Tenure:
     def renewed(self, *, asked_s: float, asked_ms: int) -> None:
         """A renewal sent at `asked_s` / `asked_ms` succeeded."""
         self.asked_s, self.asked_ms = asked_s, asked_ms
+        fresh_s = self.ttl_s * 2 / 3
+        self.fresh_until_s = asked_s + fresh_s
+        self.fresh_until_ms = asked_ms + int(fresh_s * 1000)
 
     def is_fresh(self, now_ms: int) -> bool:
         """Whether new work may start without confirming the lease with the store."""
-        fresh_s = self.ttl_s * 2 / 3
-        wall_s = (now_ms - self.asked_ms) / 1000
-        return time.monotonic() - self.asked_s < fresh_s and 0 <= wall_s < fresh_s
+        return (
+            time.monotonic() < self.fresh_until_s
+            and self.asked_ms <= now_ms < self.fresh_until_ms
+        )
