@@ -62,7 +62,7 @@ TICKETS = [
         start=1,
     )
 ]
-started: list[str] = []  # the tickets this process sent to the model
+started: list[str] = []  # the tickets this process sent (when to crash)
 
 
 @functools.cache
@@ -134,10 +134,10 @@ async def main() -> None:
                 "this process: nothing executed; the batch had finished, these are its results"
             )
         else:
-            replayed = len(TICKETS) - len(started)
+            this = (await engine.ledger(RUN_ID)).executions[-1]  # what it recorded
             print(
-                f"this process: replayed {plural(replayed, 'finished ticket')} from the "
-                f"store and called the model for the other {len(started)}"
+                f"this process: replayed {plural(this.replayed_steps, 'finished ticket')}"
+                f" from the store and made {plural(this.incurred.calls, 'LLM call')}"
             )
 
 
