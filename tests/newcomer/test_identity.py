@@ -171,6 +171,8 @@ def test_a_child_run_recorded_as_main_by_an_older_version_replays_in_its_parent(
     died = python(tmp_path, *older, "llm", "t-1", env=user_env(CRASH="1"))
     assert died.returncode == -signal.SIGKILL, died.stderr
     assert _column(tmp_path, "t-1", "workflow") == "__main__:lead"
+    # `check` replays the same decision: the renamed child is no divergence
+    assert "OK: no run would break" in ok(resumable(tmp_path, "check", "--app", "team"))
     out = ok(resumable(tmp_path, "resume", "t-1", "--app", "team"))
     assert "succeeded: 'publish: research llm'" in out
     # the child was not run again: only the step in flight at the crash was
