@@ -5,12 +5,17 @@ from __future__ import annotations
 import importlib.machinery
 from typing import Any
 
+import pytest
+
+from resumable._engine import replay
 from resumable._engine.specs import (
     WorkflowRegistry,
     WorkflowSpec,
     default_workflow_name,
     legacy_names,
 )
+from resumable.errors import NonDeterminismError
+from resumable.stores.protocol import StepRecord
 
 
 def _defined_in(namespace: dict[str, Any]) -> Any:
@@ -73,3 +78,48 @@ def test_an_alias_two_workflows_share_finds_neither() -> None:
     registry.add(_spec(_defined_in({"__name__": "b"}), "b:research"))
     assert registry.get("__main__:research") is None
     assert registry.claimable() == ["a:research", "b:research"]
+
+
+def _child_call(recorded_name: str, spec: WorkflowSpec) -> StepRecord | replay.Execute:
+    """Replay's decision for a call of child `spec` where `recorded_name` is recorded."""
+    recorded = StepRecord(
+        run_id="parent",
+        seq=1,
+        name=recorded_name,
+        fingerprint="f",
+        status="ok",
+        output=b"x",
+        attempts=1,
+        started_at_ms=0,
+        finished_at_ms=0,
+    )
+    return replay.decide(
+        recorded,
+        run_id="parent",
+        seq=1,
+        name=spec.journal_name,
+        fingerprint="f",
+        attempts=1,
+        retry_failed=False,
+        aliases=spec.journal_aliases,
+    )
+
+
+def test_a_child_call_recorded_under_its_main_name_replays_after_the_rename() -> None:
+    spec = _spec(_defined_in({"__name__": "agent"}), "agent:research")
+    decision = _child_call("child:__main__:research", spec)
+    assert isinstance(decision, StepRecord)
+    assert decision.name == "child:__main__:research"
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    ["child:__main__:summarize", "child:other:research", "__main__:research"],
+)
+def test_a_child_call_recorded_for_another_workflow_is_still_refused(
+    recorded: str,
+) -> None:
+    spec = _spec(_defined_in({"__name__": "agent"}), "agent:research")
+    with pytest.raises(NonDeterminismError, match="another step") as caught:
+        _child_call(recorded, spec)
+    assert caught.value.called == "child:agent:research"

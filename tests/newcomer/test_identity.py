@@ -131,3 +131,53 @@ def test_the_readme_example_run_as_a_script_is_resumable_from_the_cli(
     assert _column(tmp_path, "batch-2026-11-22", "workflow") == "analyze:analyze"
     out = ok(resumable(tmp_path, "resume", "batch-2026-11-22", "--app", "analyze"))
     assert "succeeded: 'doc one\\ndoc two'" in out
+
+
+TEAM = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from resumable import Engine, step, workflow
+
+LOG = Path("calls.log")
+
+@step
+async def note(what: str) -> str:
+    with LOG.open("a") as log:
+        log.write(what + "\\n")
+    if what == "publish" and os.environ.get("CRASH") == "1":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return what
+
+@workflow
+async def researcher(topic: str) -> str:
+    return await note(f"research {topic}")
+
+@workflow
+async def lead(topic: str) -> str:
+    found = await researcher(topic)
+    return await note("publish") + ": " + found
+
+if __name__ == "__main__":
+    print(asyncio.run(Engine().run(lead, sys.argv[1], run_id=sys.argv[2])))
+"""
+
+
+def test_a_child_run_recorded_as_main_by_an_older_version_replays_in_its_parent(
+    tmp_path: Path,
+) -> None:
+    # the parent journaled its child as `child:__main__:researcher`, then died
+    (tmp_path / "team.py").write_text(TEAM)
+    older = ["-c", "exec(compile(open('team.py').read(), 'team.py', 'exec'))"]
+    died = python(tmp_path, *older, "llm", "t-1", env=user_env(CRASH="1"))
+    assert died.returncode == -signal.SIGKILL, died.stderr
+    assert _column(tmp_path, "t-1", "workflow") == "__main__:lead"
+    # `check` replays the same decision: the renamed child is no divergence
+    assert "OK: no run would break" in ok(resumable(tmp_path, "check", "--app", "team"))
+    out = ok(resumable(tmp_path, "resume", "t-1", "--app", "team"))
+    assert "succeeded: 'publish: research llm'" in out
+    # the child was not run again: only the step in flight at the crash was
+    assert (tmp_path / "calls.log").read_text().splitlines() == [
+        "research llm",
+        "publish",
+        "publish",
+    ]

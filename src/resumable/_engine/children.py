@@ -50,7 +50,9 @@ async def run_child(
     runtime = ctx.runtime
     name = spec.journal_name
     spec.register_types()  # its recorded result may hold them
-    fingerprint, decision = decide_call(ctx, seq, name, args, kwargs, attempts=1)
+    fingerprint, decision = decide_call(
+        ctx, seq, name, args, kwargs, attempts=1, aliases=spec.journal_aliases
+    )
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
     await recorded_first(ctx)  # a value now()/uuid4() drew may be among its arguments

@@ -68,6 +68,7 @@ class CheckProbe:
         fingerprint: str,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        aliases: tuple[str, ...] = (),
     ) -> StepRecord:
         """The record a call that is not a recorded success replays; else stop.
 
@@ -83,6 +84,7 @@ class CheckProbe:
                 fingerprint=fingerprint,
                 attempts=1,
                 retry_failed=self.retry_failed,
+                aliases=aliases,
             )
         except NonDeterminismError as exc:
             self.diverge(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final
 
@@ -39,6 +40,7 @@ def decide(
     fingerprint: str,
     attempts: int,
     retry_failed: bool,
+    aliases: Collection[str] = (),
 ) -> StepRecord | Execute:
     """What to do with the call at `seq`: replay the record returned, or execute.
 
@@ -46,12 +48,17 @@ def decide(
     caught it takes the same path after a crash. When a failed run is run again
     (`retry_failed`), its failed steps get a fresh budget of `attempts`.
 
+    `aliases` are other names this same call may have recorded: a child
+    workflow's older names (`child:__main__:research`, recorded when its script
+    ran as `__main__`). A record under one of them is this call; any other name
+    is a different step.
+
     Raises:
         NonDeterminismError: the journal holds a different step or arguments at seq.
     """
     if recorded is None:
         return FIRST_RUN
-    if recorded.name != name:
+    if recorded.name != name and recorded.name not in aliases:
         raise NonDeterminismError(
             run_id=run_id,
             seq=seq,

@@ -76,6 +76,11 @@ class WorkflowSpec:
         """The step name its calls record in a parent run's journal (as child runs)."""
         return f"child:{self.name}"
 
+    @property
+    def journal_aliases(self) -> tuple[str, ...]:
+        """Older step names a parent may have recorded its calls under (`child:` + alias)."""
+        return tuple(f"child:{alias}" for alias in self.aliases)
+
     def register_types(self) -> bool:
         """Allow the types in the workflow's annotations to be decoded.
 

@@ -91,7 +91,9 @@ class StateMethods:
         """The thread's latest state, or the state at `checkpoint_id`.
 
         Raises:
-            CheckpointNotFound: nothing was saved (and no `default` was given).
+            CheckpointNotFound: nothing was saved in `namespace` (and no
+                `default` was given); the message names the namespaces the
+                thread has (a conversation's saves are in "conversation").
         """
         return await self._states.load(
             thread_id, checkpoint_id=checkpoint_id, namespace=namespace, default=default

@@ -11,12 +11,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from resumable._engine.clock import Clock, datetime_of
+from resumable._engine.conversation import NAMESPACE as CONVERSATION
 from resumable._engine.damage import reading
 from resumable._engine.deletes import delete_states
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable.errors import CheckpointNotFound
 from resumable.serde import Serde
 from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.roles import SnapshotRole, packed_namespace
 
 MISSING: Any = object()
 """No value given (where None is a value: `load_state(default=None)`)."""
@@ -78,10 +80,11 @@ class States:
             return found[1]
         if default is not MISSING:
             return default
-        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
-        raise CheckpointNotFound(
-            thread_id=thread_id,
-            detail=f"has no {what}; save one with Engine.save_state, or pass default=",
+        raise await self._not_found(
+            thread_id,
+            checkpoint_id=checkpoint_id,
+            namespace=namespace,
+            otherwise="save one with Engine.save_state, or pass default=",
         )
 
     async def view(
@@ -92,13 +95,53 @@ class States:
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
         if found is None:
-            what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
-            raise CheckpointNotFound(
-                thread_id=thread_id,
-                detail=f"has no {what} in namespace {namespace!r}; list them with "
-                f"Engine.state_history({thread_id!r}, namespace=None)",
+            raise await self._not_found(
+                thread_id,
+                checkpoint_id=checkpoint_id,
+                namespace=namespace,
+                otherwise=f"list them with Engine.state_history({thread_id!r}, "
+                f"namespace=None)",
             )
         return found[1]
+
+    async def _not_found(
+        self,
+        thread_id: str,
+        *,
+        checkpoint_id: str | None,
+        namespace: str,
+        otherwise: str,
+    ) -> CheckpointNotFound:
+        """The error for a state not in `namespace`, naming the ones the thread has.
+
+        A conversation's saves live under namespace "conversation": a
+        `load_state(thread)` that finds none must say where they are.
+        """
+        what = f"checkpoint {checkpoint_id!r}" if checkpoint_id else "saved state"
+        where = f"{what} in namespace {namespace!r}"
+        others = [n for n in await self.namespaces(thread_id) if n != namespace]
+        if not others:
+            detail = f"has no {where}; {otherwise}"
+            return CheckpointNotFound(thread_id=thread_id, detail=detail)
+        uses = [f"namespace={n!r}" for n in others]
+        if CONVERSATION in others:
+            uses.insert(0, "engine.conversation(...)")
+        listed = ", ".join(repr(n) for n in others)
+        how = " or ".join([", ".join(uses[:-1]), uses[-1]] if len(uses) > 1 else uses)
+        return CheckpointNotFound(
+            thread_id=thread_id,
+            detail=f"has no {where}; it has {listed} (use {how})",
+        )
+
+    async def namespaces(self, thread_id: str) -> list[str]:
+        """The namespaces the thread has saved states in (packed ones too), sorted."""
+        found: set[str] = set()
+        for record in await self._store.list_snapshots(thread_id, namespace=None):
+            if record.role is SnapshotRole.CHECKPOINT:
+                found.add(record.namespace)
+            elif record.role is SnapshotRole.PACK:
+                found.add(packed_namespace(record.namespace))
+        return sorted(found)
 
     async def load_checkpoint(
         self, thread_id: str, *, checkpoint_id: str | None, namespace: str

@@ -84,9 +84,11 @@ def decide_call(
     kwargs: dict[str, Any],
     *,
     attempts: int,
+    aliases: tuple[str, ...] = (),
 ) -> tuple[str, StepRecord | replay.Execute]:
     """The call's args fingerprint, and the record `seq` replays, or how it executes.
 
+    `aliases`: older names the call may have recorded (see `replay.decide`).
     Raises the run's failure first: once a write failed, nothing more runs.
     """
     if ctx.failure is not None:
@@ -108,6 +110,7 @@ def decide_call(
             fingerprint=fingerprint,
             args=args,
             kwargs=kwargs,
+            aliases=aliases,
         )
     return fingerprint, replay.decide(
         recorded,
@@ -117,6 +120,7 @@ def decide_call(
         fingerprint=fingerprint,
         attempts=attempts,
         retry_failed=ctx.retry_failed,
+        aliases=aliases,
     )
 
 
