@@ -84,7 +84,8 @@ class ArchivingTamperSuite(TamperSuite):
         """The suite's scenario, then every finished run archived (`stores.archive`)."""
         await TamperSuite.fill(subject)
         await asyncio.sleep(0.01)  # "older than 0": changed strictly before now
-        async with Engine(subject.store) as engine:
+        # the fill's engine closed the subject's store: archive through a new one
+        async with Engine(await subject.reopen()) as engine:
             done = await engine.archive(older_than=timedelta(0))
         if not any(run.payloads for run in done):
             raise AssertionError("the scenario left no finished run to archive")

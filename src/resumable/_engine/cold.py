@@ -39,15 +39,31 @@ async def ready_thread(snapshots: Snapshots, thread_id: str) -> set[tuple[str, s
         newest = await store.load_snapshot(thread_id, namespace=namespace)
         if newest is None:
             continue
-        await _full(snapshots, newest)
-        keep.add((namespace, newest.checkpoint_id))
+        if await _full(snapshots, newest):
+            keep.add((namespace, newest.checkpoint_id))
     return keep
 
 
-async def _full(snapshots: Snapshots, newest: SnapshotRecord) -> None:
+async def _full(snapshots: Snapshots, newest: SnapshotRecord) -> bool:
+    """Make `newest` full; False if it was deleted meanwhile (nothing to keep)."""
     try:
         await snapshots.make_full(newest)
     except CorruptCheckpointError as exc:
+        gone = await snapshots.store.load_snapshot(
+            newest.thread_id,
+            namespace=newest.namespace,
+            checkpoint_id=newest.checkpoint_id,
+        )
+        if gone is None:
+            # another engine deleted the thread (and gc its chunks) since it was
+            # read: what is missing was deleted on purpose, nothing was lost
+            _log.info(
+                "archiving thread %r: it was deleted meanwhile (delete_thread); "
+                "nothing was lost and there is nothing to archive",
+                newest.thread_id,
+            )
+            return False
         # it stays as it is: loading it fails as it did, and its thread's other
         # snapshots are archived all the same (one damaged thread stops no archive)
         _log.warning("archiving thread %r: %s", newest.thread_id, exc)
+    return True
