@@ -27,6 +27,7 @@ from resumable.errors import StoreError
 from resumable.stores import _sql
 from resumable.stores._redis_client import SCHEMA_VERSION, parse_url
 from resumable.stores.postgres import PostgresStore
+from resumable.stores.redis import RedisStore
 
 READERS = [
     ["runs"],
@@ -153,9 +154,10 @@ def test_reading_a_postgresql_store_writes_nothing_and_migrates_nothing(
 
 
 async def _delete_read_only(url: str) -> None:
-    store = PostgresStore(for_reading(url))
+    opened = for_reading(url)
+    store = PostgresStore(opened) if url.startswith("postgres") else RedisStore(opened)
     try:
-        with pytest.raises(StoreError, match="read-only transaction"):
+        with pytest.raises(StoreError, match="read-only"):
             await store.delete_runs(["kept"])
         assert await store.get_run("kept") is not None
     finally:
@@ -254,5 +256,17 @@ def test_reading_a_redis_store_writes_nothing_and_migrates_nothing(
         _expect_refusals(
             url, capsys, set_version=_redis_set_version, state=_redis_state
         )
+    finally:
+        _redis_drop(url)
+
+
+@pytest.mark.redis
+def test_a_store_opened_for_reading_takes_no_write_on_redis(tmp_path: Path) -> None:
+    url = store_url("redis", tmp_path)
+    try:
+        asyncio.run(_one_run(url))
+        before = _redis_state(url)
+        asyncio.run(_delete_read_only(url))
+        assert _redis_state(url) == before
     finally:
         _redis_drop(url)

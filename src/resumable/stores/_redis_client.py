@@ -77,6 +77,8 @@ _SCRIPTS_WITH_LIB: Final = (
     "archive_snapshots",
     "restore_snapshots",
 )
+_READING_SCRIPTS: Final = frozenset({"list_snapshots", "load_snapshot"})
+"""The scripts that write nothing: the only ones a store opened `mode=ro` runs."""
 _PLAIN_SCRIPTS: Final = (
     "commit_step",
     "archive_journal",
@@ -271,6 +273,15 @@ class RedisClient:
                 self._is_open = False
                 raise
 
+    def check_writable(self, what: str) -> None:
+        """Refuse a write (`what`) to a store opened `mode=ro`, before it is sent."""
+        if self._mode == "ro":
+            raise StoreError(
+                store=self.url,
+                detail=f"opened read-only (mode=ro), so it takes no writes ({what}); "
+                "open it without mode=ro to change it",
+            )
+
     def _checked_version(self, stored: object) -> int:
         """The stored schema version, if this version may open it in this mode."""
         if stored is None and self._mode != "rwc":
@@ -461,6 +472,8 @@ class RedisClient:
         run_id: str | None = None,
         seq: int | None = None,
     ) -> Any:
+        if name not in _READING_SCRIPTS:
+            self.check_writable(name.replace("_", " "))
         if not self._is_open:
             await self.open(run_id=run_id, seq=seq)
         script = self._scripts[name]
