@@ -17,7 +17,7 @@ import pytest
 import redis
 from psycopg import sql
 
-from conftest import store_url
+from conftest import service_url, store_url
 from newcomer.cli_flows import quick
 from newcomer.cli_user import APP
 from resumable import Engine
@@ -27,6 +27,7 @@ from resumable.errors import StoreError
 from resumable.stores import _sql
 from resumable.stores._redis_client import SCHEMA_VERSION, parse_url
 from resumable.stores.postgres import PostgresStore
+from resumable.stores.postgres import parse_url as parse_postgres_url
 from resumable.stores.redis import RedisStore
 
 READERS = [
@@ -270,3 +271,17 @@ def test_a_store_opened_for_reading_takes_no_write_on_redis(tmp_path: Path) -> N
         assert _redis_state(url) == before
     finally:
         _redis_drop(url)
+
+
+@pytest.mark.postgres
+def test_reading_keeps_the_users_own_libpq_options_on_postgresql() -> None:
+    base = (
+        f"{service_url('postgres')}?schema=unused&options=-c%20statement_timeout%3D4321"
+    )
+    conninfo = parse_postgres_url(for_reading(base)).conninfo
+    with psycopg.connect(conninfo) as conn:
+        shown = conn.execute(
+            "SELECT current_setting('default_transaction_read_only'), "
+            "current_setting('statement_timeout')"
+        ).fetchone()
+    assert shown == ("on", "4321ms")
