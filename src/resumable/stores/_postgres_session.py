@@ -1,7 +1,16 @@
 """PostgreSQL: the connections a store opens outside its pool.
 
 The URL's own options (`parse_url`), the migration that creates or upgrades the schema
-(`migrate`, on a connection of its own), and the LISTEN session of `wait_for_work`.
+(`migrate`, on a connection of its own), the check that replaces it when the URL's
+`mode` is `rw` or `ro` (`check_schema`), and the LISTEN session of `wait_for_work`.
+
+`mode=` works as SQLite's (`resumable.stores.sqlite`): `rwc` (the default) creates
+the schema and migrates it; `rw` needs the schema to hold a store already (and
+migrates it); `ro`, for commands that only look (`resumable runs`, `show`,
+`export`...), needs a store at this version, creates and migrates nothing, and its
+connections start with `default_transaction_read_only=on` (added to libpq's
+`options`), so PostgreSQL itself refuses every write. A pooler that rejects startup
+options (PgBouncer without `ignore_startup_parameters = options`) refuses `ro`.
 
 `wait_for_work` is the one exception to "nothing depends on session state":
 LISTEN needs a session, so it uses one dedicated connection outside the pool. LISTEN
@@ -33,7 +42,9 @@ CHANNEL: Final = "resumable_work"
 """The NOTIFY channel; the payload is the schema that has work."""
 _MIGRATION_LOCK: Final = 0x7265_7375_6D61_626C  # "resumabl": one migrator at a time
 _LISTEN: Final = b"LISTEN resumable_work"
-_OWN_OPTIONS: Final = ("schema", "pool_max", "pool_timeout_s")
+_OWN_OPTIONS: Final = ("schema", "pool_max", "pool_timeout_s", "mode")
+MODES: Final = ("rwc", "rw", "ro")
+_READ_ONLY: Final = "-c default_transaction_read_only=on"
 _MAX_NAME_BYTES: Final = 63  # NAMEDATALEN - 1, PostgreSQL's default build
 
 
@@ -46,6 +57,8 @@ class Options:
     schema: str = DEFAULT_SCHEMA
     pool_max: int = 10
     pool_timeout_s: float = 10.0
+    mode: str = "rwc"
+    """`rwc`, `rw` or `ro`: what opening may do (see the module doc)."""
 
 
 def parse_url(url: str) -> Options:
@@ -56,6 +69,11 @@ def parse_url(url: str) -> Options:
     query = parse_qsl(parts.query, keep_blank_values=True)
     own = {key: value for key, value in query if key in _OWN_OPTIONS}
     rest = [(k, v) for k, v in query if k not in _OWN_OPTIONS]
+    mode = own.get("mode", "rwc").lower()
+    if mode not in MODES:
+        raise StoreError(store=redact(url), detail="mode must be 'rwc', 'rw' or 'ro'")
+    if mode == "ro":
+        rest = _read_only(rest)
     # quote, not quote_plus: libpq reads "+" literally (options=-c%20a%3Db)
     conninfo = parts._replace(query=urlencode(rest, quote_via=quote)).geturl()
     schema = own.get("schema", DEFAULT_SCHEMA)
@@ -81,7 +99,14 @@ def parse_url(url: str) -> Options:
         raise StoreError(
             store=redact(url), detail="pool_max and pool_timeout_s must be positive"
         )
-    return Options(conninfo, schema, pool_max, pool_timeout_s)
+    return Options(conninfo, schema, pool_max, pool_timeout_s, mode)
+
+
+def _read_only(query: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Libpq's options with every transaction read-only (after the user's own)."""
+    given = [v for k, v in query if k == "options"]
+    options = f"{given[-1]} {_READ_ONLY}" if given else _READ_ONLY
+    return [(k, v) for k, v in query if k != "options"] + [("options", options)]
 
 
 async def connect(options: Options) -> AsyncConnection[DictRow]:
@@ -144,6 +169,49 @@ async def migrate(options: Options, statements: Statements, *, url: str) -> None
                 )
     except DRIVER_ERRORS as exc:
         raise StoreError(store=url, detail=f"cannot migrate: {exc}") from exc
+
+
+async def check_schema(options: Options, statements: Statements, *, url: str) -> None:
+    """Refuse to open a schema that holds no store (and, read-only, an older one).
+
+    Only reads: `mode=rw` and `mode=ro` never create a schema.
+
+    Raises:
+        StoreError: No store in the schema, or (`ro`) one an older version wrote.
+        SchemaVersionError: A newer version wrote it.
+    """
+    schema = statements.schema
+    try:
+        async with await connect(options) as conn:
+            cur = await conn.execute(MIGRATION_STATE, {"schema": schema})
+            state = await cur.fetchone()
+            if state is None or not state["has_schema"] or not state["has_meta"]:
+                raise StoreError(
+                    store=url,
+                    detail=f"no resumable store in schema {schema!r}; a writing "
+                    f"command (e.g. `resumable worker`) creates it",
+                )
+            cur = await conn.execute(
+                statements.compose(
+                    "SELECT value FROM {schema}.resumable_meta "
+                    "WHERE key = 'schema_version'"
+                )
+            )
+            row = await cur.fetchone()
+    except DRIVER_ERRORS as exc:
+        raise StoreError(store=url, detail=f"cannot open: {exc}") from exc
+    current = schema_version_of(row["value"] if row else None, store=url)
+    supported = _sql.latest_version("postgres")
+    if current > supported:
+        raise SchemaVersionError(store=url, found=current, supported=supported)
+    if current < supported and options.mode == "ro":
+        raise StoreError(
+            store=url,
+            detail=f"schema {schema!r} has schema version {current}, this version "
+            f"reads {supported}: it needs a migration, which a read-only open does "
+            f"not make; open it once with a writing command (e.g. `resumable gc "
+            f"--dry-run`) to migrate it",
+        )
 
 
 class WorkListener:

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 _log = logging.getLogger("resumable")
 
 DEFAULT_PREFIX: Final = "resumable:"
-_OWN_OPTIONS: Final = ("prefix", "pool_max", "pool_timeout_s")
+_OWN_OPTIONS: Final = ("prefix", "pool_max", "pool_timeout_s", "mode")
+MODES: Final = ("rwc", "rw", "ro")
 POOL_MAX: Final = 100  # redis-py's own default
 POOL_TIMEOUT_S: Final = 10.0  # as PostgreSQL's pool
 
@@ -76,6 +77,8 @@ _SCRIPTS_WITH_LIB: Final = (
     "archive_snapshots",
     "restore_snapshots",
 )
+_READING_SCRIPTS: Final = frozenset({"list_snapshots", "load_snapshot"})
+"""The scripts that write nothing: the only ones a store opened `mode=ro` runs."""
 _PLAIN_SCRIPTS: Final = (
     "commit_step",
     "archive_journal",
@@ -149,6 +152,20 @@ def parse_pool(url: str) -> tuple[int, float]:
     return pool_max, pool_timeout_s
 
 
+def parse_mode(url: str) -> str:
+    """The URL's `mode` (`rwc` by default), as SQLite's and PostgreSQL's.
+
+    `rwc` creates the store (its schema version key) and migrates it; `rw` needs a
+    store under the prefix already (and migrates it); `ro`, for the commands that
+    only look, needs one at this version and writes nothing on opening.
+    """
+    query = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
+    mode = query.get("mode", "rwc").lower()
+    if mode not in MODES:
+        raise StoreError(store=redact(url), detail="mode must be 'rwc', 'rw' or 'ro'")
+    return mode
+
+
 class WaitingPool(ConnectionPool):
     """redis-py's pool, except that a call waits for a connection when all are busy.
 
@@ -211,6 +228,7 @@ class RedisClient:
         self.url = redact(url)
         self._redis_url, self.prefix = parse_url(url)
         self._pool_max, self._pool_timeout_s = parse_pool(url)
+        self._mode = parse_mode(url)
         self.keys = Keys(self.prefix)
         self._migrate_from_1 = migrate_from_1
         self._redis: Redis | None = None
@@ -232,7 +250,11 @@ class RedisClient:
         # opened by a run's write, a failure to connect is that write's failure
         with self.boundary("open", run_id=run_id, seq=seq):
             try:
-                await client.hsetnx(self.keys.meta, "schema_version", SCHEMA_VERSION)
+                if self._mode == "rwc":
+                    await client.hsetnx(
+                        self.keys.meta, "schema_version", SCHEMA_VERSION
+                    )
+                stored = await client.hget(self.keys.meta, "schema_version")
             except TypeError as exc:  # redis-py checks option names on first connect
                 raise StoreError(
                     store=self.url, detail=f"bad URL option: {exc}"
@@ -242,13 +264,7 @@ class RedisClient:
                 if wrong is None:
                     raise
                 raise wrong from exc
-            found = schema_version_of(
-                await client.hget(self.keys.meta, "schema_version"), store=self.url
-            )
-        if found > SCHEMA_VERSION:
-            raise SchemaVersionError(
-                store=self.url, found=found, supported=SCHEMA_VERSION
-            )
+        found = self._checked_version(stored)
         self._is_open = True
         if found == 1:  # open already, as the migration reads through the store
             try:
@@ -256,6 +272,38 @@ class RedisClient:
             except BaseException:
                 self._is_open = False
                 raise
+
+    def check_writable(self, what: str) -> None:
+        """Refuse a write (`what`) to a store opened `mode=ro`, before it is sent."""
+        if self._mode == "ro":
+            raise StoreError(
+                store=self.url,
+                detail=f"opened read-only (mode=ro), so it takes no writes ({what}); "
+                "open it without mode=ro to change it",
+            )
+
+    def _checked_version(self, stored: object) -> int:
+        """The stored schema version, if this version may open it in this mode."""
+        if stored is None and self._mode != "rwc":
+            raise StoreError(
+                store=self.url,
+                detail=f"no resumable store under prefix {self.prefix!r}; a writing "
+                f"command (e.g. `resumable worker`) creates it",
+            )
+        found = schema_version_of(stored, store=self.url)
+        if found > SCHEMA_VERSION:
+            raise SchemaVersionError(
+                store=self.url, found=found, supported=SCHEMA_VERSION
+            )
+        if found < SCHEMA_VERSION and self._mode == "ro":
+            raise StoreError(
+                store=self.url,
+                detail=f"prefix {self.prefix!r} has schema version {found}, this "
+                f"version reads {SCHEMA_VERSION}: it needs a migration, which a "
+                f"read-only open does not make; open it once with a writing command "
+                f"(e.g. `resumable gc --dry-run`) to migrate it",
+            )
+        return found
 
     def client(self) -> Redis:
         """The redis-py client (created on first use, no I/O)."""
@@ -424,6 +472,8 @@ class RedisClient:
         run_id: str | None = None,
         seq: int | None = None,
     ) -> Any:
+        if name not in _READING_SCRIPTS:
+            self.check_writable(name.replace("_", " "))
         if not self._is_open:
             await self.open(run_id=run_id, seq=seq)
         script = self._scripts[name]

@@ -52,6 +52,7 @@ async def scan_payloads(
 
 async def replace_payload(conn: RedisClient, payload: Payload, *, data: bytes) -> bool:
     """Swap in `data` if the payload still holds `payload.data`."""
+    conn.check_writable("rekey")
     hash_key, field = _location(conn, payload)
     at = _PACKED_AT[payload.kind]
     client: Any = await conn.ready()  # redis-py types replies as bytes | str

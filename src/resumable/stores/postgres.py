@@ -5,6 +5,8 @@ options are stripped before the rest reaches libpq (so `sslmode=`, `connect_time
 `application_name=`... work as usual):
 
 - `schema` (default `resumable`): every table lives in it, created on first use.
+- `mode` (default `rwc`): `rw` opens an existing store only, `ro` one read-only
+  (`_postgres_session`), as SQLite's `mode=`.
 - `pool_max` (default 10): the most connections the store's pool opens.
 - `pool_timeout_s` (default 10): how long a call waits for a connection before it fails
   (the engine then retries it with backoff, for `store_retry_s`).
@@ -58,6 +60,7 @@ from resumable.stores._postgres_session import (
     DEFAULT_SCHEMA,
     Options,
     WorkListener,
+    check_schema,
     connect,
     migrate,
     parse_url,
@@ -129,7 +132,10 @@ class PostgresStore(ThreadArchiveMethods):
                 self._work = WorkListener(self._options.conninfo, self.schema)
             if self._pool is None:
                 await self._loop_end.arm(self.close)
-                await migrate(self._options, self._sql, url=self.url)
+                if self._options.mode != "rwc":  # the schema must exist
+                    await check_schema(self._options, self._sql, url=self.url)
+                if self._options.mode != "ro":
+                    await migrate(self._options, self._sql, url=self.url)
                 pool: Pool = AsyncConnectionPool(
                     self._options.conninfo,
                     connection_class=AsyncConnection[DictRow],

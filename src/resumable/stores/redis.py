@@ -3,8 +3,10 @@
 URL: `redis://[[user]:password@]host[:port][/db][?prefix=myapp:&<redis-py options>]`
 (or `rediss://`, `unix://`). `prefix` (default `resumable:`) namespaces the keys;
 `pool_max` (default 100) and `pool_timeout_s` (default 10) size the connection pool
-and bound how long a call waits for a free connection, as on PostgreSQL. They are
-removed before the URL reaches redis-py, which reads every other option.
+and bound how long a call waits for a free connection, as on PostgreSQL; `mode`
+(`rwc` by default, `rw`, `ro`: `_redis_client.parse_mode`) says whether opening may
+create the store, as SQLite's `mode=`. They are removed before the URL reaches
+redis-py, which reads every other option.
 
 Every key starts with the hash tag `{prefix}`, so a store's keys share one cluster
 slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
