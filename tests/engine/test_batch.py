@@ -1,12 +1,24 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
+import openai
 import pytest
 
 from resumable import Engine, RateLimit, WorkflowFailed, map_steps, step, workflow
+from resumable.pricing import Price, PriceTable
+from resumable.simulator import SimulatedProvider
 from resumable.stores.protocol import Store
 from resumable.testing import FakeClock
+
+PRICES = PriceTable({"sim-model": Price(input_per_mtok=1.0, output_per_mtok=4.0)})
+
+
+@pytest.fixture
+def provider() -> Iterator[SimulatedProvider]:
+    with SimulatedProvider() as provider:
+        yield provider
 
 
 async def test_items_are_identified_by_key_not_position(store: Store) -> None:
@@ -150,3 +162,46 @@ async def test_progress_line_and_argument_checks(store: Store) -> None:
         await Engine(store).run(dupes, run_id="dupes")
     with pytest.raises(Exception, match="awaited in a @workflow"):
         await map_steps(echo, [1])
+
+
+async def test_a_batch_of_text_returning_llm_steps_shows_and_limits_its_tokens(
+    provider: SimulatedProvider,
+) -> None:
+    clock = FakeClock()
+    sink = io.StringIO()
+    client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+
+    @step
+    async def answer(question: str) -> str:
+        r = await client.chat.completions.create(
+            model="sim-model", messages=[{"role": "user", "content": question}]
+        )
+        return str(r.choices[0].message.content)  # the usage is not returned
+
+    @workflow(name="tests.batch.llm")
+    async def quiz(questions: list[str]) -> list[str]:
+        return await map_steps(
+            answer,
+            questions,
+            concurrency=1,
+            rate_limit=RateLimit(tokens_per_minute=1),
+            progress=sink,
+        )
+
+    questions = ["tea or coffee", "rain or sun", "cats or dogs"]
+    async with Engine("memory://", clock=clock, prices=PRICES) as engine:
+        await engine.run(quiz, questions, run_id="llm-batch")
+        ledger = await engine.ledger("llm-batch")
+    answered = [e.usage for e in provider.requests() if e.usage is not None]
+    tokens = sum(u.input_tokens + u.output_tokens for u in answered)
+    assert len(answered) == 3
+    assert ledger.incurred.total_tokens == tokens
+    # the progress line counts the calls the items made, as the ledger does
+    assert sink.getvalue().endswith(
+        f"3/3 done (0 replayed, 0 failed) 3 calls, {tokens:,} tok, "
+        f"${ledger.incurred.cost_usd:.4f}\n"
+    )
+    # each item's tokens fill the minute's allowance: the next one waits it out
+    assert clock.sleeps == [pytest.approx(60.0, abs=1.0)] * 2

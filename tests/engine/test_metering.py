@@ -310,3 +310,57 @@ async def test_a_response_the_meter_did_not_see_is_read_from_what_the_step_retur
     calls, inputs, outputs = answered_tokens(provider)
     assert (ledger.incurred.calls, ledger.incurred.input_tokens) == (calls, inputs)
     assert ledger.incurred.output_tokens == outputs
+
+
+async def test_calls_to_a_model_without_a_price_are_counted_as_unpriced_in_the_metrics(
+    provider: SimulatedProvider,
+) -> None:
+    client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+
+    @step
+    async def answer(model: str) -> str:
+        r = await client.chat.completions.create(
+            model=model, messages=[{"role": "user", "content": "tea or coffee"}]
+        )
+        return str(r.choices[0].message.content)
+
+    @workflow(name="tests.metering.unpriced")
+    async def ask() -> str:
+        return await answer("sim-model") + await answer("unpriced-model")
+
+    metrics = Metrics()
+    async with Engine("memory://", prices=PRICES, observers=[metrics]) as engine:
+        await engine.run(ask, run_id="unpriced")
+        forked = await engine.fork("unpriced", at_step=2)
+        await engine.resume(forked)  # replays both calls: reused
+    for source in ("incurred", "reused"):
+        unpriced = {"workflow": "tests.metering.unpriced", "source": source}
+        assert (
+            metrics.value(
+                "resumable_llm_unpriced_calls", model="unpriced-model", **unpriced
+            )
+            == 1
+        )
+        assert (
+            metrics.value("resumable_llm_cost_usd", model="unpriced-model", **unpriced)
+            == 0
+        )
+        # its tokens are counted; the priced model's calls are not unpriced
+        assert (
+            metrics.value(
+                "resumable_llm_tokens",
+                model="unpriced-model",
+                direction="input",
+                **unpriced,
+            )
+            > 0
+        )
+        assert (
+            metrics.value("resumable_llm_unpriced_calls", model="sim-model", **unpriced)
+            == 0
+        )
+        assert (
+            metrics.value("resumable_llm_cost_usd", model="sim-model", **unpriced) > 0
+        )

@@ -20,14 +20,14 @@ from typing import Any, TextIO, TypeVar
 
 from resumable._engine.commits import commit, recorded_first
 from resumable._engine.context import RunContext, active_run, def_workflow_run
-from resumable._engine.ledger import spend_of
+from resumable._engine.ledger import Spend, spend_of, spend_text
 from resumable._engine.map_items import item_seqs, keyed_seq, map_record_name
 from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
 from resumable.errors import NonDeterminismError, NotInRun, StepFailed
 from resumable.stores.places import step_place
 from resumable.stores.protocol import StepRecord
-from resumable.usage import usage_from
+from resumable.usage import Usage
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -41,7 +41,9 @@ class RateLimit:
 
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
-    """Counted from the usage of finished calls (known only once they return)."""
+    """Counted from the usage of the calls the items make (metered at the SDK,
+    whatever a step returns), as each attempt is recorded: a call's tokens are
+    known only once it returns."""
 
 
 def map_steps(
@@ -213,7 +215,7 @@ class _Batch:
         self.starts: deque[float] = deque()
         self.tokens: deque[tuple[float, int]] = deque()
         self.done = self.replayed = self.failed = 0
-        self.cost_usd = 0.0
+        self.spent = Spend()
         self._drawn_at = 0.0
 
     async def one(self, seq: int, item: Any) -> Any:
@@ -221,26 +223,31 @@ class _Batch:
         if recorded is not None and recorded.status == "ok":
             result = await execute_step(self.ctx, seq, self.spec, (item,), {})
             self.replayed += 1
-            return self._count(result, replayed=True)
+            return self._count(result)
         async with self.slots:
             if (
                 self.ctx.check is None
             ):  # Engine.check executes nothing: no limit to keep
                 await self._admit()
+            # the item's attempts report the calls their records hold (`steps._spend`)
+            self.ctx.spend_sinks[seq] = self._spent
             try:
                 result = await execute_step(self.ctx, seq, self.spec, (item,), {})
             except StepFailed:
                 self.failed += 1
                 self.report()
                 raise
-            return self._count(result, replayed=False)
+            finally:
+                self.ctx.spend_sinks.pop(seq, None)
+            return self._count(result)
 
-    def _count(self, result: Any, *, replayed: bool) -> Any:
-        calls = usage_from(result)
-        if not replayed:
-            now = self.ctx.runtime.clock.now_ms() / 1000
-            self.tokens.append((now, sum(c.total_tokens for c in calls)))
-            self.cost_usd += spend_of(calls, self.ctx.runtime.prices).cost_usd
+    def _spent(self, calls: list[Usage]) -> None:
+        """Count the calls an item's attempt made, as its record holds them."""
+        now = self.ctx.runtime.clock.now_ms() / 1000
+        self.tokens.append((now, sum(c.total_tokens for c in calls)))
+        self.spent = self.spent + spend_of(calls, self.ctx.runtime.prices)
+
+    def _count(self, result: Any) -> Any:
         self.done += 1
         self.report()
         return result
@@ -277,9 +284,10 @@ class _Batch:
         if not final and now - self._drawn_at < 0.1:
             return
         self._drawn_at = now
+        spent = f" {spend_text(self.spent)}" if self.spent.calls else ""
         self.sink.write(
             f"\r{self.spec.name}: {self.done}/{self.total} done "
-            f"({self.replayed} replayed, {self.failed} failed) ${self.cost_usd:.4f}"
+            f"({self.replayed} replayed, {self.failed} failed){spent}"
             + ("\n" if final else "")
         )
         self.sink.flush()

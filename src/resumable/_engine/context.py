@@ -181,6 +181,9 @@ class RunContext:
     """How many replays the execution's ledger entry already counts."""
     spent: Spend = field(default_factory=Spend)
     """What the run has incurred so far, in every execution (for budgets)."""
+    spend_sinks: dict[int, Callable[[list[Usage]], None]] = field(default_factory=dict)
+    """Who else counts the calls of the step at a seq as each attempt records them:
+    a `map_steps` batch, for its progress line and its tokens-per-minute limit."""
     budget: Budget | None = None
     check: CheckProbe | None = None
     """Set by `Engine.check` only: every journaled call is answered from the journal

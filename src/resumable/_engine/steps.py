@@ -285,7 +285,7 @@ async def _commit_result(
             ),
             sealed=sealed,
         )
-        _spend(ctx, attempt_calls)
+        _spend(ctx, seq, attempt_calls)
     except BaseException as exc:
         if runtime.observer is not None:
             runtime.observer.step_ended(
@@ -367,7 +367,7 @@ async def _commit_failure(
         raise error  # our own signals (lease lost, nested write errors) are not step errors
     # a failed attempt's calls were billed too: they stay in the record
     calls.extend((ctx.fence, usage) for usage in attempt_calls)
-    _spend(ctx, attempt_calls)
+    _spend(ctx, seq, attempt_calls)
     delay = retry.next_delay(retry_policy, retry_number, error, random.random)
     info = outcome.error_info(error, step=name, seq=seq, attempts=attempt)
     if delay is not None:
@@ -446,9 +446,18 @@ def returned_calls(result: Any, metered: list[Usage]) -> list[Usage]:
     return usage_from(result, skip_ids=seen)
 
 
-def _spend(ctx: RunContext, calls: list[Usage]) -> None:
-    """Add calls to the run's incurred spend (tracked only where a budget needs it)."""
-    if calls and ctx.budget is not None:
+def _spend(ctx: RunContext, seq: int, calls: list[Usage]) -> None:
+    """Count an attempt's recorded calls where the run tracks what it spends.
+
+    In the run's incurred spend (tracked only where a budget needs it), and in
+    the batch the step at `seq` is an item of, if it is one (`map_steps`).
+    """
+    if not calls:  # the usual step: no LLM call, nothing to count
+        return
+    sink = ctx.spend_sinks.get(seq)
+    if sink is not None:
+        sink(calls)
+    if ctx.budget is not None:
         spend = ledger.spend_of(calls, ctx.runtime.prices)
         if spend.unmetered_calls:
             log.warning(

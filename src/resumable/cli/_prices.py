@@ -1,8 +1,9 @@
 """`--price MODEL=IN,OUT[,CACHED]` and `$RESUMABLE_PRICES`: prices the CLI prices with.
 
 The commands that show dollars (`runs`, `show`, `export`, `ui`, `cost-model`)
-take the option; each use adds a price or overrides a built-in one, after the
-entries of `$RESUMABLE_PRICES` (same form, separated by `;`).
+and `worker` (whose runs' `budget_usd` counts with them) take the option; each
+use adds a price or overrides a built-in one, after the entries of
+`$RESUMABLE_PRICES` (same form, separated by `;`).
 """
 
 from __future__ import annotations

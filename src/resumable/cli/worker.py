@@ -14,6 +14,7 @@ from typing import Any
 from resumable._engine.engine import Engine
 from resumable._engine.worker import Queue
 from resumable._plural import plural
+from resumable.cli import _prices as prices
 from resumable.errors import UsageError
 from resumable.observability import Observer
 
@@ -71,6 +72,7 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="emit OpenTelemetry spans to the global TracerProvider (set up by an "
         "--app module or opentelemetry-instrument); needs resumable[otel]",
     )
+    prices.add_option(worker)  # the prices its runs' dollar budgets count with
     worker.set_defaults(handler=run_worker)
 
 
@@ -111,13 +113,14 @@ async def run_worker(args: argparse.Namespace) -> int:
         except ImportError as exc:
             raise UsageError(f"cannot import --app {app!r}: {exc}") from None
     queues = dict(parse_queue(text) for text in args.queue)
+    table = prices.price_table(args)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     observers, metrics = _observers(args)
     async with Engine(
-        args.store, lease_ttl_s=args.lease_ttl, observers=observers
+        args.store, lease_ttl_s=args.lease_ttl, observers=observers, prices=table
     ) as engine:
         worker = engine.worker(
             concurrency=args.concurrency, queues=queues, versions=args.versions

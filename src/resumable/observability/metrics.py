@@ -157,6 +157,11 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "LLM calls whose usage could not be known (tokens and dollars not counted)",
         ("workflow", "model", "source"),
     ),
+    "resumable_llm_unpriced_calls": (
+        "counter",
+        "LLM calls to models with no known price (tokens counted, dollars not)",
+        ("workflow", "model", "source"),
+    ),
     "resumable_llm_cost_usd": (
         "counter",
         "LLM dollars (priced models), incurred or reused",
@@ -441,7 +446,9 @@ class Metrics(Observer, Collector):
                 usage.output_tokens,
             )
             cost = prices.cost(usage)
-            if cost is not None:
+            if cost is None:  # its tokens are above; its dollars are unknown
+                self._add("resumable_llm_unpriced_calls", (ctx.workflow, model, source))
+            else:
                 self._add("resumable_llm_cost_usd", (ctx.workflow, model, source), cost)
 
     def checkpoint_written(
