@@ -33,7 +33,7 @@ from resumable.cli import main
 PUBLIC = {
     "BudgetExceeded", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
     "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
-    "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "LeaseLost", "Ledger",
+    "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "JournalPage", "LeaseLost", "Ledger",
     "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "ResumableError",
     "Retry", "RunCancelled", "RunCheck", "RunConflict", "RunCounts", "RunFilter",
     "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunView", "SchemaVersionError", "SerializationError", "Spend",

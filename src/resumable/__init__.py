@@ -12,7 +12,7 @@ from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import step, workflow
 from resumable._engine.engine import Engine, RunHandle
-from resumable._engine.export import InputView, StepExport
+from resumable._engine.export import InputView, JournalPage, StepExport
 from resumable._engine.history import StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
 from resumable._engine.listing import (
@@ -74,6 +74,7 @@ __all__ = [
     "GcReport",
     "InputRejected",
     "InputView",
+    "JournalPage",
     "LeaseLost",
     "Ledger",
     "NonDeterminismError",

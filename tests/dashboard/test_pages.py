@@ -179,3 +179,27 @@ def test_a_long_run_shows_its_steps_a_page_at_a_time_newest_first(
     expect(rows).to_have_count(100)
     expect(rows.last.locator("td").first).to_have_text("250")
     call(engine.close())
+
+
+def test_a_finished_runs_page_stops_refreshing_while_an_unfinished_ones_goes_on(
+    dashboard: Dashboard, page: Page
+) -> None:
+    engine = Engine(dashboard.store_url)
+    assert engine.run_sync(long_run, 3, run_id="done") == 3
+    call(engine.enqueue(long_run, 3, run_id="queued"))
+    fragments: list[str] = []
+    page.on(
+        "request",
+        lambda r: fragments.append(r.url) if r.headers.get("x-fragment") else None,
+    )
+    page.clock.install()  # the page's timers run when the test says so
+    page.goto(f"{dashboard.url}/run?id=done")
+    expect(page.locator("#live")).to_have_attribute("data-terminal", "1")
+    page.clock.run_for(60_000)  # thirty refresh periods
+    page.goto(f"{dashboard.url}/run?id=queued")
+    expect(page.locator("#live")).to_have_attribute("data-terminal", "0")
+    assert fragments == []
+    with page.expect_request(lambda r: r.headers.get("x-fragment") == "1"):
+        page.clock.run_for(2_001)
+    assert fragments == [f"{dashboard.url}/run?id=queued"]
+    call(engine.close())

@@ -23,7 +23,9 @@ from resumable._engine.conversation import Conversation
 from resumable._engine.drive import Driver
 from resumable._engine.export import (
     InputView,
+    JournalPage,
     input_views,
+    journal_page,
 )
 from resumable._engine.forks import fork_run
 from resumable._engine.history import StepView, run_history
@@ -523,6 +525,20 @@ class Engine(StateMethods, MaintenanceMethods):
     async def history(self, run_id: str) -> list[StepView]:
         """The run's journal in seq order, including steps shared through a fork."""
         return await run_history(self.store, self.serde, await self._get(run_id))
+
+    async def journal_page(self, run_id: str, steps: slice) -> JournalPage:
+        """Some of a run's steps, how many it has and its ledger, reading its journal once.
+
+        What a view of a long run needs (the dashboard's run page): `steps` as
+        `export([run_id], run_input=True, steps=steps)` gives them (only their
+        values are read), the count `history` would give, and `ledger`.
+
+        Raises:
+            RunNotFound: There is no such run.
+        """
+        return await journal_page(
+            self.store, self.serde, self._runtime.prices, await self._get(run_id), steps
+        )
 
     async def ledger(self, run_id: str) -> Ledger:
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""

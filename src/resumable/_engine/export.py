@@ -14,7 +14,7 @@ compares), so they cannot be exported; the run's own input can (`run_input`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 from resumable._engine.clock import datetime_of
 from resumable._engine.history import in_call_order
 from resumable._engine.journal import load_journal
-from resumable._engine.ledger import spend_of, usage_entries
+from resumable._engine.ledger import Ledger, ledger_of, spend_of, usage_entries
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
@@ -35,7 +35,7 @@ from resumable.stores.protocol import (
     Store,
 )
 
-__all__ = ["ExportQuery", "StepExport", "export_steps"]
+__all__ = ["ExportQuery", "JournalPage", "StepExport", "export_steps", "journal_page"]
 
 _ALL = 1 << 40  # a limit no store reaches: every matching run
 _ERROR_STATUSES = frozenset({"failed", "retrying"})
@@ -138,28 +138,72 @@ async def export_steps(
 ) -> AsyncIterator[StepExport]:
     """The records of every selected run, oldest run first, each in seq order."""
     for run in await _select(store, query):
-        problems: list[str] = []
-        run_input = None
-        if query.run_input:
-            run_input = _view(
-                serde, run.input, run_place(run.run_id, "input"), problems
-            )
         journal = await load_journal(store, run, serde=serde)
         entries = in_call_order(journal, serde)
-        # only the records asked for are made: each reads its values
-        for number, key, record in (
-            entries if query.steps is None else entries[query.steps]
+        for record in journal_records(
+            serde, prices, run, entries, steps=query.steps, run_input=query.run_input
         ):
-            yield _record(
-                serde,
-                prices,
-                run=run,
-                step=record,
-                number=number,
-                item_key=key,
-                run_input=run_input,
-                run_problems=problems,
-            )
+            yield record
+
+
+def journal_records(
+    serde: Serde,
+    prices: PriceTable,
+    run: RunRecord,
+    entries: list[tuple[int, str | None, StepRecord]],
+    *,
+    steps: slice | None,
+    run_input: bool,
+) -> Iterator[StepExport]:
+    """The records of a run's journal as read (`in_call_order`), these `steps` only."""
+    problems: list[str] = []
+    view = None
+    if run_input:
+        view = _view(serde, run.input, run_place(run.run_id, "input"), problems)
+    # only the records asked for are made: each reads its values
+    for number, key, record in entries if steps is None else entries[steps]:
+        yield _record(
+            serde,
+            prices,
+            run=run,
+            step=record,
+            number=number,
+            item_key=key,
+            run_input=view,
+            run_problems=problems,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalPage:
+    """Some of a run's steps, how many it has and its ledger, from one journal read."""
+
+    total: int
+    """How many steps the run has (items of `map_steps` calls included)."""
+    steps: list[StepExport]
+    """The steps asked for, as `Engine.export` gives them."""
+    ledger: Ledger | None
+    """The run's ledger (`Engine.ledger`); None if it cannot be read here."""
+    ledger_problem: str | None = None
+    """Why the ledger cannot be read (say, encrypted and the key is missing)."""
+
+
+async def journal_page(
+    store: Store, serde: Serde, prices: PriceTable, run: RunRecord, steps: slice
+) -> JournalPage:
+    """`Engine.journal_page`: the journal read once; only `steps` have their values read."""
+    journal = await load_journal(store, run, serde=serde)
+    entries = in_call_order(journal, serde)
+    records = list(
+        journal_records(serde, prices, run, entries, steps=steps, run_input=True)
+    )
+    try:
+        ledger: Ledger | None = ledger_of(run.run_id, journal.values(), serde, prices)
+    except ResumableError as exc:
+        return JournalPage(
+            total=len(entries), steps=records, ledger=None, ledger_problem=str(exc)
+        )
+    return JournalPage(total=len(entries), steps=records, ledger=ledger)
 
 
 async def _select(store: Store, query: ExportQuery) -> list[RunRecord]:

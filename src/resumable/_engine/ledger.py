@@ -210,11 +210,24 @@ async def read_ledger(
         RunNotFound: there is no such run.
     """
     await get_run(store, run_id)
-    records = []
     steps = await store.load_journal(run_id)
     if not steps:
         await refuse_archived(store, run_id)
-    for record in checked_steps(run_id, steps):
+    return ledger_of(run_id, checked_steps(run_id, steps), serde, prices)
+
+
+def ledger_of(
+    run_id: str, journal: Iterable[StepRecord], serde: Serde, prices: PriceTable
+) -> Ledger:
+    """The ledger of a run from its journal as read: only its own records count.
+
+    `journal` may hold the steps a fork shares (`journal.load_journal`): those
+    belong to the run they were recorded in, and are left out.
+    """
+    records = []
+    for record in journal:
+        if record.run_id != run_id:
+            continue
         place = step_place(run_id, record.seq, record.name)
         if record.kind is JournalKind.LEDGER:
             records.append((record, serde.loads(record.output or b"", place=place)))

@@ -14,7 +14,6 @@ from resumable._engine.ledger import Ledger, Spend, dollars_text, spend_text
 from resumable._engine.listing import RunFilter, RunView
 from resumable._engine.map_items import journal_seq
 from resumable._plural import plural
-from resumable.errors import ResumableError
 from resumable.ui.html import (
     VALUE_CHARS,
     badge,
@@ -26,7 +25,7 @@ from resumable.ui.html import (
     value_text,
     when,
 )
-from resumable.ui.step_pages import Replayed, page_links, step_page
+from resumable.ui.step_pages import Replayed, asked, page_links, step_page
 
 _WATERFALL_PX = 560
 _LINEAGE_LIMIT = 200
@@ -39,17 +38,14 @@ async def render_live(engine: Engine, run_id: str, steps_at: str | None = None) 
     `steps` query parameter that chose it.
     """
     run = await engine.get(run_id)
-    shown = step_page(len(await engine.history(run_id)), steps_at)
-    steps = [
-        record
-        async for record in engine.export(
-            [run_id], run_input=True, steps=shown.positions
-        )
-    ]
-    try:
-        ledger: Ledger | None = await engine.ledger(run_id)
-    except ResumableError:  # e.g. encrypted without the key: the rest still shows
-        ledger = None
+    # one read of the journal: the count, the page's steps and the ledger
+    read = await engine.journal_page(run_id, asked(steps_at))
+    shown = step_page(read.total, steps_at)
+    every = range(read.total)
+    if every[shown.positions] != every[asked(steps_at)]:  # asked past the end
+        read = await engine.journal_page(run_id, shown.positions)
+    steps = read.steps
+    ledger = read.ledger  # None: e.g. encrypted without the key; the rest still shows
     children = await engine.runs_page(RunFilter(parent=run_id), limit=_LINEAGE_LIMIT)
     forks = await engine.runs_page(RunFilter(forked_from=run_id), limit=_LINEAGE_LIMIT)
     replayed = shown.shifted(_replayed_in_latest(ledger))

@@ -72,6 +72,21 @@ def step_page(total: int, at: str | None) -> StepPage:
     return StepPage(last, total)
 
 
+def asked(at: str | None) -> slice:
+    """The steps `at` asks for before the run's length is known (`step_page` after).
+
+    The newest page is the last `STEPS_PER_PAGE`, whatever their positions, so
+    a live refresh reads the journal once; only a position past the end (the
+    run got shorter, or a hand-written URL) asks again for the last page.
+    """
+    if at == "oldest":
+        return slice(0, STEPS_PER_PAGE)
+    if at is not None and at.isdigit() and len(at) < 12:
+        start = max(int(at) - 1, 0)
+        return slice(start, start + STEPS_PER_PAGE)
+    return slice(-STEPS_PER_PAGE, None)
+
+
 def page_links(run_id: str, shown: StepPage) -> str:
     """Oldest, older, newer and newest page links, when there is more than one page."""
     if shown.total <= STEPS_PER_PAGE:
