@@ -108,9 +108,9 @@ async def measure(url: str) -> list[list[str]]:
             await fill(engine, "long")
             print(f"built {N:,} steps in {time.perf_counter() - began:.1f} s")
         counting = Counting(engine.store)
-        engine.store = counting  # type: ignore[assignment]  # counts and passes on
+        engine.store = counting  # counts and passes on
         for at in (None, "oldest"):
-            times = []
+            times, html = [], ""
             for _ in range(RUNS):
                 counting.loads = 0
                 began = time.perf_counter()
