@@ -299,7 +299,7 @@ async def test_file_blobs_offload_the_same_way(
     await blobs.put(orphan.key, b"\x01\x00orphan")
     argv = ["gc", "--blobs-grace", "0s", "--store", with_blobs]
     assert await asyncio.to_thread(main, argv) == 0
-    assert "1 offloaded objects" in capsys.readouterr().out
+    assert "1 offloaded object " in capsys.readouterr().out
     assert len([p for p in (tmp_path / "objects").rglob("*") if p.is_file()]) == 2
 
 
