@@ -15,9 +15,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_n(target: str, cwd: Path) -> list[str]:
-    """The commands `make TARGET` would run there (make -n: nothing runs)."""
+    """The commands `make TARGET` would run there (make -n: nothing runs).
+
+    Under `make test` this is a sub-make: the outer make's variables would make
+    it print "Entering directory" lines, so they are left out.
+    """
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+    }
     done = subprocess.run(
-        ["make", "-n", target], cwd=cwd, capture_output=True, text=True, check=True
+        ["make", "--no-print-directory", "-n", target],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     return done.stdout.splitlines()
 
