@@ -205,3 +205,4 @@ async def test_a_batch_of_text_returning_llm_steps_shows_and_limits_its_tokens(
     )
     # each item's tokens fill the minute's allowance: the next one waits it out
     assert clock.sleeps == [pytest.approx(60.0, abs=1.0)] * 2
+    await client.close()

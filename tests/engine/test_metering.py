@@ -76,6 +76,7 @@ async def test_a_budget_stops_text_returning_steps_at_the_step_that_crosses_it(
     assert ledger.incurred.calls == calls
     assert ledger.incurred.cost_usd == pytest.approx(spent)
     assert ".answer' was not started" in str(caught.value)
+    await client.close()
 
 
 async def test_a_returned_completion_that_the_meter_saw_is_counted_once(
@@ -102,6 +103,7 @@ async def test_a_returned_completion_that_the_meter_saw_is_counted_once(
     assert (ledger.incurred.calls, ledger.incurred.input_tokens) == (calls, inputs)
     assert calls == 1
     assert ledger.incurred.output_tokens == outputs
+    await client.close()
 
 
 async def test_metering_off_records_only_what_a_step_returns(
@@ -194,6 +196,8 @@ async def test_calls_whose_usage_cannot_be_known_are_unmetered_in_every_view(
         out = capsys.readouterr().out
         assert "2 unmetered" in out
         assert "$0.0000" not in out
+    await openai_client.close()
+    sync_anthropic.close()
 
 
 def test_an_unmetered_call_round_trips_and_old_records_read_as_metered() -> None:
@@ -253,6 +257,8 @@ async def test_sync_steps_meter_raw_responses_and_streams_of_both_sdks(
     assert (ledger.incurred.calls, ledger.incurred.unmetered_calls) == (3, 0)
     assert ledger.incurred.input_tokens == inputs
     assert ledger.incurred.output_tokens == outputs
+    openai_client.close()
+    anthropic_client.close()
 
 
 async def test_a_budget_says_when_unmetered_calls_were_made(
@@ -283,6 +289,7 @@ async def test_a_budget_says_when_unmetered_calls_were_made(
         with pytest.raises(BudgetExceeded, match=r"\+ 1 unmetered call of unknown"):
             await engine.run(loop, run_id="b")
     assert provider.count() == 2  # the first step crossed the budget; no second
+    await client.close()
 
 
 async def test_a_response_the_meter_did_not_see_is_read_from_what_the_step_returns(
@@ -364,3 +371,4 @@ async def test_calls_to_a_model_without_a_price_are_counted_as_unpriced_in_the_m
         assert (
             metrics.value("resumable_llm_cost_usd", model="sim-model", **unpriced) > 0
         )
+    await client.close()

@@ -3,7 +3,7 @@ against the simulated provider with the real openai and anthropic SDKs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +102,10 @@ def test_the_readme_example_is_the_policy_tested_here() -> None:
     assert "@step(retry=Retry.llm(attempts=5))" in readme
 
 
-def readme_step(
+@pytest.fixture
+async def readme_flow(
     provider: SimulatedProvider,
-) -> Callable[[list[str]], Coroutine[Any, Any, list[str]]]:
+) -> AsyncIterator[Callable[[list[str]], Coroutine[Any, Any, list[str]]]]:
     """The README's first example, its LLM call made with the real openai SDK."""
     client = openai.AsyncOpenAI(
         base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
@@ -121,16 +122,18 @@ def readme_step(
     async def analyze(docs: list[str]) -> list[str]:
         return [await summarize(d) for d in docs]
 
-    return analyze
+    yield analyze
+    await client.close()
 
 
 async def test_readme_example_retries_a_429_after_its_retry_after(
     provider: SimulatedProvider,
+    readme_flow: Callable[[list[str]], Coroutine[Any, Any, list[str]]],
 ) -> None:
     provider.set_faults(
         FaultPlan(schedule={1: Fault(kind="rate_limit", retry_after_ms=300)})
     )
-    analyze = readme_step(provider)
+    analyze = readme_flow
     async with Engine("memory://") as engine:
         result = await engine.run(analyze, ["doc one"], run_id="r429")
     assert result[0]
@@ -141,6 +144,7 @@ async def test_readme_example_retries_a_429_after_its_retry_after(
 
 async def test_readme_example_retries_a_503_and_anthropics_529(
     provider: SimulatedProvider,
+    readme_flow: Callable[[list[str]], Coroutine[Any, Any, list[str]]],
 ) -> None:
     provider.set_faults(
         FaultPlan(
@@ -150,7 +154,7 @@ async def test_readme_example_retries_a_503_and_anthropics_529(
             }
         )
     )
-    analyze = readme_step(provider)
+    analyze = readme_flow
     async with Engine("memory://") as engine:
         await engine.run(analyze, ["doc one"], run_id="r503")
     assert [r.status for r in provider.requests()] == [503, 200]
@@ -178,10 +182,12 @@ async def test_readme_example_retries_a_503_and_anthropics_529(
         assert await engine.run(claude_flow, "doc two", run_id="r529")
     assert [r.status for r in provider.requests()][2:] == [529, 200]
     assert clock.sleeps == [0.25]  # the 529's retry-after-ms, read by the real SDK
+    await client.close()
 
 
 async def test_readme_example_fails_at_once_on_a_401_from_either_sdk(
     provider: SimulatedProvider,
+    readme_flow: Callable[[list[str]], Coroutine[Any, Any, list[str]]],
 ) -> None:
     provider.set_faults(
         FaultPlan(
@@ -190,7 +196,7 @@ async def test_readme_example_fails_at_once_on_a_401_from_either_sdk(
             }
         )
     )
-    analyze = readme_step(provider)
+    analyze = readme_flow
     async with Engine("memory://") as engine:
         with pytest.raises(WorkflowFailed) as caught:
             await engine.run(analyze, ["doc one"], run_id="r401")
