@@ -34,6 +34,7 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
+from resumable._engine.damage import reading
 from resumable.errors import CorruptCheckpointError
 from resumable.serde import Serde
 from resumable.stores.packing import through
@@ -154,10 +155,11 @@ class Packs:
         for record in await self.store.list_snapshots(
             thread_id, namespace=None, before=None, limit=None
         ):
-            if record.role is not SnapshotRole.PACK:
-                found.append(record)
-                continue
-            found.extend(self.rows(record, packed_namespace(record.namespace)))
+            with reading(f"thread {thread_id!r} checkpoint {record.checkpoint_id!r}"):
+                if record.role is not SnapshotRole.PACK:
+                    found.append(record)
+                    continue
+                found.extend(self.rows(record, packed_namespace(record.namespace)))
         if before is not None:
             found = [record for record in found if record.checkpoint_id < before]
         return _newest_first(found, limit)

@@ -137,10 +137,11 @@ class States:
         """The namespaces the thread has saved states in (packed ones too), sorted."""
         found: set[str] = set()
         for record in await self._store.list_snapshots(thread_id, namespace=None):
-            if record.role is SnapshotRole.CHECKPOINT:
-                found.add(record.namespace)
-            elif record.role is SnapshotRole.PACK:
-                found.add(packed_namespace(record.namespace))
+            with reading(f"thread {thread_id!r} checkpoint {record.checkpoint_id!r}"):
+                if record.role is SnapshotRole.CHECKPOINT:
+                    found.add(record.namespace)
+                elif record.role is SnapshotRole.PACK:
+                    found.add(packed_namespace(record.namespace))
         return sorted(found)
 
     async def load_checkpoint(
