@@ -182,6 +182,7 @@ async def _run_attempts(
     calls = _recorded_calls(ctx, previous) if previous is not None else []
     noting = start_noting_replays(ctx)  # overlaps the step; durable before its outcome
     check_budget(ctx, spec.name)
+    observer = runtime.observer
     attempt = plan.first_attempt
     if runtime.metering:
         metering.install()  # an SDK imported since the last step is metered too
@@ -190,7 +191,11 @@ async def _run_attempts(
         if ctx.tenure is not None and not ctx.tenure.is_fresh(started_at_ms):
             started_at_ms = await confirm_lease(ctx, seq=seq, name=spec.name)
         this: StepScope = (ctx, seq, spec.name, attempt, [])
-        scope = _observe_attempt(this)
+        scope = (
+            None
+            if observer is None
+            else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
+        )
         step_token = _step.set(this)
         try:
             if spec.is_async:
@@ -224,15 +229,6 @@ async def _run_attempts(
             scope=scope,
         )
         attempt += 1
-
-
-def _observe_attempt(this: StepScope) -> Any:
-    """The observer's scope of this attempt (a span, a timer), if the run has one."""
-    ctx, seq, name, attempt, _ = this
-    observer = ctx.runtime.observer
-    if observer is None:
-        return None
-    return observe_start(ctx, observer, seq, name, attempt, child=False)
 
 
 async def _commit_result(
