@@ -12,14 +12,14 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
 from resumable.errors import ChunksMissing
-from resumable.stores import _redis_listing as _listing
-from resumable.stores import _redis_records as _rec
 from resumable.stores._records import checked_thread
-from resumable.stores._redis_client import RedisClient
-from resumable.stores._redis_packing import to_bytes as _b
-from resumable.stores._redis_packing import to_str as _s
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, ThreadRecord
+from resumable.stores.redis import listing as _listing
+from resumable.stores.redis import runs as _rec
+from resumable.stores.redis.codec import to_bytes as _b
+from resumable.stores.redis.codec import to_str as _s
+from resumable.stores.redis.connection import RedisClient
 
 _HMGET_SLICE: Final = 1000
 _PUT_BATCH_BYTES: Final = 4 << 20

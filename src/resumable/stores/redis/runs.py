@@ -10,10 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
 from resumable.stores._records import converter
-from resumable.stores._redis_packing import pack as _pack
-from resumable.stores._redis_packing import to_bytes as _b
-from resumable.stores._redis_packing import to_str as _s
-from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     RunRecord,
@@ -22,6 +18,10 @@ from resumable.stores.protocol import (
     StepRecord,
     StepStatus,
 )
+from resumable.stores.redis.codec import pack as _pack
+from resumable.stores.redis.codec import to_bytes as _b
+from resumable.stores.redis.codec import to_str as _s
+from resumable.stores.redis.codec import unpack as _unpack
 
 RUN_BYTES_FIELDS: Final = ("input", "output")
 RUN_TEXT_FIELDS: Final = ("parent_id", "forked_from", "queue", "lease_owner")
@@ -65,18 +65,23 @@ class Keys:
         self.channel = self.base + b"work"
 
     def of(self, kind: bytes, name: str) -> bytes:
+        """The key of family `kind` (e.g. `b"wf:"`) for `name`."""
         return self.base + kind + _b(name)
 
     def run(self, run_id: str) -> bytes:
+        """The run's hash."""
         return self.of(b"run:", run_id)
 
     def steps(self, run_id: str) -> bytes:
+        """The run's journal: seq -> packed step."""
         return self.of(b"steps:", run_id)
 
     def inputs(self, run_id: str) -> bytes:
+        """The run's inputs: key -> packed (value, sent_at_ms)."""
         return self.of(b"inputs:", run_id)
 
     def stub(self, run_id: str) -> bytes:
+        """The packed archive stub of an archived run's journal."""
         return self.of(b"archived:", run_id)
 
     def snapshots(self, thread_id: str, namespace: str) -> tuple[bytes, bytes]:
@@ -87,6 +92,7 @@ class Keys:
 
 
 def run_fields(run: RunRecord) -> list[tuple[str, bytes]]:
+    """The run's hash fields (a None field is left out)."""
     values: list[tuple[str, str | bytes | int | None]] = [
         ("workflow", run.workflow),
         ("status", run.status),
@@ -120,6 +126,8 @@ def run_fields(run: RunRecord) -> list[tuple[str, bytes]]:
 
 @converter("run", lambda run_id, found: f"run {run_id!r}")
 def run_from_hash(run_id: str, found: Mapping[bytes, bytes]) -> RunRecord:
+    """The run its hash holds (`run_fields` reversed)."""
+
     def text(name: str) -> str | None:
         return text_or_none(found.get(name.encode()))
 
@@ -149,6 +157,7 @@ def run_from_hash(run_id: str, found: Mapping[bytes, bytes]) -> RunRecord:
 
 
 def step_packed(step: StepRecord) -> bytes:
+    """A step as the journal hash holds it (`lib.lua` never reads inside)."""
     return _pack(
         [
             _b(step.name),
@@ -164,6 +173,7 @@ def step_packed(step: StepRecord) -> bytes:
 
 
 def stub_packed(stub: ArchiveStub) -> bytes:
+    """A run's archive stub as stored."""
     return _pack(
         [
             _b(stub.key),
@@ -179,6 +189,7 @@ def stub_packed(stub: ArchiveStub) -> bytes:
 
 @converter("archive stub", lambda run_id, packed: f"run {run_id!r} archive stub")
 def stub_from_packed(run_id: str, packed: bytes) -> ArchiveStub:
+    """The run's archive stub back from `stub_packed`."""
     key, size, steps, inputs, fence, archived, refers_to = _unpack(packed)
     return ArchiveStub(
         run_id=run_id,
@@ -194,6 +205,7 @@ def stub_from_packed(run_id: str, packed: bytes) -> ArchiveStub:
 
 @converter("input")
 def inputs_from_hash(found: Mapping[Any, Any]) -> dict[str, bytes]:
+    """Each input's value by key, from the inputs hash."""
     return {_s(key): _unpack(packed)[0] or b"" for key, packed in found.items()}
 
 
@@ -204,6 +216,7 @@ def inputs_from_hash(found: Mapping[Any, Any]) -> dict[str, bytes]:
     ),
 )
 def step_from_packed(run_id: str, seq: bytes | int, data: bytes) -> StepRecord:
+    """The step `step_packed` packed."""
     name, fingerprint, status, output, attempts, started, finished, usage = _unpack(
         data
     )
@@ -222,6 +235,7 @@ def step_from_packed(run_id: str, seq: bytes | int, data: bytes) -> StepRecord:
 
 
 def snapshot_packed(snapshot: SnapshotRecord) -> bytes:
+    """A snapshot as its namespace's records hash holds it."""
     # refs come last: lib.lua's snapshot_refs() skips the first five items
     return _pack(
         [
@@ -244,6 +258,7 @@ def snapshot_packed(snapshot: SnapshotRecord) -> bytes:
 def snapshot_from_packed(
     thread_id: str, namespace: str, checkpoint_id: str, data: bytes
 ) -> SnapshotRecord:
+    """The snapshot `snapshot_packed` packed."""
     parent, manifest, created, label, metadata, *refs = _unpack(data)
     return SnapshotRecord(
         thread_id=thread_id,
@@ -259,13 +274,16 @@ def snapshot_from_packed(
 
 
 def bytes_dict(found: Mapping[Any, Any]) -> dict[bytes, bytes]:
+    """A reply's mapping with keys and values as bytes."""
     return {as_bytes(key): as_bytes(value) for key, value in found.items()}
 
 
 def as_bytes(value: bytes | str) -> bytes:
+    """A reply's value as bytes (redis-py types replies as bytes | str)."""
     return value if isinstance(value, bytes) else _b(value)
 
 
 def config_value(found: Mapping[Any, Any]) -> str | None:
+    """The value of a one-setting CONFIG GET reply."""
     value = next(iter(found.values()), None)
     return None if value is None else _s(as_bytes(value))

@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Mapping, Sequence
 
-from resumable.stores import _redis_records as _rec
 from resumable.stores._records import converter
-from resumable.stores._redis_client import RedisClient
-from resumable.stores._redis_packing import pack as _pack
-from resumable.stores._redis_packing import to_bytes as _b
-from resumable.stores._redis_packing import to_str as _s
-from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores.archiving import ThreadStub, keys_of, namespaces_of
 from resumable.stores.protocol import SnapshotRecord
+from resumable.stores.redis import runs as _rec
+from resumable.stores.redis.codec import pack as _pack
+from resumable.stores.redis.codec import to_bytes as _b
+from resumable.stores.redis.codec import to_str as _s
+from resumable.stores.redis.codec import unpack as _unpack
+from resumable.stores.redis.connection import RedisClient
 
 
 def _packed(stub: ThreadStub) -> bytes:
@@ -79,6 +79,7 @@ class ThreadArchiveMethods:
         chunks: Collection[str],
         replaces: str | None,
     ) -> bool:
+        """Swap the thread's `moved` snapshots for its stub, if none changed meanwhile."""
         keys, pairs = self._conn.keys, sorted(set(moved))
         done = await self._conn.script(
             "archive_snapshots",
@@ -97,6 +98,7 @@ class ThreadArchiveMethods:
         return bool(done)
 
     async def load_thread_stub(self, thread_id: str) -> ThreadStub | None:
+        """The thread's stub, if it is archived."""
         client = await self._conn.ready()
         with self._conn.boundary("load thread stub"):
             packed = await client.hget(self._conn.keys.of(b"tstub:", thread_id), "stub")
@@ -108,6 +110,7 @@ class ThreadArchiveMethods:
         snapshots: Sequence[SnapshotRecord],
         chunks: Mapping[str, bytes],
     ) -> bool:
+        """Put the stub's snapshots and chunks back and drop the stub, if it is current."""
         keys = self._conn.keys
         args = [
             keys.base,
@@ -134,6 +137,7 @@ class ThreadArchiveMethods:
     async def list_thread_stubs(
         self, *, after: str | None, limit: int
     ) -> list[ThreadStub]:
+        """Archived threads' stubs, by thread id after `after`."""
         client = await self._conn.ready()
         low = b"-" if after is None else b"(" + _b(after)
         with self._conn.boundary("list thread stubs"):

@@ -35,9 +35,9 @@ from resumable.errors import (
     StoreError,
 )
 from resumable.stores._records import schema_version_of
-from resumable.stores._redis_packing import escape_glob as _escape_glob
-from resumable.stores._redis_records import Keys, config_value
 from resumable.stores.loopend import LoopEnd
+from resumable.stores.redis.codec import escape_glob as _escape_glob
+from resumable.stores.redis.runs import Keys, config_value
 from resumable.stores.urls import redact
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ _KEEPALIVE: Final = {
 
 @functools.cache
 def _script_sources() -> dict[str, str]:
-    folder = resources.files("resumable.stores.redis_scripts")
+    folder = resources.files("resumable.stores.redis.scripts")
     lib = (folder / _LIB).read_text("utf-8")
     sources = {
         name: lib + "\n" + (folder / f"{name}.lua").read_text("utf-8")
@@ -181,6 +181,7 @@ class WaitingPool(ConnectionPool):
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        """A free connection, waiting up to `wait_s` for one when all are busy."""
         deadline: float | None = None
         while True:
             try:
@@ -206,6 +207,7 @@ class WaitingPool(ConnectionPool):
                     raise
 
     async def release(self, connection: Any) -> None:
+        """Give the connection back, and the next waiter its turn."""
         await super().release(connection)
         if self._waiters:
             self._next_turn()
@@ -472,6 +474,7 @@ class RedisClient:
         run_id: str | None = None,
         seq: int | None = None,
     ) -> Any:
+        """Run the Lua script `name` (opening the store first), our errors on failure."""
         if name not in _READING_SCRIPTS:
             self.check_writable(name.replace("_", " "))
         if not self._is_open:

@@ -15,13 +15,13 @@ from typing import Final, cast
 from redis.asyncio import Redis
 
 from resumable.errors import CorruptCheckpointError
-from resumable.stores import _redis_records as _rec
 from resumable.stores import _rules
-from resumable.stores._redis_client import RedisClient
-from resumable.stores._redis_packing import to_bytes as _b
-from resumable.stores._redis_packing import to_str as _s
-from resumable.stores._redis_records import Keys
 from resumable.stores.protocol import RunQuery, RunRecord
+from resumable.stores.redis import runs as _rec
+from resumable.stores.redis.codec import to_bytes as _b
+from resumable.stores.redis.codec import to_str as _s
+from resumable.stores.redis.connection import RedisClient
+from resumable.stores.redis.runs import Keys
 
 PAGE_MAX: Final = 500
 
@@ -209,6 +209,7 @@ class Cursor:
         self.after = None if after is None else (float(after[0]), _b(after[1]))
 
     async def fill(self, client: Redis, page: int) -> None:
+        """Read the next page of up to `page` rows below those already read."""
         self.rows = []
         while not self.rows and not self.done:
             found = cast(

@@ -34,7 +34,7 @@ slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
                                     "-" (no queue) or "q" + the queue's name
     meta                      hash  schema_version
 
-Lua scripts (`resumable.stores.redis_scripts`) keep the indexes in step with the
+Lua scripts (`resumable.stores.redis.scripts`) keep the indexes in step with the
 runs; the run hash is the truth and the scripts re-check it before acting. A claim
 promotes at most 1000 due timers and, like the SQL stores, looks at the oldest
 `claims.candidate_window(limit)` claimable runs per workflow.
@@ -61,22 +61,7 @@ from resumable.errors import (
     LeaseLost,
     RunNotFound,
 )
-from resumable.stores import _redis_listing as _listing
-from resumable.stores import _redis_payloads, claims
-from resumable.stores import _redis_records as _rec
-from resumable.stores import _redis_snapshots as _snapshots
-from resumable.stores._redis_client import (
-    DEFAULT_PREFIX,
-    SCHEMA_VERSION,
-    RedisClient,
-    parse_url,
-)
-from resumable.stores._redis_packing import escape_glob as _escape_glob
-from resumable.stores._redis_packing import pack as _pack
-from resumable.stores._redis_packing import to_bytes as _b
-from resumable.stores._redis_packing import to_str as _s
-from resumable.stores._redis_packing import unpack as _unpack
-from resumable.stores._redis_thread_archive import ThreadArchiveMethods
+from resumable.stores import claims
 from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -93,6 +78,22 @@ from resumable.stores.protocol import (
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
+)
+from resumable.stores.redis import listing as _listing
+from resumable.stores.redis import payloads as _redis_payloads
+from resumable.stores.redis import runs as _rec
+from resumable.stores.redis import snapshots as _snapshots
+from resumable.stores.redis.archive import ThreadArchiveMethods
+from resumable.stores.redis.codec import escape_glob as _escape_glob
+from resumable.stores.redis.codec import pack as _pack
+from resumable.stores.redis.codec import to_bytes as _b
+from resumable.stores.redis.codec import to_str as _s
+from resumable.stores.redis.codec import unpack as _unpack
+from resumable.stores.redis.connection import (
+    DEFAULT_PREFIX,
+    SCHEMA_VERSION,
+    RedisClient,
+    parse_url,
 )
 
 __all__ = ["DEFAULT_PREFIX", "SCHEMA_VERSION", "RedisStore", "parse_url"]
