@@ -1,94 +1,51 @@
-"""How RedisStore lays out its keys and encodes records in Redis values.
+"""RedisStore's runs and their journals and inputs, and the listing of runs.
 
-Key names follow the scheme `lib.lua` builds from the same base; records are hashes
-(runs) or packed values (steps, inputs, snapshots, archive stubs), see `_redis_packing`.
+A run is the hash `run:<id>` (the truth: every script re-checks it), its journal
+`steps:<id>` (seq -> packed step), its inputs `inputs:<id>`. Each write is one
+script of `scripts/` that keeps the indexes in step; the reads are plain commands.
+
+Runs are listed from the narrowest index the query names (parent, fork, queue,
+workflow, status, or every run), paged newest first, and matched in Python with
+`_rules.matches`; counts come from the counts the scripts keep where those answer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections import Counter
+from collections.abc import AsyncGenerator, Collection, Mapping
 from typing import Any, Final, cast
 
+from redis.asyncio import Redis
+
+from resumable.errors import CorruptCheckpointError, LeaseLost, RunNotFound
+from resumable.stores import _rules
 from resumable.stores._records import converter
-from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
+    RUN_STATUSES,
+    DeleteResult,
+    InputRecord,
+    Lease,
+    RunQuery,
     RunRecord,
     RunStatus,
-    SnapshotRecord,
+    RunUpdate,
     StepRecord,
     StepStatus,
 )
-from resumable.stores.redis.codec import pack as _pack
+from resumable.stores.redis.codec import (
+    as_bytes,
+    bytes_dict,
+    int_or_zero,
+    num,
+    pack,
+    pairs,
+    text_or_none,
+    unpack,
+)
 from resumable.stores.redis.codec import to_bytes as _b
 from resumable.stores.redis.codec import to_str as _s
-from resumable.stores.redis.codec import unpack as _unpack
-
-RUN_BYTES_FIELDS: Final = ("input", "output")
-RUN_TEXT_FIELDS: Final = ("parent_id", "forked_from", "queue", "lease_owner")
-RUN_INT_FIELDS: Final = ("fork_seq", "wake_at_ms", "expires_at_ms")
-
-
-def num(value: int) -> bytes:
-    """A number as Redis stores it."""
-    return str(int(value)).encode()
-
-
-def text_or_none(item: bytes | None) -> str | None:
-    """An optional id from its bytes."""
-    return None if item is None else _s(item)
-
-
-def int_or_zero(item: bytes | None) -> int:
-    """A stored number (missing: 0)."""
-    return int(item or b"0")
-
-
-def pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
-    """A flat [key, value, ...] reply as a dict."""
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
-
-
-class Keys:
-    """Key names; the same scheme `lib.lua` builds from the base it is given."""
-
-    def __init__(self, prefix: str) -> None:
-        self.base = b"{" + _b(prefix) + b"}"
-        self.runs = self.base + b"runs"
-        self.timers = self.base + b"timers"
-        self.chunks = self.base + b"chunks"
-        self.chunkrefs = self.base + b"chunkrefs"
-        self.orphans = self.base + b"orphans"
-        self.threads = self.base + b"threads"
-        self.counts = self.base + b"counts"
-        self.stubs = self.base + b"archived"
-        self.meta = self.base + b"meta"
-        self.channel = self.base + b"work"
-
-    def of(self, kind: bytes, name: str) -> bytes:
-        """The key of family `kind` (e.g. `b"wf:"`) for `name`."""
-        return self.base + kind + _b(name)
-
-    def run(self, run_id: str) -> bytes:
-        """The run's hash."""
-        return self.of(b"run:", run_id)
-
-    def steps(self, run_id: str) -> bytes:
-        """The run's journal: seq -> packed step."""
-        return self.of(b"steps:", run_id)
-
-    def inputs(self, run_id: str) -> bytes:
-        """The run's inputs: key -> packed (value, sent_at_ms)."""
-        return self.of(b"inputs:", run_id)
-
-    def stub(self, run_id: str) -> bytes:
-        """The packed archive stub of an archived run's journal."""
-        return self.of(b"archived:", run_id)
-
-    def snapshots(self, thread_id: str, namespace: str) -> tuple[bytes, bytes]:
-        """The (checkpoint ids, records) keys of one thread's namespace."""
-        thread = _b(thread_id)
-        suffix = str(len(thread)).encode() + b":" + thread + _b(namespace)
-        return self.base + b"cps:" + suffix, self.base + b"cp:" + suffix
+from resumable.stores.redis.connection import Keys, RedisClient
 
 
 def run_fields(run: RunRecord) -> list[tuple[str, bytes]]:
@@ -157,8 +114,8 @@ def run_from_hash(run_id: str, found: Mapping[bytes, bytes]) -> RunRecord:
 
 
 def step_packed(step: StepRecord) -> bytes:
-    """A step as the journal hash holds it (`lib.lua` never reads inside)."""
-    return _pack(
+    """A step as the journal hash holds it (`delete_runs.lua` sizes items 3 and 7)."""
+    return pack(
         [
             _b(step.name),
             _b(step.fingerprint),
@@ -172,41 +129,10 @@ def step_packed(step: StepRecord) -> bytes:
     )
 
 
-def stub_packed(stub: ArchiveStub) -> bytes:
-    """A run's archive stub as stored."""
-    return _pack(
-        [
-            _b(stub.key),
-            num(stub.size),
-            num(stub.steps),
-            num(stub.inputs),
-            num(stub.fence),
-            num(stub.archived_at_ms),
-            "\n".join(stub.refers_to).encode(),
-        ]
-    )
-
-
-@converter("archive stub", lambda run_id, packed: f"run {run_id!r} archive stub")
-def stub_from_packed(run_id: str, packed: bytes) -> ArchiveStub:
-    """The run's archive stub back from `stub_packed`."""
-    key, size, steps, inputs, fence, archived, refers_to = _unpack(packed)
-    return ArchiveStub(
-        run_id=run_id,
-        key=_s(key or b""),
-        size=int_or_zero(size),
-        steps=int_or_zero(steps),
-        inputs=int_or_zero(inputs),
-        fence=int_or_zero(fence),
-        archived_at_ms=int_or_zero(archived),
-        refers_to=tuple(_s(refers_to or b"").split("\n")) if refers_to else (),
-    )
-
-
 @converter("input")
 def inputs_from_hash(found: Mapping[Any, Any]) -> dict[str, bytes]:
     """Each input's value by key, from the inputs hash."""
-    return {_s(key): _unpack(packed)[0] or b"" for key, packed in found.items()}
+    return {_s(key): unpack(packed)[0] or b"" for key, packed in found.items()}
 
 
 @converter(
@@ -217,9 +143,7 @@ def inputs_from_hash(found: Mapping[Any, Any]) -> dict[str, bytes]:
 )
 def step_from_packed(run_id: str, seq: bytes | int, data: bytes) -> StepRecord:
     """The step `step_packed` packed."""
-    name, fingerprint, status, output, attempts, started, finished, usage = _unpack(
-        data
-    )
+    name, fingerprint, status, output, attempts, started, finished, usage = unpack(data)
     return StepRecord(
         run_id=run_id,
         seq=int(seq),
@@ -234,56 +158,441 @@ def step_from_packed(run_id: str, seq: bytes | int, data: bytes) -> StepRecord:
     )
 
 
-def snapshot_packed(snapshot: SnapshotRecord) -> bytes:
-    """A snapshot as its namespace's records hash holds it."""
-    # refs come last: lib.lua's snapshot_refs() skips the first five items
-    return _pack(
+# --- runs -----------------------------------------------------------------------
+async def create_run(conn: RedisClient, run: RunRecord) -> RunRecord:
+    """`Store.create_run`: the stored run if one has the id already, else `run`."""
+    fields: list[bytes] = []
+    for name, value in run_fields(run):
+        fields += [name.encode(), value]
+    result = await conn.script(
+        "create_run",
+        [conn.keys.run(run.run_id)],
+        [conn.keys.base, _b(run.run_id), *fields],
+        run_id=run.run_id,
+    )
+    await conn.warn_if_unpersisted()
+    if isinstance(result, list):
+        return run_from_hash(run.run_id, pairs(result))
+    return run
+
+
+async def get_run(conn: RedisClient, run_id: str) -> RunRecord | None:
+    """`Store.get_run`: the run's hash, read."""
+    client = await conn.ready()
+    with conn.boundary("get run"):
+        found = await client.hgetall(conn.keys.run(run_id))
+    return run_from_hash(run_id, bytes_dict(found)) if found else None
+
+
+async def acquire_lease(
+    conn: RedisClient,
+    run_id: str,
+    *,
+    owner: str,
+    now_ms: int,
+    ttl_ms: int,
+    take_over: str | None = None,
+) -> Lease | None:
+    """`Store.acquire_lease`: the run's fence bumped if its lease is free (or taken over)."""
+    expires = now_ms + ttl_ms
+    result = await conn.script(
+        "acquire_lease",
+        [conn.keys.run(run_id)],
         [
-            None if snapshot.parent_id is None else _b(snapshot.parent_id),
-            snapshot.manifest,
-            num(snapshot.created_at_ms),
-            None if snapshot.label is None else _b(snapshot.label),
-            snapshot.metadata,
-            *(_b(ref) for ref in snapshot.chunk_refs),
-        ]
+            conn.keys.base,
+            _b(run_id),
+            _b(owner),
+            num(now_ms),
+            num(expires),
+            b"1" if take_over is not None else b"0",
+            _b(take_over or ""),
+        ],
+        run_id=run_id,
+    )
+    if result == -1:
+        raise RunNotFound(run_id=run_id)
+    if result == 0:
+        return None
+    fence, taken_from = result
+    return Lease(
+        run_id=run_id,
+        owner=owner,
+        fence=int(fence),
+        expires_at_ms=expires,
+        taken_from=None if taken_from is None else _s(taken_from),
     )
 
 
-@converter(
-    "snapshot",
-    lambda thread_id, namespace, checkpoint_id, data: (
-        f"thread {thread_id!r} checkpoint {checkpoint_id!r}"
-    ),
-)
-def snapshot_from_packed(
-    thread_id: str, namespace: str, checkpoint_id: str, data: bytes
-) -> SnapshotRecord:
-    """The snapshot `snapshot_packed` packed."""
-    parent, manifest, created, label, metadata, *refs = _unpack(data)
-    return SnapshotRecord(
-        thread_id=thread_id,
-        checkpoint_id=checkpoint_id,
-        parent_id=text_or_none(parent),
-        manifest=manifest or b"",
-        chunk_refs=tuple(_s(ref or b"") for ref in refs),
-        created_at_ms=int_or_zero(created),
-        namespace=namespace,
-        label=text_or_none(label),
-        metadata=metadata,
+async def renew_lease(
+    conn: RedisClient, run_id: str, *, fence: int, now_ms: int, ttl_ms: int
+) -> None:
+    """`Store.renew_lease`: LeaseLost unless the run still holds `fence`."""
+    renewed = await conn.script(
+        "renew_lease",
+        [conn.keys.run(run_id)],
+        [conn.keys.base, _b(run_id), num(fence), num(now_ms + ttl_ms)],
+        run_id=run_id,
+    )
+    if not renewed:
+        raise LeaseLost(run_id=run_id, fence=fence)
+
+
+async def update_run(
+    conn: RedisClient, run_id: str, *, fence: int, update: RunUpdate
+) -> None:
+    """`Store.update_run`: LeaseLost unless the run still holds `fence`."""
+    updated = await conn.script(
+        "update_run",
+        [conn.keys.run(run_id)],
+        [
+            conn.keys.base,
+            _b(run_id),
+            num(fence),
+            _b(update.status),
+            num(update.now_ms),
+            b"0" if update.output is None else b"1",
+            update.output or b"",
+            b"" if update.wake_at_ms is None else num(update.wake_at_ms),
+            b"" if update.expires_at_ms is None else num(update.expires_at_ms),
+        ],
+        run_id=run_id,
+    )
+    if not updated:
+        raise LeaseLost(run_id=run_id, fence=fence)
+
+
+async def cancel_run(conn: RedisClient, run_id: str, *, now_ms: int) -> RunRecord:
+    """`Store.cancel_run`: the run as the script left it."""
+    flat = await conn.script(
+        "cancel_run",
+        [conn.keys.run(run_id)],
+        [conn.keys.base, _b(run_id), num(now_ms)],
+        run_id=run_id,
+    )
+    if not flat:
+        raise RunNotFound(run_id=run_id)
+    return run_from_hash(run_id, pairs(flat))
+
+
+async def reopen_run(conn: RedisClient, run_id: str, *, now_ms: int) -> bool:
+    """`Store.reopen_run`: whether the script reopened it."""
+    result = await conn.script(
+        "reopen_run",
+        [conn.keys.run(run_id)],
+        [conn.keys.base, _b(run_id), num(now_ms)],
+        run_id=run_id,
+    )
+    if result == -1:
+        raise RunNotFound(run_id=run_id)
+    return bool(result)
+
+
+async def delete_runs(conn: RedisClient, run_ids: Collection[str]) -> DeleteResult:
+    """`Store.delete_runs`: one script deletes the runs, their journals, inputs, indexes."""
+    ids = list(run_ids)
+    if not ids:
+        return DeleteResult()
+    result = await conn.script(
+        "delete_runs",
+        [conn.keys.runs],
+        [conn.keys.base, *(_b(run_id) for run_id in ids)],
+    )
+    deleted = tuple(_s(run_id) for run_id in result[3:])
+    return DeleteResult(
+        runs=len(deleted),
+        steps=int(result[0]),
+        inputs=int(result[1]),
+        run_ids=deleted,
+        bytes=int(result[2]),
     )
 
 
-def bytes_dict(found: Mapping[Any, Any]) -> dict[bytes, bytes]:
-    """A reply's mapping with keys and values as bytes."""
-    return {as_bytes(key): as_bytes(value) for key, value in found.items()}
+async def count_all_runs(conn: RedisClient) -> None:
+    """Build the run counts (`counts`) from every run: the schema 1 -> 2 migration."""
+    await conn.script(
+        "count_all_runs",
+        [conn.keys.meta],
+        [conn.keys.base, *(_b(status) for status in RUN_STATUSES)],
+    )
 
 
-def as_bytes(value: bytes | str) -> bytes:
-    """A reply's value as bytes (redis-py types replies as bytes | str)."""
-    return value if isinstance(value, bytes) else _b(value)
+# --- journal --------------------------------------------------------------------
+async def load_journal(
+    conn: RedisClient, run_id: str, *, up_to_seq: int | None = None
+) -> list[StepRecord]:
+    """`Store.load_journal`: the journal hash, read and sorted by seq."""
+    client = await conn.ready()
+    with conn.boundary("load journal"):
+        found = bytes_dict(await client.hgetall(conn.keys.steps(run_id)))
+    steps = [step_from_packed(run_id, seq, data) for seq, data in found.items()]
+    steps.sort(key=lambda step: step.seq)
+    return [s for s in steps if up_to_seq is None or s.seq <= up_to_seq]
 
 
-def config_value(found: Mapping[Any, Any]) -> str | None:
-    """The value of a one-setting CONFIG GET reply."""
-    value = next(iter(found.values()), None)
-    return None if value is None else _s(as_bytes(value))
+async def commit_step(conn: RedisClient, step: StepRecord, *, fence: int) -> None:
+    """`Store.commit_step`: LeaseLost unless the run still holds `fence`."""
+    committed = await conn.script(
+        "commit_step",
+        [conn.keys.run(step.run_id), conn.keys.steps(step.run_id)],
+        [num(fence), num(step.seq), step_packed(step)],
+        run_id=step.run_id,
+        seq=step.seq,
+    )
+    if not committed:
+        raise LeaseLost(run_id=step.run_id, seq=step.seq, fence=fence)
+
+
+# --- inputs ---------------------------------------------------------------------
+async def send_input(conn: RedisClient, record: InputRecord) -> bool:
+    """`Store.send_input`: whether the key was new (the script wakes a waiting run)."""
+    result = await conn.script(
+        "send_input",
+        [conn.keys.run(record.run_id), conn.keys.inputs(record.run_id)],
+        [
+            conn.keys.base,
+            _b(record.run_id),
+            _b(record.key),
+            pack([record.value, num(record.sent_at_ms)]),
+            num(record.sent_at_ms),
+        ],
+        run_id=record.run_id,
+    )
+    if result == -1:
+        raise RunNotFound(run_id=record.run_id)
+    return bool(result)
+
+
+async def get_inputs(conn: RedisClient, run_id: str) -> dict[str, bytes]:
+    """`Store.get_inputs`: the inputs hash, read."""
+    client = await conn.ready()
+    with conn.boundary("get inputs"):
+        found = bytes_dict(await client.hgetall(conn.keys.inputs(run_id)))
+    return inputs_from_hash(found)
+
+
+async def list_inputs(conn: RedisClient, run_id: str) -> list[InputRecord]:
+    """`Store.list_inputs`: the inputs hash, read, oldest first."""
+    client = await conn.ready()
+    with conn.boundary("list inputs"):
+        found = bytes_dict(await client.hgetall(conn.keys.inputs(run_id)))
+    records = []
+    for key, packed in found.items():
+        value, sent_at_ms = unpack(packed)[:2]
+        records.append(
+            InputRecord(
+                run_id=run_id,
+                key=_s(key),
+                value=value or b"",
+                sent_at_ms=int(sent_at_ms or 0),
+            )
+        )
+    return sorted(records, key=lambda rec: (rec.sent_at_ms, rec.key))
+
+
+# --- listing --------------------------------------------------------------------
+PAGE_MAX: Final = 500
+
+
+async def list_runs(conn: RedisClient, query: RunQuery) -> list[RunRecord]:
+    """`Store.list_runs`: the narrowest index drives the scan, the rest is matched."""
+    if query.limit <= 0:
+        return []
+    client = await conn.ready()
+    page = min(max(query.limit * 2, 32), PAGE_MAX)
+    found: list[RunRecord] = []
+    seen: set[bytes] = set()
+    batch: list[bytes] = []
+    scan = _newest_first(client, _index_keys(conn.keys, query), page, query.after)
+    # the narrowest index drives the scan; the other filters apply in Python
+    with conn.boundary("list runs"):
+        async with contextlib.aclosing(scan):
+            async for member in scan:
+                if member in seen:  # a run whose status changed mid-scan
+                    continue
+                seen.add(member)
+                batch.append(member)
+                if len(batch) >= page:
+                    found += await _matching(conn.keys, client, batch, query)
+                    batch = []
+                    if len(found) >= query.limit:
+                        break
+        if batch and len(found) < query.limit:
+            found += await _matching(conn.keys, client, batch, query)
+    found.sort(key=lambda run: (run.created_at_ms, run.run_id), reverse=True)
+    return found[: query.limit]
+
+
+async def count_runs(
+    conn: RedisClient, query: RunQuery
+) -> dict[tuple[str, str | None], int]:
+    """`Store.count_runs`, from the counts the scripts keep where they answer it."""
+    if not _is_counted(query):
+        return await count_runs_by_reading(conn, query)
+    client = await conn.ready()
+    with conn.boundary("count runs"):
+        found = bytes_dict(await client.hgetall(conn.keys.counts))
+    counts: dict[tuple[str, str | None], int] = {}
+    for field, value in found.items():
+        key, n = _count_entry(conn.keys.counts, field, value)
+        status = key[0]
+        wanted = not query.status or status in query.status
+        if n > 0 and wanted and query.queue in (None, key[1]):
+            counts[key] = n
+    return counts
+
+
+def _count_entry(
+    key: bytes, field: bytes, value: bytes
+) -> tuple[tuple[str, str | None], int]:
+    """A field of the counts hash as ((status, queue), count), checked.
+
+    Raises:
+        CorruptCheckpointError: The field or count is not one the scripts write.
+    """
+    try:
+        status, _, queue = _s(field).partition("\n")
+        if value.removeprefix(b"-").isdigit() and len(value) < 19:
+            return (status, None if queue == "-" else queue[1:]), int(value)
+    except UnicodeDecodeError:
+        pass
+    raise CorruptCheckpointError(
+        place=f"the run counts ({_s(key)!r})",
+        detail=f"field {field!r:.60} holds {value!r:.40}, not a count of runs; "
+        f"restore the hash from a backup (the counts of other filters, such as "
+        f"by workflow, are read from the runs themselves and still work)",
+    )
+
+
+async def count_runs_by_reading(
+    conn: RedisClient, query: RunQuery
+) -> dict[tuple[str, str | None], int]:
+    """`count_runs` by reading every run the query's narrowest index holds.
+
+    The plain version of the counts the scripts keep (for the filters those
+    cannot answer: workflow, parent, fork, version, prefix, time).
+    """
+    client = await conn.ready()
+    counts: Counter[tuple[str, str | None]] = Counter()
+    batch: list[bytes] = []
+    scan = _newest_first(client, _index_keys(conn.keys, query), PAGE_MAX, None)
+    # no count index: every run the narrowest index holds is read and matched
+    with conn.boundary("count runs"):
+        async with contextlib.aclosing(scan):
+            async for member in scan:
+                batch.append(member)
+                if len(batch) >= PAGE_MAX:
+                    counts.update(
+                        (run.status, run.queue)
+                        for run in await _matching(conn.keys, client, batch, query)
+                    )
+                    batch = []
+        counts.update(
+            (run.status, run.queue)
+            for run in await _matching(conn.keys, client, batch, query)
+        )
+    return dict(counts)
+
+
+def _index_keys(keys: Keys, query: RunQuery) -> list[bytes]:
+    for kind, value in (
+        (b"parent:", query.parent_id),
+        (b"forks:", query.forked_from),
+        (b"queue:", query.queue),
+        (b"wf:", query.workflow),
+    ):
+        if value is not None:
+            return [keys.of(kind, value)]
+    if query.status:
+        return [keys.of(b"st:", status) for status in sorted(set(query.status))]
+    return [keys.runs]
+
+
+async def _newest_first(
+    client: Redis,
+    keys: list[bytes],
+    page: int,
+    after: tuple[int, str] | None,
+) -> AsyncGenerator[bytes, None]:
+    """Members of a few zsets merged by (score, member), highest first.
+
+    With `after`, only those listed after that (created_at_ms, run_id).
+    """
+    cursors = [Cursor(key, after) for key in keys]
+    for cursor in cursors:
+        await cursor.fill(client, page)
+    while True:
+        live = [cursor for cursor in cursors if cursor.rows]
+        if not live:
+            return
+        best = max(live, key=lambda cursor: cursor.rows[-1])
+        yield best.rows.pop()[1]
+        if not best.rows and not best.done:
+            await best.fill(client, page)
+
+
+async def _matching(
+    keys: Keys, client: Redis, members: list[bytes], query: RunQuery
+) -> list[RunRecord]:
+    if query.run_id_prefix is not None:  # by id alone: no run read for the rest
+        prefix = _b(query.run_id_prefix)
+        members = [member for member in members if member.startswith(prefix)]
+    if not members:
+        return []
+    async with client.pipeline(transaction=False) as pipe:
+        for member in members:
+            pipe.hgetall(keys.base + b"run:" + member)
+        hashes = await pipe.execute()
+    runs = (
+        run_from_hash(_s(member), bytes_dict(found))
+        for member, found in zip(members, hashes, strict=True)
+        if found
+    )
+    return [run for run in runs if _rules.matches(run, query)]
+
+
+def _is_counted(query: RunQuery) -> bool:
+    """Whether the kept counts answer the query: filtered by status and queue only."""
+    return (
+        query.workflow is None
+        and query.parent_id is None
+        and query.forked_from is None
+        and query.updated_before_ms is None
+        and query.version is None
+        and query.run_id_prefix is None
+        and query.created_since_ms is None
+        and query.created_before_ms is None
+    )
+
+
+class Cursor:
+    """Pages through one zset from its highest (score, member) down."""
+
+    def __init__(self, key: bytes, after: tuple[int, str] | None = None) -> None:
+        self.key = key
+        self.offset = 0
+        self.done = False
+        self.rows: list[tuple[float, bytes]] = []  # lowest first: pop() is the next
+        self.top: float | str = "+inf" if after is None else after[0]
+        self.after = None if after is None else (float(after[0]), _b(after[1]))
+
+    async def fill(self, client: Redis, page: int) -> None:
+        """Read the next page of up to `page` rows below those already read."""
+        self.rows = []
+        while not self.rows and not self.done:
+            found = cast(
+                "list[tuple[bytes, float]]",
+                await client.zrevrangebyscore(
+                    self.key,
+                    self.top,
+                    "-inf",
+                    start=self.offset,
+                    num=page,
+                    withscores=True,
+                ),
+            )
+            self.offset += len(found)
+            self.done = len(found) < page
+            rows = [(float(score), as_bytes(member)) for member, score in found]
+            # runs created in the same ms as `after` and listed before it
+            self.rows = [row for row in rows if self.after is None or row < self.after]
+        self.rows.reverse()
