@@ -63,6 +63,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
     from psycopg import sql
 
     from resumable.stores.postgres import PostgresStore
+    from resumable.stores.postgres.migrations import latest_version, migrations
 
     base = os.environ.get("RESUMABLE_TEST_POSTGRES_URL")
     if not base:
@@ -79,7 +80,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
                 "CREATE TABLE {}.resumable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             ).format(sql.Identifier(schema))
         )
-        first = _sql.migrations("postgres")[0]
+        first = migrations()[0]
         assert first.version == 1
         await conn.execute(first.sql.replace("{schema}", quoted).encode())
         await conn.execute(
@@ -113,7 +114,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
             )
             row = await cur.fetchone()
         assert row is not None
-        assert int(row[0]) == _sql.latest_version("postgres") == 4
+        assert int(row[0]) == latest_version() == 4
     finally:
         await store.drop()
         await store.close()

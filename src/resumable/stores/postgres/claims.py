@@ -1,8 +1,8 @@
-"""PostgreSQL: claiming runs inside one transaction, and the statements it takes.
+"""PostgreSQL: the worker queue, claiming runs inside one transaction, and its SQL.
 
-`claims` decides (the candidate window, queue admission); these functions read the
-candidates, lock and read each queue's load, and write the fenced leases, with the
-statements of `ClaimStatements` (the store's other SQL is in `_postgres_sql`).
+`resumable.stores.claims` decides (the candidate window, queue admission); these
+functions read the candidates, lock and read each queue's load, and write the
+fenced leases, with the statements of `ClaimStatements`.
 Runs are locked with `FOR UPDATE SKIP LOCKED` only: the oldest `limit` first, and
 past a queue's refusals, only those taken of the rest of the window.
 """
@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from typing import Final, LiteralString
+from typing import Final
 
-from psycopg import AsyncConnection, sql
 from psycopg.rows import DictRow
 
-from resumable.errors import RunNotFound
 from resumable.stores import _rules, _sql, claims
+from resumable.stores.postgres.connection import Conn, composer
 from resumable.stores.protocol import Lease, QueuePolicy
 
-Conn = AsyncConnection[DictRow]
 _t = _sql.to_text
 
 
@@ -129,11 +127,7 @@ class ClaimStatements:
 
     def __init__(self, schema: str) -> None:
         self.schema = schema
-        name = sql.Identifier(schema)
-
-        def compose(template: LiteralString) -> bytes:
-            return sql.SQL(template).format(schema=name).as_bytes(None)
-
+        compose = composer(schema)
         self.first_candidates = compose(_FIRST_CANDIDATES)
         self.more_candidates = compose(_MORE_CANDIDATES)
         self.lock_queues = compose(_LOCK_QUEUES)
@@ -141,38 +135,6 @@ class ClaimStatements:
         self.queue_load = compose(_QUEUE_LOAD)
         self.claim_locked = compose(_CLAIM_LOCKED)
         self.claim_admitted = compose(_CLAIM_ADMITTED)
-
-
-def acquire_params(
-    run_id: str, owner: str, now_ms: int, ttl_ms: int, take_over: str | None
-) -> dict[str, object]:
-    """The parameters of `Statements.acquire`."""
-    return {
-        "run_id": _t(run_id),
-        "owner": _t(owner),
-        "now_ms": now_ms,
-        "expires_at_ms": now_ms + ttl_ms,
-        "take_over": _sql.maybe_text(take_over),
-    }
-
-
-def lease_from_acquired(
-    row: DictRow, *, run_id: str, owner: str, expires_at_ms: int
-) -> Lease | None:
-    """The lease `Statements.acquire` granted (None: refused); RunNotFound if no run."""
-    if not row["found"]:
-        raise RunNotFound(run_id=run_id)
-    if row["fence"] is None:
-        return None
-    return Lease(
-        run_id=run_id,
-        owner=owner,
-        fence=row["fence"],
-        expires_at_ms=expires_at_ms,
-        taken_from=_rules.lease_taken_from(
-            row["before_status"], _sql.maybe_from_text(row["before_owner"]), owner
-        ),
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,30 +1,46 @@
-"""The PostgreSQL store's SQL: constants with `{schema}` and placeholders.
+"""PostgreSQL: runs and their journal, the statements and the group commit of steps.
 
-`Statements` composes every one of them once per store with its schema's quoted
-name; values are always parameters, never pasted in. The claim statements are in
-`_postgres_claims`, the archive statements in `_postgres_archive` and
-`_postgres_thread_archive`.
+The statements of runs (create, read, list, count, leases, status, cancel, reopen,
+delete), of the journal (load, commit a step or many) and of inputs, each composed
+once per store with its schema's name (`RunStatements`); values are always
+parameters. Creating a queued run, sending input to a waiting one, reopening and
+cancelling announce work (NOTIFY, see `connection.WorkListener`).
+
+Concurrent `commit_step` calls share transactions (group commit, `StepCommits`). A
+commit that finds no write in flight is written at once by its caller, with no timer
+and no hand-off; the commits that queue meanwhile are written together by a flusher
+task, as one statement, and each caller is resolved only once that statement's
+COMMIT returned. The fence check and the write happen in one transaction that takes
+a FOR SHARE lock on the run row, so a concurrent lease takeover either waits for the
+write to commit or makes the write see the new fence and refuse it (LeaseLost). The
+lone commit calls a PL/pgSQL function (`resumable_commit_step`, created by the
+migration) because PL/pgSQL keeps its plans per connection, where a plain statement
+would be parsed and planned on every step.
 """
 
 from __future__ import annotations
 
-from typing import Final, LiteralString
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
 
-from psycopg import sql
 from psycopg.rows import DictRow
 
-from resumable.stores import _sql
-from resumable.stores._postgres_snapshot_sql import SAVE_SNAPSHOT, SWAP_SNAPSHOTS
-from resumable.stores.protocol import Payload, PayloadKind, RunQuery, SnapshotRecord
+from resumable.errors import CheckpointWriteError, LeaseLost, RunNotFound, StoreError
+from resumable.stores import _rules, _sql
+from resumable.stores.postgres.connection import (
+    DRIVER_ERRORS,
+    REFUSED,
+    Pool,
+    abandoned_if_cancelled,
+    composer,
+    write_error,
+)
+from resumable.stores.protocol import Lease, RunQuery, StepRecord
 
 _t = _sql.to_text
-
-__all__ = ["MIGRATION_STATE", "Statements"]
-
-MIGRATION_STATE: Final = """
-SELECT to_regnamespace(quote_ident(%(schema)s)) IS NOT NULL AS has_schema,
-       to_regclass(quote_ident(%(schema)s) || '.resumable_meta') IS NOT NULL AS has_meta
-"""
+BATCH_MAX: Final = 1000
 
 _SELECT_RUN: Final = "SELECT * FROM {schema}.resumable_runs WHERE run_id = %s"
 _CREATE_RUN: Final = """
@@ -215,106 +231,13 @@ _LIST_INPUTS: Final = (
     "SELECT key, value, sent_at_ms FROM {schema}.resumable_inputs WHERE run_id = %s "
     "ORDER BY sent_at_ms, key"
 )
-_PUT_CHUNKS: Final = """
-INSERT INTO {schema}.resumable_chunks (hash, data)
-SELECT * FROM unnest(%s::text[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING
-"""
-_GET_CHUNKS: Final = (
-    "SELECT hash, data FROM {schema}.resumable_chunks WHERE hash = ANY(%s::text[])"
-)
 
 
-_SNAPSHOT_COLUMNS: Final = """
-SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
-                   WHERE c.thread_id = s.thread_id AND c.namespace = s.namespace
-                     AND c.checkpoint_id = s.checkpoint_id ORDER BY c.hash) AS chunk_refs
-  FROM {schema}.resumable_snapshots s
-"""
-_LOAD_SNAPSHOT: Final = (
-    _SNAPSHOT_COLUMNS
-    + """
- WHERE s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
-   AND (%(checkpoint_id)s::text IS NULL OR s.checkpoint_id = %(checkpoint_id)s::text)
- ORDER BY s.checkpoint_id DESC LIMIT 1
-"""
-)
-_LIST_SNAPSHOTS: Final = (
-    _SNAPSHOT_COLUMNS
-    + """
- WHERE s.thread_id = %(thread_id)s
-   AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s::text)
-   AND (%(before)s::text IS NULL OR s.checkpoint_id < %(before)s::text)
- ORDER BY s.checkpoint_id DESC, s.namespace DESC
- LIMIT %(limit)s::bigint
-"""
-)
-# one row per thread, grouped off the primary key's (thread_id, ...) order
-_LIST_THREADS: Final = """
-SELECT thread_id, max(created_at_ms) AS updated_at_ms
-  FROM {schema}.resumable_snapshots
- WHERE %(prefix)s::text IS NULL OR starts_with(thread_id, %(prefix)s::text)
- GROUP BY thread_id
-HAVING %(after_ms)s::bigint IS NULL
-    OR (max(created_at_ms), thread_id) < (%(after_ms)s::bigint, %(after_id)s::text)
- ORDER BY updated_at_ms DESC, thread_id DESC
- LIMIT %(limit)s
-"""
-_DELETE_THREAD: Final = """
-WITH refs AS (
-    DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
-), stub AS (
-    DELETE FROM {schema}.resumable_archived_threads WHERE thread_id = %(thread_id)s
-)
-DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
-"""
-_DELETE_SNAPSHOTS: Final = """
-WITH doomed AS (
-    SELECT * FROM unnest(%(namespaces)s::text[], %(ids)s::text[]) AS d(ns, id)
-), refs AS (
-    DELETE FROM {schema}.resumable_snapshot_chunks r USING doomed
-     WHERE r.thread_id = %(thread_id)s
-       AND r.namespace = doomed.ns AND r.checkpoint_id = doomed.id
-)
-DELETE FROM {schema}.resumable_snapshots s USING doomed
- WHERE s.thread_id = %(thread_id)s
-   AND s.namespace = doomed.ns AND s.checkpoint_id = doomed.id
-"""
-# A collection finds candidates first, then takes SHARE on the references (waiting
-# for saves in flight, which hold ROW EXCLUSIVE, and holding new ones back) only to
-# delete those candidates still unreferenced: its DELETE reads a snapshot taken
-# after the lock, so no save can reference a chunk it deletes, and saves wait for
-# a short delete by key, never for the search.
-_UNREFERENCED_CANDIDATES: Final = """
-SELECT c.hash FROM {schema}.resumable_chunks c
- WHERE NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
-                    WHERE r.hash = c.hash)
- LIMIT %s
-"""
-_LOCK_REFERENCES: Final = "LOCK TABLE {schema}.resumable_snapshot_chunks IN SHARE MODE"
-_DELETE_UNREFERENCED: Final = """
-DELETE FROM {schema}.resumable_chunks c
- WHERE c.hash = ANY(%s::text[])
-   AND NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
-                    WHERE r.hash = c.hash)
-"""
-
-
-class Statements:
-    """Every statement of one store, composed once with its schema's quoted name."""
+class RunStatements:
+    """The run, journal and input statements of one store, composed with its schema."""
 
     def __init__(self, schema: str) -> None:
-        self.schema = schema
-        name = sql.Identifier(schema)
-
-        def compose(template: LiteralString) -> bytes:
-            return sql.SQL(template).format(schema=name).as_bytes(None)
-
-        self.compose = compose
-        # rekey's payload scans and swaps: identifiers composed, values parameters
-        self.payloads = {
-            kind: _payload_statements(name, *columns)
-            for kind, columns in _sql.PAYLOAD_COLUMNS.items()
-        }
+        compose = composer(schema)
         self.select_run = compose(_SELECT_RUN)
         self.create_run = compose(_CREATE_RUN)
         self.list_runs = compose(_LIST_RUNS)
@@ -331,61 +254,6 @@ class Statements:
         self.send_input = compose(_SEND_INPUT)
         self.get_inputs = compose(_GET_INPUTS)
         self.list_inputs = compose(_LIST_INPUTS)
-        self.put_chunks = compose(_PUT_CHUNKS)
-        self.get_chunks = compose(_GET_CHUNKS)
-        self.save_snapshot = compose(SAVE_SNAPSHOT)
-        self.swap_snapshots = compose(SWAP_SNAPSHOTS)
-        self.load_snapshot = compose(_LOAD_SNAPSHOT)
-        self.list_snapshots = compose(_LIST_SNAPSHOTS)
-        self.delete_snapshots = compose(_DELETE_SNAPSHOTS)
-        self.delete_thread = compose(_DELETE_THREAD)
-        self.list_threads = compose(_LIST_THREADS)
-        self.unreferenced_candidates = compose(_UNREFERENCED_CANDIDATES)
-        self.lock_references = compose(_LOCK_REFERENCES)
-        self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
-        self.drop = compose("DROP SCHEMA IF EXISTS {schema} CASCADE")
-
-
-def _payload_statements(
-    name: sql.Identifier,
-    table: str,
-    ids: tuple[str, ...],
-    extra: tuple[str, ...],
-    column: str,
-) -> tuple[bytes, bytes, bytes]:
-    """A payload kind's first-page scan, next-page scan and compare-and-swap."""
-    keys = sql.SQL(", ").join(map(sql.Identifier, ids))
-    target = sql.SQL("{schema}.{table}").format(
-        schema=name, table=sql.Identifier(table)
-    )
-    selected = sql.SQL("SELECT {cols} FROM {target} WHERE {col} IS NOT NULL").format(
-        cols=sql.SQL(", ").join(map(sql.Identifier, (*ids, *extra, column))),
-        target=target,
-        col=sql.Identifier(column),
-    )
-    order = sql.SQL(" ORDER BY {keys} LIMIT %s").format(keys=keys)
-    after = sql.SQL(" AND ({keys}) > ({marks})").format(
-        keys=keys, marks=sql.SQL(", ").join(sql.Placeholder() * len(ids))
-    )
-    replace = sql.SQL(
-        "UPDATE {target} SET {col} = %s WHERE {match} AND {col} = %s"
-    ).format(
-        target=target,
-        col=sql.Identifier(column),
-        match=sql.SQL(" AND ").join(
-            sql.SQL("{} = %s").format(sql.Identifier(part)) for part in ids
-        ),
-    )
-    return (
-        sql.Composed([selected, order]).as_bytes(None),
-        sql.Composed([selected, after, order]).as_bytes(None),
-        replace.as_bytes(None),
-    )
-
-
-def snapshot_from_row(row: DictRow) -> SnapshotRecord:
-    """The snapshot a row of resumable_snapshots holds."""
-    return _sql.snapshot_from_row(row, row["chunk_refs"])
 
 
 def run_filters(query: RunQuery) -> dict[str, object]:
@@ -404,13 +272,212 @@ def run_filters(query: RunQuery) -> dict[str, object]:
     }
 
 
-def payloads_from_rows(kind: PayloadKind, rows: list[DictRow]) -> list[Payload]:
-    """The payloads of `kind` a scan read: key columns first, the payload last."""
-    return [
-        Payload(
-            kind=kind,
-            key=tuple(_sql.key_from_sql(value) for value in list(row.values())[:-1]),
-            data=bytes(list(row.values())[-1]),
-        )
-        for row in rows
-    ]
+def acquire_params(
+    run_id: str, owner: str, now_ms: int, ttl_ms: int, take_over: str | None
+) -> dict[str, object]:
+    """The parameters of `RunStatements.acquire`."""
+    return {
+        "run_id": _t(run_id),
+        "owner": _t(owner),
+        "now_ms": now_ms,
+        "expires_at_ms": now_ms + ttl_ms,
+        "take_over": _sql.maybe_text(take_over),
+    }
+
+
+def lease_from_acquired(
+    row: DictRow, *, run_id: str, owner: str, expires_at_ms: int
+) -> Lease | None:
+    """The lease `RunStatements.acquire` granted (None: refused); RunNotFound if no run."""
+    if not row["found"]:
+        raise RunNotFound(run_id=run_id)
+    if row["fence"] is None:
+        return None
+    return Lease(
+        run_id=run_id,
+        owner=owner,
+        fence=row["fence"],
+        expires_at_ms=expires_at_ms,
+        taken_from=_rules.lease_taken_from(
+            row["before_status"], _sql.maybe_from_text(row["before_owner"]), owner
+        ),
+    )
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A commit_step waiting for the flusher."""
+
+    step: StepRecord
+    fence: int
+    future: asyncio.Future[None]
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.step.run_id, self.step.seq
+
+
+class StepCommits:
+    """The store's `commit_step`: one statement for every commit queued meanwhile."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        statements: RunStatements,
+        pool: Callable[[], Pool | None],
+        on_failure: Callable[[BaseException], None],
+    ) -> None:
+        self.url, self._sql = url, statements
+        self._pool, self._on_failure = pool, on_failure
+        self._pending: list[_Pending] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self._writing = False  # a commit_step write is in flight (inline or flusher)
+        self.transactions = 0  # how many transactions commit_step used
+        self._listeners: list[Callable[[int], None]] = []
+
+    async def wait_idle(self) -> None:
+        """Return once the queued commits are written."""
+        if self._flusher is not None:
+            await asyncio.wait([self._flusher])
+
+    async def commit(self, step: StepRecord, fence: int) -> None:
+        """Write `step` if `fence` holds its run's lease (LeaseLost if not)."""
+        loop = asyncio.get_running_loop()
+        pending = _Pending(step, fence, loop.create_future())
+        if self._writing:  # a write is in flight: join the group written next
+            self._pending.append(pending)
+            await pending.future
+            return
+        # nothing in flight: write it now in the caller's own task, with no timer and
+        # no hand-off, so a lone sequential commit costs one statement and nothing else
+        self._writing = True
+        try:
+            await abandoned_if_cancelled(self._write_batch([pending]))
+        except asyncio.CancelledError:
+            pending.future.cancel()  # its write goes on; no one awaits its outcome
+            raise
+        finally:
+            self._writing = False
+            if self._pending:  # what queued meanwhile goes out together
+                self._writing = True
+                self._flusher = loop.create_task(self._flush())
+        await pending.future  # settled by now: returns, or raises its outcome
+
+    def add_listener(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(size)` after each group of step commits is written."""
+        self._listeners.append(listener)
+
+    async def _flush(self) -> None:
+        """Write the queued commits group by group until none are left."""
+        batch: list[_Pending] = []
+        try:
+            while self._pending:
+                batch = self._take_batch()
+                if batch:
+                    await self._write_batch(batch)
+        finally:
+            self._writing = False
+            self._flusher = None
+            for pending in (*batch, *self._pending):  # only if we were cancelled
+                _settle(
+                    pending,
+                    CheckpointWriteError(
+                        run_id=pending.step.run_id,
+                        seq=pending.step.seq,
+                        detail="the store was shut down during the write",
+                    ),
+                )
+            self._pending.clear()
+
+    def _take_batch(self) -> list[_Pending]:
+        """The queued commits, oldest first, up to the first repeated (run_id, seq).
+
+        A statement may write a row only once, and a later record for the same seq
+        must replace an earlier one: it waits for the next write.
+        """
+        batch: list[_Pending] = []
+        keys: set[tuple[str, int]] = set()
+        taken = 0
+        for pending in self._pending:
+            if len(batch) >= BATCH_MAX or pending.key in keys:
+                break
+            taken += 1
+            if pending.future.done():  # its caller was cancelled before the write
+                continue
+            keys.add(pending.key)
+            batch.append(pending)
+        del self._pending[:taken]
+        return batch
+
+    async def _write_batch(self, batch: list[_Pending]) -> None:
+        """Write `batch` in one transaction, then settle every caller; never raises."""
+        try:
+            written = await self._insert_steps(batch)
+        except DRIVER_ERRORS as exc:
+            self._on_failure(exc)
+            if len(batch) > 1 and isinstance(exc, REFUSED):
+                # a record the driver or server refused (bad data): spare the others
+                for pending in batch:
+                    await self._write_batch([pending])
+                return
+            for pending in batch:
+                _settle(pending, _batch_error(pending, exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. closed meanwhile: callers must hear
+            for pending in batch:
+                _settle(pending, _batch_error(pending, exc))
+            return
+        # in autocommit the statement's own transaction has committed when execute()
+        # returns (the server answers only after COMMIT), so callers may go on now
+        for listener in self._listeners:
+            listener(len(batch))
+        for pending in batch:
+            if pending.key in written:
+                _settle(pending, None)
+            else:
+                _settle(
+                    pending,
+                    LeaseLost(
+                        run_id=pending.step.run_id,
+                        seq=pending.step.seq,
+                        fence=pending.fence,
+                    ),
+                )
+
+    async def _insert_steps(self, batch: list[_Pending]) -> set[tuple[str, int]]:
+        """Insert or replace the batch's records whose fence holds; their keys."""
+        pool = self._pool()
+        if pool is None:
+            raise StoreError(store=self.url, detail="the store is closed")
+        async with pool.connection() as conn:
+            self.transactions += 1
+            if len(batch) == 1:
+                params = (*_sql.step_values(batch[0].step), batch[0].fence)
+                cur = await conn.execute(self._sql.commit_step, params)
+                row = await cur.fetchone()
+                return {batch[0].key} if row is not None and row["written"] else set()
+            cur = await conn.execute(self._sql.commit_steps, _columns(batch))
+            rows = await cur.fetchall()
+            return {(_sql.from_text(row["run_id"]), row["seq"]) for row in rows}
+
+
+def _columns(batch: list[_Pending]) -> tuple[list[object], ...]:
+    """The batch as one array per column (STEP_COLUMNS order, then the fence)."""
+    rows = [(*_sql.step_values(p.step), p.fence) for p in batch]
+    return tuple(list(column) for column in zip(*rows, strict=True))
+
+
+def _batch_error(pending: _Pending, exc: BaseException) -> CheckpointWriteError:
+    error = write_error(pending.step.run_id, pending.step.seq, exc)
+    error.__cause__ = exc  # raised in the caller's task, chained as `from exc` would
+    return error
+
+
+def _settle(pending: _Pending, error: BaseException | None) -> None:
+    if pending.future.done():  # the caller was cancelled; the write stands regardless
+        return
+    if error is None:
+        pending.future.set_result(None)
+    else:
+        pending.future.set_exception(error)

@@ -1,10 +1,13 @@
-"""The PostgreSQL store's statements that write a snapshot, and their parameters.
+"""PostgreSQL: state snapshots of threads, their chunks, and collecting unused chunks.
+
+The statements of snapshots (save, swap, load, list, delete), of threads (list,
+delete) and of chunks (put, get, collect unreferenced ones), each composed once per
+store with its schema's name (`SnapshotStatements`); values are always parameters.
 
 `SAVE_SNAPSHOT` (`save_snapshot`) and `SWAP_SNAPSHOTS` (`swap_snapshots`) each
 store the new chunks a snapshot names and refuse it if it names a chunk neither
 given nor stored, in one statement: the references they insert are what
 `delete_unreferenced_chunks` locks before it deletes, so a chunk found here stays.
-`_postgres_sql.Statements` composes both with the schema's name.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from psycopg.rows import DictRow
 
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql
+from resumable.stores.postgres.connection import composer
 from resumable.stores.protocol import SnapshotRecord
 
 _t = _sql.to_text
@@ -120,6 +124,114 @@ WITH expected AS (
 ), {_insert_snapshot("%(has_by)s AND (SELECT ok FROM swapped)")}
 SELECT ok, ARRAY(SELECT h FROM missing) AS missing FROM complete
 """  # noqa: S608 - constant SQL
+
+
+_PUT_CHUNKS: Final = """
+INSERT INTO {schema}.resumable_chunks (hash, data)
+SELECT * FROM unnest(%s::text[], %s::bytea[]) ON CONFLICT (hash) DO NOTHING
+"""
+_GET_CHUNKS: Final = (
+    "SELECT hash, data FROM {schema}.resumable_chunks WHERE hash = ANY(%s::text[])"
+)
+
+
+_SNAPSHOT_COLUMNS: Final = """
+SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
+                   WHERE c.thread_id = s.thread_id AND c.namespace = s.namespace
+                     AND c.checkpoint_id = s.checkpoint_id ORDER BY c.hash) AS chunk_refs
+  FROM {schema}.resumable_snapshots s
+"""
+_LOAD_SNAPSHOT: Final = (
+    _SNAPSHOT_COLUMNS
+    + """
+ WHERE s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
+   AND (%(checkpoint_id)s::text IS NULL OR s.checkpoint_id = %(checkpoint_id)s::text)
+ ORDER BY s.checkpoint_id DESC LIMIT 1
+"""
+)
+_LIST_SNAPSHOTS: Final = (
+    _SNAPSHOT_COLUMNS
+    + """
+ WHERE s.thread_id = %(thread_id)s
+   AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s::text)
+   AND (%(before)s::text IS NULL OR s.checkpoint_id < %(before)s::text)
+ ORDER BY s.checkpoint_id DESC, s.namespace DESC
+ LIMIT %(limit)s::bigint
+"""
+)
+# one row per thread, grouped off the primary key's (thread_id, ...) order
+_LIST_THREADS: Final = """
+SELECT thread_id, max(created_at_ms) AS updated_at_ms
+  FROM {schema}.resumable_snapshots
+ WHERE %(prefix)s::text IS NULL OR starts_with(thread_id, %(prefix)s::text)
+ GROUP BY thread_id
+HAVING %(after_ms)s::bigint IS NULL
+    OR (max(created_at_ms), thread_id) < (%(after_ms)s::bigint, %(after_id)s::text)
+ ORDER BY updated_at_ms DESC, thread_id DESC
+ LIMIT %(limit)s
+"""
+_DELETE_THREAD: Final = """
+WITH refs AS (
+    DELETE FROM {schema}.resumable_snapshot_chunks WHERE thread_id = %(thread_id)s
+), stub AS (
+    DELETE FROM {schema}.resumable_archived_threads WHERE thread_id = %(thread_id)s
+)
+DELETE FROM {schema}.resumable_snapshots WHERE thread_id = %(thread_id)s
+"""
+_DELETE_SNAPSHOTS: Final = """
+WITH doomed AS (
+    SELECT * FROM unnest(%(namespaces)s::text[], %(ids)s::text[]) AS d(ns, id)
+), refs AS (
+    DELETE FROM {schema}.resumable_snapshot_chunks r USING doomed
+     WHERE r.thread_id = %(thread_id)s
+       AND r.namespace = doomed.ns AND r.checkpoint_id = doomed.id
+)
+DELETE FROM {schema}.resumable_snapshots s USING doomed
+ WHERE s.thread_id = %(thread_id)s
+   AND s.namespace = doomed.ns AND s.checkpoint_id = doomed.id
+"""
+# A collection finds candidates first, then takes SHARE on the references (waiting
+# for saves in flight, which hold ROW EXCLUSIVE, and holding new ones back) only to
+# delete those candidates still unreferenced: its DELETE reads a snapshot taken
+# after the lock, so no save can reference a chunk it deletes, and saves wait for
+# a short delete by key, never for the search.
+_UNREFERENCED_CANDIDATES: Final = """
+SELECT c.hash FROM {schema}.resumable_chunks c
+ WHERE NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
+                    WHERE r.hash = c.hash)
+ LIMIT %s
+"""
+_LOCK_REFERENCES: Final = "LOCK TABLE {schema}.resumable_snapshot_chunks IN SHARE MODE"
+_DELETE_UNREFERENCED: Final = """
+DELETE FROM {schema}.resumable_chunks c
+ WHERE c.hash = ANY(%s::text[])
+   AND NOT EXISTS (SELECT 1 FROM {schema}.resumable_snapshot_chunks r
+                    WHERE r.hash = c.hash)
+"""
+
+
+class SnapshotStatements:
+    """The snapshot, thread and chunk statements of one store, composed with its schema."""
+
+    def __init__(self, schema: str) -> None:
+        compose = composer(schema)
+        self.put_chunks = compose(_PUT_CHUNKS)
+        self.get_chunks = compose(_GET_CHUNKS)
+        self.save_snapshot = compose(SAVE_SNAPSHOT)
+        self.swap_snapshots = compose(SWAP_SNAPSHOTS)
+        self.load_snapshot = compose(_LOAD_SNAPSHOT)
+        self.list_snapshots = compose(_LIST_SNAPSHOTS)
+        self.delete_snapshots = compose(_DELETE_SNAPSHOTS)
+        self.delete_thread = compose(_DELETE_THREAD)
+        self.list_threads = compose(_LIST_THREADS)
+        self.unreferenced_candidates = compose(_UNREFERENCED_CANDIDATES)
+        self.lock_references = compose(_LOCK_REFERENCES)
+        self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
+
+
+def snapshot_from_row(row: DictRow) -> SnapshotRecord:
+    """The snapshot a row of resumable_snapshots holds."""
+    return _sql.snapshot_from_row(row, row["chunk_refs"])
 
 
 def snapshot_params(snapshot: SnapshotRecord) -> dict[str, Any]:

@@ -1,4 +1,4 @@
--- resumable schema 1 (PostgreSQL). Applied by stores/postgres.py as one script inside
+-- resumable schema 1 (PostgreSQL). Applied by stores/postgres/migrations as one script inside
 -- one transaction, under an advisory lock, with {schema} replaced by the quoted schema.
 -- Keys are COLLATE "C": they compare byte by byte, as in every other store, whatever the
 -- database's locale (checkpoint ids must sort as strings sort in Python).
