@@ -25,10 +25,10 @@ from resumable.cli import main
 from resumable.cli.opening import for_reading
 from resumable.errors import StoreError
 from resumable.stores import _sql
-from resumable.stores._redis_client import SCHEMA_VERSION, parse_url
 from resumable.stores.postgres import PostgresStore
 from resumable.stores.postgres import parse_url as parse_postgres_url
 from resumable.stores.redis import RedisStore
+from resumable.stores.redis.connection import SCHEMA_VERSION, parse_url
 
 READERS = [
     ["runs"],

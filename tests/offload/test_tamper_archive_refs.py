@@ -17,7 +17,7 @@ import pytest
 from conftest import service_url
 from resumable._engine.engine import Engine
 from resumable.errors import ResumableError
-from resumable.stores._redis_packing import pack, unpack
+from resumable.stores.redis.codec import pack, unpack
 from resumable.testing import StoredField, TamperReport, TamperSubject
 from tamper.offload import ArchivingTamperSuite, offload_subject
 from tamper.subjects import postgres_subject, redis_subject, sqlite_subject

@@ -1,8 +1,12 @@
-"""RedisStore's connection: the client, its scripts, opening, errors and wake-ups.
+"""RedisStore's connection: URL options, the pool, the key names, the scripts, errors.
 
-`RedisClient` owns the redis-py client and the Lua scripts (registered once, run by
-EVALSHA), opens the store (schema version, persistence check), turns driver errors
-into ours (`boundary`, `script`) and listens for work (`wait_for_work`).
+`parse_url`, `parse_pool` and `parse_mode` read the URL (our options removed before
+redis-py sees it); `WaitingPool` waits for a free connection instead of failing;
+`Keys` names every key from the prefix, as `lib.lua` does from the same base.
+`RedisClient` owns the redis-py client and the Lua scripts of `scripts/`
+(registered once, run by EVALSHA), opens the store (schema version, persistence
+check), turns driver errors into ours (`boundary`, `script`) and listens for work
+(`wait_for_work`).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import contextlib
 import functools
 import logging
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -35,9 +39,8 @@ from resumable.errors import (
     StoreError,
 )
 from resumable.stores._records import schema_version_of
-from resumable.stores._redis_packing import escape_glob as _escape_glob
-from resumable.stores._redis_records import Keys, config_value
 from resumable.stores.loopend import LoopEnd
+from resumable.stores.redis.codec import as_bytes, escape_glob, to_bytes, to_str
 from resumable.stores.urls import redact
 
 if TYPE_CHECKING:
@@ -100,7 +103,7 @@ _KEEPALIVE: Final = {
 
 @functools.cache
 def _script_sources() -> dict[str, str]:
-    folder = resources.files("resumable.stores.redis_scripts")
+    folder = resources.files("resumable.stores.redis.scripts")
     lib = (folder / _LIB).read_text("utf-8")
     sources = {
         name: lib + "\n" + (folder / f"{name}.lua").read_text("utf-8")
@@ -166,6 +169,49 @@ def parse_mode(url: str) -> str:
     return mode
 
 
+class Keys:
+    """Key names; the same scheme `lib.lua` builds from the base it is given."""
+
+    def __init__(self, prefix: str) -> None:
+        self.base = b"{" + to_bytes(prefix) + b"}"
+        self.runs = self.base + b"runs"
+        self.timers = self.base + b"timers"
+        self.chunks = self.base + b"chunks"
+        self.chunkrefs = self.base + b"chunkrefs"
+        self.orphans = self.base + b"orphans"
+        self.threads = self.base + b"threads"
+        self.counts = self.base + b"counts"
+        self.stubs = self.base + b"archived"
+        self.meta = self.base + b"meta"
+        self.channel = self.base + b"work"
+
+    def of(self, kind: bytes, name: str) -> bytes:
+        """The key of family `kind` (e.g. `b"wf:"`) for `name`."""
+        return self.base + kind + to_bytes(name)
+
+    def run(self, run_id: str) -> bytes:
+        """The run's hash."""
+        return self.of(b"run:", run_id)
+
+    def steps(self, run_id: str) -> bytes:
+        """The run's journal: seq -> packed step."""
+        return self.of(b"steps:", run_id)
+
+    def inputs(self, run_id: str) -> bytes:
+        """The run's inputs: key -> packed (value, sent_at_ms)."""
+        return self.of(b"inputs:", run_id)
+
+    def stub(self, run_id: str) -> bytes:
+        """The packed archive stub of an archived run's journal."""
+        return self.of(b"archived:", run_id)
+
+    def snapshots(self, thread_id: str, namespace: str) -> tuple[bytes, bytes]:
+        """The (checkpoint ids, records) keys of one thread's namespace."""
+        thread = to_bytes(thread_id)
+        suffix = str(len(thread)).encode() + b":" + thread + to_bytes(namespace)
+        return self.base + b"cps:" + suffix, self.base + b"cp:" + suffix
+
+
 class WaitingPool(ConnectionPool):
     """redis-py's pool, except that a call waits for a connection when all are busy.
 
@@ -181,6 +227,7 @@ class WaitingPool(ConnectionPool):
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        """A free connection, waiting up to `wait_s` for one when all are busy."""
         deadline: float | None = None
         while True:
             try:
@@ -206,6 +253,7 @@ class WaitingPool(ConnectionPool):
                     raise
 
     async def release(self, connection: Any) -> None:
+        """Give the connection back, and the next waiter its turn."""
         await super().release(connection)
         if self._waiters:
             self._next_turn()
@@ -380,7 +428,7 @@ class RedisClient:
     async def drop(self) -> None:
         """Delete every key under this store's prefix (tests, and tearing down)."""
         client = await self.ready()
-        pattern = _escape_glob(self.keys.base) + b"*"
+        pattern = escape_glob(self.keys.base) + b"*"
         with self.boundary("drop"):
             batch: list[bytes] = []
             async for key in client.scan_iter(match=pattern, count=1000):
@@ -472,6 +520,7 @@ class RedisClient:
         run_id: str | None = None,
         seq: int | None = None,
     ) -> Any:
+        """Run the Lua script `name` (opening the store first), our errors on failure."""
         if name not in _READING_SCRIPTS:
             self.check_writable(name.replace("_", " "))
         if not self._is_open:
@@ -499,3 +548,9 @@ def _configuration_error(url: str, exc: ResponseError) -> StoreError | None:
             f"database number at the end of the URL",
         )
     return None
+
+
+def config_value(found: Mapping[Any, Any]) -> str | None:
+    """The value of a one-setting CONFIG GET reply."""
+    value = next(iter(found.values()), None)
+    return None if value is None else to_str(as_bytes(value))

@@ -1,7 +1,10 @@
 """RedisStore's snapshots, their chunks and threads.
 
-Every write is one Lua script (`redis_scripts/`), which keeps the chunk reference
-counts, the orphans set and the threads zset in step with the records.
+A thread's namespace is two keys, `cps:<n>:<thread><ns>` (checkpoint ids) and
+`cp:<n>:<thread><ns>` (id -> packed snapshot); chunks are shared by hash, with
+reference counts. Every write is one Lua script (`scripts/`), which keeps the
+chunk reference counts, the orphans set and the threads zset in step with the
+records.
 """
 
 from __future__ import annotations
@@ -11,18 +14,67 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import Final
 
+from redis.asyncio import Redis
+
 from resumable.errors import ChunksMissing
-from resumable.stores import _redis_listing as _listing
-from resumable.stores import _redis_records as _rec
-from resumable.stores._records import checked_thread
-from resumable.stores._redis_client import RedisClient
-from resumable.stores._redis_packing import to_bytes as _b
-from resumable.stores._redis_packing import to_str as _s
+from resumable.stores._records import checked_thread, converter
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, ThreadRecord
+from resumable.stores.redis.codec import (
+    as_bytes,
+    escape_glob,
+    int_or_zero,
+    num,
+    pack,
+    text_or_none,
+    unpack,
+)
+from resumable.stores.redis.codec import to_bytes as _b
+from resumable.stores.redis.codec import to_str as _s
+from resumable.stores.redis.connection import RedisClient
+from resumable.stores.redis.runs import PAGE_MAX, Cursor
 
 _HMGET_SLICE: Final = 1000
 _PUT_BATCH_BYTES: Final = 4 << 20
+
+
+def snapshot_packed(snapshot: SnapshotRecord) -> bytes:
+    """A snapshot as its namespace's records hash holds it."""
+    # refs come last: lib.lua's snapshot_refs() skips the first five items
+    return pack(
+        [
+            None if snapshot.parent_id is None else _b(snapshot.parent_id),
+            snapshot.manifest,
+            num(snapshot.created_at_ms),
+            None if snapshot.label is None else _b(snapshot.label),
+            snapshot.metadata,
+            *(_b(ref) for ref in snapshot.chunk_refs),
+        ]
+    )
+
+
+@converter(
+    "snapshot",
+    lambda thread_id, namespace, checkpoint_id, data: (
+        f"thread {thread_id!r} checkpoint {checkpoint_id!r}"
+    ),
+)
+def snapshot_from_packed(
+    thread_id: str, namespace: str, checkpoint_id: str, data: bytes
+) -> SnapshotRecord:
+    """The snapshot `snapshot_packed` packed."""
+    parent, manifest, created, label, metadata, *refs = unpack(data)
+    return SnapshotRecord(
+        thread_id=thread_id,
+        checkpoint_id=checkpoint_id,
+        parent_id=text_or_none(parent),
+        manifest=manifest or b"",
+        chunk_refs=tuple(_s(ref or b"") for ref in refs),
+        created_at_ms=int_or_zero(created),
+        namespace=namespace,
+        label=text_or_none(label),
+        metadata=metadata,
+    )
 
 
 async def put_chunks(conn: RedisClient, chunks: Mapping[str, bytes]) -> None:
@@ -52,7 +104,7 @@ async def get_chunks(conn: RedisClient, hashes: Collection[str]) -> dict[str, by
             part = wanted[start : start + _HMGET_SLICE]
             values = await client.hmget(conn.keys.chunks, [_b(h) for h in part])
             found.update(
-                (digest, _rec.as_bytes(value))
+                (digest, as_bytes(value))
                 for digest, value in zip(part, values, strict=True)
                 if value is not None
             )
@@ -81,12 +133,12 @@ async def save_snapshot(
         [
             conn.keys.base,
             _b(snapshot.checkpoint_id),
-            _rec.snapshot_packed(snapshot),
+            snapshot_packed(snapshot),
             _b(snapshot.namespace),
             str(len(snapshot.chunk_refs)).encode(),
             *(_b(ref) for ref in snapshot.chunk_refs),
             _b(snapshot.thread_id),
-            _rec.num(snapshot.created_at_ms),
+            num(snapshot.created_at_ms),
             *itertools.chain.from_iterable(
                 (_b(digest), data) for digest, data in chunks.items()
             ),
@@ -118,7 +170,7 @@ async def load_snapshot(
     )
     if not result:
         return None
-    return _rec.snapshot_from_packed(thread_id, namespace, _s(result[0]), result[1])
+    return snapshot_from_packed(thread_id, namespace, _s(result[0]), result[1])
 
 
 async def list_snapshots(
@@ -140,11 +192,11 @@ async def list_snapshots(
             _b(namespace or ""),
             b"0" if before is None else b"1",
             _b(before or ""),
-            _rec.num(-1 if limit is None else limit),
+            num(-1 if limit is None else limit),
         ],
     )
     found = [
-        _rec.snapshot_from_packed(thread_id, _s(flat[i]), _s(flat[i + 1]), flat[i + 2])
+        snapshot_from_packed(thread_id, _s(flat[i]), _s(flat[i + 1]), flat[i + 2])
         for i in range(0, len(flat), 3)
     ]
     found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
@@ -171,8 +223,8 @@ async def swap_snapshots(
             b"1",
             _b(by.namespace),
             _b(by.checkpoint_id),
-            _rec.snapshot_packed(by),
-            _rec.num(by.created_at_ms),
+            snapshot_packed(by),
+            num(by.created_at_ms),
             str(len(by.chunk_refs)).encode(),
             *(_b(ref) for ref in by.chunk_refs),
         ]
@@ -247,14 +299,14 @@ async def list_threads(
 ) -> list[ThreadRecord]:
     """Threads newest first, after `after`, matching `prefix`."""
     client = await conn.ready()
-    cursor = _listing.Cursor(conn.keys.threads, after)
+    cursor = Cursor(conn.keys.threads, after)
     wanted = None if prefix is None else _b(prefix)
     found: list[ThreadRecord] = []
     # a prefix is matched while paging: the zset is ordered by time, not by id
     with conn.boundary("list threads"):
         while len(found) < limit:
             if not cursor.rows:
-                await cursor.fill(client, _listing.PAGE_MAX)
+                await cursor.fill(client, PAGE_MAX)
                 if not cursor.rows:
                     break
             score, member = cursor.rows.pop()
@@ -280,6 +332,18 @@ async def delete_unreferenced_chunks(conn: RedisClient, limit: int) -> int:
     deleted = await conn.script(
         "delete_unreferenced_chunks",
         [conn.keys.chunks, conn.keys.chunkrefs, conn.keys.orphans],
-        [_rec.num(limit)],
+        [num(limit)],
     )
     return int(deleted)
+
+
+async def index_threads(conn: RedisClient, client: Redis) -> None:
+    """Build the threads zset from every thread's snapshots: the schema 1 -> 2 migration."""
+    nss = conn.keys.base + b"nss:"
+    with conn.boundary("migrate to schema 2"):
+        async for key in client.scan_iter(match=escape_glob(nss) + b"*"):
+            thread_id = _s(as_bytes(key)[len(nss) :])
+            snapshots = await list_snapshots(conn, thread_id, namespace=None)
+            if snapshots:
+                newest = max(snap.created_at_ms for snap in snapshots)
+                await client.zadd(conn.keys.threads, {_b(thread_id): newest}, gt=True)

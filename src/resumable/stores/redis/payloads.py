@@ -13,13 +13,13 @@ from typing import Any
 
 from redis.exceptions import WatchError
 
-from resumable.stores._redis_client import RedisClient
-from resumable.stores._redis_packing import escape_glob as _escape_glob
-from resumable.stores._redis_packing import pack as _pack
-from resumable.stores._redis_packing import to_bytes as _b
-from resumable.stores._redis_packing import to_str as _s
-from resumable.stores._redis_packing import unpack as _unpack
 from resumable.stores.protocol import Payload, PayloadKind
+from resumable.stores.redis.codec import escape_glob as _escape_glob
+from resumable.stores.redis.codec import pack as _pack
+from resumable.stores.redis.codec import to_bytes as _b
+from resumable.stores.redis.codec import to_str as _s
+from resumable.stores.redis.codec import unpack as _unpack
+from resumable.stores.redis.connection import RedisClient
 
 # kind -> index of the payload inside a packed record (None: a plain hash field)
 _PACKED_AT: dict[str, int | None] = {

@@ -1,15 +1,17 @@
-"""How RedisStore encodes ids and packed records: shared by the store and its rekey scan.
+"""How RedisStore encodes values: ids, numbers and packed records, as `lib.lua` reads them.
 
 A packed record is its items length-prefixed (`lib.lua` reads the same format);
 ids are any Python str, lone surrogates included, so they round-trip through
-UTF-8 with surrogatepass.
+UTF-8 with surrogatepass. Numbers are stored as decimal text, as Lua's
+`tonumber` reads them. Each record's own layout lives with its concept
+(`runs`, `snapshots`, `archive`).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 _LEN: Final = struct.Struct(">I")
 _NONE_LEN: Final = 0xFFFFFFFF
@@ -58,3 +60,33 @@ def escape_glob(pattern: bytes) -> bytes:
     return b"".join(
         b"\\" + bytes([c]) if c in _GLOB_SPECIAL else bytes([c]) for c in pattern
     )
+
+
+def num(value: int) -> bytes:
+    """A number as Redis stores it."""
+    return str(int(value)).encode()
+
+
+def text_or_none(item: bytes | None) -> str | None:
+    """An optional id from its bytes."""
+    return None if item is None else to_str(item)
+
+
+def int_or_zero(item: bytes | None) -> int:
+    """A stored number (missing: 0)."""
+    return int(item or b"0")
+
+
+def pairs(flat: Sequence[bytes]) -> dict[bytes, bytes]:
+    """A flat [key, value, ...] reply as a dict."""
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+def bytes_dict(found: Mapping[Any, Any]) -> dict[bytes, bytes]:
+    """A reply's mapping with keys and values as bytes."""
+    return {as_bytes(key): as_bytes(value) for key, value in found.items()}
+
+
+def as_bytes(value: bytes | str) -> bytes:
+    """A reply's value as bytes (redis-py types replies as bytes | str)."""
+    return value if isinstance(value, bytes) else to_bytes(value)
