@@ -7,7 +7,6 @@ import dataclasses
 import pytest
 
 from resumable import Engine
-from resumable._contract_records import snapshot_record
 from resumable.errors import ChunksMissing
 from resumable.stores.capabilities import Capabilities
 from resumable.stores.memory import MemoryStore
@@ -20,6 +19,7 @@ from resumable.stores.protocol import (
     SnapshotStore,
     Store,
 )
+from resumable.testing.contract.records import snapshot_record
 
 PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {

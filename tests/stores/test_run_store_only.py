@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from resumable import CapabilityMissing, Engine, Worker, step, wait_for, workflow
-from resumable._tamper_subjects import memory_subject
 from resumable.stores import MemoryStore
 from resumable.stores.blobs import open_blobs
 from resumable.stores.capabilities import Capabilities
@@ -35,6 +34,7 @@ from resumable.stores.protocol import (
     Store,
 )
 from resumable.testing import StoreContract, StoredField, TamperSubject, TamperSuite
+from tamper.subjects import memory_subject
 
 
 class RunsOnly:

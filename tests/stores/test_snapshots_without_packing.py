@@ -14,7 +14,6 @@ import pytest
 from test_run_store_only import RunsOnly
 
 from resumable import CapabilityMissing, Engine
-from resumable._contract_snapshots import SnapshotStoreContract
 from resumable._engine import packs
 from resumable._engine.snapshots import Checkpoint
 from resumable.stores import MemoryStore
@@ -27,6 +26,7 @@ from resumable.stores.protocol import (
     SnapshotStore,
     ThreadRecord,
 )
+from resumable.testing.contract.snapshots import SnapshotStoreContract
 
 
 class SnapshotsOnly(RunsOnly):

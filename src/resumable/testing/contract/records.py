@@ -15,6 +15,7 @@ T0 = 1_800_000_000_000
 
 @contextmanager
 def must_raise(kind: type[BaseException]) -> Iterator[None]:
+    """Fail unless the block raises `kind`."""
     try:
         yield
     except kind:

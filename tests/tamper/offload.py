@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from resumable._engine.engine import Engine
-from resumable._tamper import StoredField, TamperSubject, TamperSuite
 from resumable.stores.blobref import REFERENCE_SIZE
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import OffloadStore
 from resumable.stores.partial import as_store
 from resumable.stores.protocol import Store
+from resumable.testing.tamper import StoredField, TamperSubject, TamperSuite
 
 __all__ = ["OFFLOAD_OVER", "ArchivingTamperSuite", "offload_subject"]
 

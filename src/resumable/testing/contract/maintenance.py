@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from resumable._contract_records import (
-    T0,
-    needs,
-    run_record,
-    step_record,
-)
 from resumable.stores.protocol import (
     InputRecord,
     Maintenance,
     RunUpdate,
     SnapshotStore,
     Store,
+)
+from resumable.testing.contract.records import (
+    T0,
+    needs,
+    run_record,
+    step_record,
 )
 
 

@@ -2,15 +2,6 @@
 
 from __future__ import annotations
 
-from resumable._contract_records import (
-    T0,
-    WEIRD_IDS,
-    must_raise,
-    needs,
-    run_record,
-    snapshot_record,
-    step_record,
-)
 from resumable.errors import LeaseLost, RunNotFound
 from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.protocol import (
@@ -22,6 +13,15 @@ from resumable.stores.protocol import (
     SnapshotStore,
     StepRecord,
     Store,
+)
+from resumable.testing.contract.records import (
+    T0,
+    WEIRD_IDS,
+    must_raise,
+    needs,
+    run_record,
+    snapshot_record,
+    step_record,
 )
 
 

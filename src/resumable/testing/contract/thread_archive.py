@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from resumable._contract_records import T0, WEIRD_IDS, needs, snapshot_record
 from resumable.errors import ChunksMissing
 from resumable.stores.archiving import SupportsThreadArchive, ThreadStub
 from resumable.stores.protocol import (
@@ -18,6 +17,7 @@ from resumable.stores.protocol import (
     Store,
 )
 from resumable.stores.roles import pack_namespace
+from resumable.testing.contract.records import T0, WEIRD_IDS, needs, snapshot_record
 
 PACKS = pack_namespace("")
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from resumable._contract_records import T0, WEIRD_IDS, run_record, step_record
 from resumable.stores.archiving import ArchiveStub, SupportsArchive
 from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.protocol import InputRecord, RunUpdate, Store
+from resumable.testing.contract.records import T0, WEIRD_IDS, run_record, step_record
 
 _KEYED = seq_of(JournalKind.BATCH_ITEM, 12345)  # a map_steps item
 _LEDGER = seq_of(JournalKind.LEDGER, 1)  # an execution's ledger entry

@@ -190,6 +190,11 @@ async def _cli_show_elsewhere(url: str, run_id: str) -> None:
 def actions(
     engine: Engine, url: str | None
 ) -> Iterator[tuple[str, Callable[[], Awaitable[Any]]]]:
+    """(name, call) of each action the suite takes on a damaged store.
+
+    Those a store cannot serve are left out: listing without `RunListing`, states
+    without `SnapshotStore`, the CLI when the store has no URL.
+    """
     if engine.capabilities.listing:
         yield "list runs", functools.partial(_list, engine)
         yield "export", functools.partial(_export, engine)

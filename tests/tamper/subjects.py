@@ -4,7 +4,8 @@ Each subject reads and overwrites what its store wrote with the store's own
 driver, never through the store: memory (the records it keeps), SQLite (every
 table's columns by primary key), PostgreSQL (the same, in the store's schema)
 and Redis (every field of every hash, member of every set and zset, and string
-under the store's prefix).
+under the store's prefix). A third-party store's author can copy the one closest
+to their store: `resumable.testing.TamperSuite` takes any `TamperSubject`.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from resumable._tamper import StoredField
 from resumable.stores import create_store
 from resumable.stores.memory import MemoryStore
 from resumable.stores.protocol import Store
+from resumable.testing.tamper import StoredField
 
 __all__ = ["memory_subject", "postgres_subject", "redis_subject", "sqlite_subject"]
 
@@ -28,29 +29,67 @@ def _decoded(value: Any) -> Any:
     return bytes(value) if isinstance(value, memoryview | bytearray) else value
 
 
+class _RawMemoryStore(MemoryStore):
+    """A MemoryStore that hands its dicts to the subject: they are its rows.
+
+    A memory store's rows live nowhere but in its containers, so its subject, like
+    the SQL ones that open the file or schema with the driver, reaches past the
+    Store methods; this subclass is the one place that does.
+    """
+
+    def __init__(self, url: str = "memory://", *, rows: tuple[Any, ...] = ()) -> None:
+        super().__init__(url)
+        if rows:
+            (
+                self._runs,
+                self._steps,
+                self._inputs,
+                self._starts,
+                self._chunks,
+                self._snapshots,
+            ) = rows
+
+    def tables(self) -> dict[str, dict[Any, Any]]:
+        """Each container of records, by a table-like name (`steps:<run id>`...)."""
+        tables: dict[str, dict[Any, Any]] = {"runs": self._runs}
+        for run_id, steps in self._steps.items():
+            tables[f"steps:{run_id}"] = steps
+        for run_id, inputs in self._inputs.items():
+            tables[f"inputs:{run_id}"] = inputs
+        for key, snapshots in self._snapshots.items():
+            tables[f"snapshots:{key}"] = snapshots
+        return tables
+
+    def chunks(self) -> dict[str, bytes]:
+        """The content-addressed chunks, by digest."""
+        return self._chunks
+
+    def copied(self) -> _RawMemoryStore:
+        """A new store holding a deep copy of these rows."""
+        rows = copy.deepcopy(
+            (
+                self._runs,
+                self._steps,
+                self._inputs,
+                self._starts,
+                self._chunks,
+                self._snapshots,
+            )
+        )
+        return _RawMemoryStore(self.url, rows=rows)
+
+
 class _MemorySubject:
     """The records a MemoryStore keeps, replaced field by field."""
 
     url = None
 
-    def __init__(self) -> None:
-        self.store: MemoryStore = MemoryStore()
-
-    def _tables(self) -> dict[str, dict[Any, Any]]:
-        # our own store's containers: the only place its rows live
-        store = self.store
-        tables: dict[str, dict[Any, Any]] = {"runs": store._runs}
-        for run_id, steps in store._steps.items():
-            tables[f"steps:{run_id}"] = steps
-        for run_id, inputs in store._inputs.items():
-            tables[f"inputs:{run_id}"] = inputs
-        for key, snapshots in store._snapshots.items():
-            tables[f"snapshots:{key}"] = snapshots
-        return tables
+    def __init__(self, store: _RawMemoryStore | None = None) -> None:
+        self.store = store if store is not None else _RawMemoryStore()
 
     async def fields(self) -> list[StoredField]:
         found: list[StoredField] = []
-        for table, rows in self._tables().items():
+        for table, rows in self.store.tables().items():
             family = table.split(":", 1)[0]
             for key, record in rows.items():
                 run_id = getattr(record, "run_id", None)
@@ -64,16 +103,16 @@ class _MemorySubject:
                             run_id,
                         )
                     )
-        for digest, data in self.store._chunks.items():
+        for digest, data in self.store.chunks().items():
             found.append(StoredField("chunks", ("chunks", digest), "data", data))
         return found
 
     async def write(self, field: StoredField, value: Any) -> bool:
         table, key = field.row
         if table == "chunks":
-            self.store._chunks[key] = value
+            self.store.chunks()[key] = value
             return True
-        rows = self._tables()[table]
+        rows = self.store.tables()[table]
         record = rows[key]
         fresh = object.__new__(type(record))
         for name in (f.name for f in dataclasses.fields(record)):
@@ -87,10 +126,7 @@ class _MemorySubject:
         return self.store
 
     async def clone(self) -> _MemorySubject:
-        twin = _MemorySubject()
-        for name in ("_runs", "_steps", "_inputs", "_starts", "_chunks", "_snapshots"):
-            setattr(twin.store, name, copy.deepcopy(getattr(self.store, name)))
-        return twin
+        return _MemorySubject(self.store.copied())
 
     async def drop(self) -> None:
         await self.store.close()
@@ -188,7 +224,7 @@ class _PostgresSubject:
     def __init__(self, base_url: str, *, schema: str | None = None) -> None:
         self.schema = schema or f"tamper_{uuid.uuid4().hex[:10]}"
         self._scratch: _PostgresSubject | None = None
-        self._is_scratch = False
+        self.is_scratch = False  # a clone on the shared scratch schema: never dropped
         separator = "&" if "?" in base_url else "?"
         self.url = f"{base_url}{separator}schema={self.schema}"
         self._base_url = base_url
@@ -225,7 +261,7 @@ class _PostgresSubject:
             layout[row["table_name"]][0].append(row["column_name"])
         return {t: (k or ["ctid"], c) for t, (k, c) in layout.items()}
 
-    def _name(self, table: str) -> Any:
+    def table_name(self, table: str) -> Any:
         from psycopg import sql
 
         return sql.Identifier(self.schema, table)
@@ -240,7 +276,7 @@ class _PostgresSubject:
                 names = [sql.Identifier(c) for c in dict.fromkeys([*keys, *columns])]
                 query = sql.SQL("SELECT {} FROM {} ORDER BY {}").format(
                     sql.SQL(", ").join(names),
-                    self._name(table),
+                    self.table_name(table),
                     sql.SQL(", ").join(sql.Identifier(k) for k in keys),
                 )
                 for row in await (await db.execute(query)).fetchall():
@@ -260,7 +296,7 @@ class _PostgresSubject:
         async with db:
             keys, _ = (await self._layout(db))[field.table]
             query = sql.SQL("UPDATE {} SET {} = %s WHERE {}").format(
-                self._name(field.table),
+                self.table_name(field.table),
                 sql.Identifier(field.column),
                 sql.SQL(" AND ").join(
                     sql.SQL("{} = %s").format(sql.Identifier(k)) for k in keys
@@ -297,13 +333,15 @@ class _PostgresSubject:
         db = await self._connect()
         async with db, db.transaction():
             for table in await self._layout(db):
-                await db.execute(sql.SQL("DELETE FROM {}").format(twin._name(table)))
+                await db.execute(
+                    sql.SQL("DELETE FROM {}").format(twin.table_name(table))
+                )
                 await db.execute(
                     sql.SQL("INSERT INTO {} SELECT * FROM {}").format(
-                        twin._name(table), self._name(table)
+                        twin.table_name(table), self.table_name(table)
                     )
                 )
-        twin._is_scratch = True
+        twin.is_scratch = True
         return twin
 
     async def drop(self) -> None:
@@ -311,7 +349,7 @@ class _PostgresSubject:
 
         for store in self._stores:
             await store.close()
-        if self._is_scratch:
+        if self.is_scratch:
             return  # emptied by the next clone; dropped with the template
         if self._scratch is not None:
             await self._scratch.drop()
