@@ -22,6 +22,9 @@ FUNCTION_LINES = 60
 OVERSIZED_MODULES: dict[str, str] = {
     "stores/postgres.py": "one concept, the PostgreSQL store's methods; issue 37 lays "
     "it out as stores/postgres/ beside the other backends",
+    "stores/sqlite/connection.py": "one concept, how a call reaches the SQLite file "
+    "(the URL's options, opening it by mode, the store thread and the inline "
+    "connection, which share its state); issue 37 replaces this count",
 }
 LONG_FUNCTIONS: dict[str, str] = {
     "_engine/steps.py:_run_attempts": "one concept, an attempt loop on the hot path; a "
