@@ -8,6 +8,7 @@ import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, Protocol
 
 from resumable.stores._records import converter
@@ -124,7 +125,7 @@ STEP_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One numbered schema change, as read from `migrations/<dialect>/NNNN_name.sql`."""
+    """One numbered schema change, as read from its `NNNN_name.sql` file."""
 
     version: int
     name: str
@@ -132,8 +133,16 @@ class Migration:
 
 
 def migrations(dialect: str) -> list[Migration]:
-    """The dialect's migrations in version order."""
-    folder = resources.files("resumable.stores.migrations") / dialect
+    """The dialect's migrations in version order, from `migrations/<dialect>/`.
+
+    Used by the backends whose migrations still live there; a backend package
+    keeps its own in `<backend>/migrations/` and reads them with `read_migrations`.
+    """
+    return read_migrations(resources.files("resumable.stores.migrations") / dialect)
+
+
+def read_migrations(folder: Traversable) -> list[Migration]:
+    """The migrations (`NNNN_name.sql`) in `folder`, in version order."""
     found = []
     for entry in folder.iterdir():
         match = _MIGRATION_NAME.match(entry.name)

@@ -320,4 +320,5 @@ class PresentChunks:
 
 
 def snapshot_from_row(row: sqlite3.Row) -> SnapshotRecord:
+    """The record a `resumable_snapshots` row holds."""
     return _sql.snapshot_from_row(row, row["chunk_refs"])

@@ -1,82 +1,7 @@
-"""SQLiteStore: the embedded default, one file shared safely by several processes.
+"""SQLiteStore: the Store protocol on one SQLite file (see `resumable.stores.sqlite`).
 
-SQL runs on one dedicated thread per store, so the event loop never blocks on
-disk. That thread drains every job queued while it was busy and commits the writes
-among them in one transaction (group commit): concurrent runs share an fsync, and a
-lone sequential step still costs exactly one INSERT and one COMMIT.
-
-A lone write does not need the thread: handing it over costs as much as a
-`durability=normal` commit itself. So a write first tries an inline path, a
-second connection with no busy wait that commits on the calling thread if the
-file's write lock is free at once. With
-`durability=normal` (no fsync per commit) every write tries it; with `full`, only
-a write whose run also made the write before it, with none queued: a single
-workflow skips the hop, while the writes of concurrent runs interleave and share
-fsyncs on the store thread (the 50-runs-at-once row of benchmarks/step_overhead.py).
-Otherwise (another process is writing, another caller holds the inline
-connection) the write queues as usual. With `full` an inline commit checkpoints a
-WAL of 100 pages itself (the store thread's at SQLite's default, 1000); with
-`normal`, whose commits do not fsync, the inline connection leaves checkpoints
-(an fsync) to the store thread.
-
-Every connection commits with SQLite's `synchronous=NORMAL`. With `full`, a
-durable write then has the WAL fsynced before its call returns, once SQLite's
-write lock is free, so the next write commits while the disk works. Commits are
-numbered, and a write waits for an fsync that began after its commit: one under
-way when it committed, it waits out, then starts the next, which covers every
-commit made meanwhile (group commit, `_sqlite_syncs.WalSyncs`, with no timer).
-In WAL mode that is what `synchronous=FULL` does (it syncs the WAL at each commit;
-checkpoints sync the same at either setting), without statements to switch the
-setting off around each write that need not sync (two statements more a
-write). One difference: another connection may read a commit a moment before
-its fsync ends. A power cut in that moment loses it, and with it every commit
-after it (see below: the WAL is replayed in order), among them whatever was
-written from it.
-
-A durable write made inside a `syncs.DeferredSyncs` block returns once it has
-committed, and the block's `wait()` makes its fsync: `ResumableSaver` commits in
-its turn and waits for the disk after it, so the next call's turn runs meanwhile.
-
-Lease writes (acquire, renew, release) commit without an fsync, whatever the
-durability. A lease only keeps live processes apart, and a WAL file is shared
-only by processes of one machine (its index is shared memory), which a power cut
-ends together. The next durable commit fsyncs the WAL, and with it every lease
-write before it. A resume takes its lease an fsync sooner (much time on a disk
-with slow fsyncs), and a heartbeat costs no fsync. So does a pack swap
-(`swap_snapshots(durable=False)`): it only saves space, and a power cut before the next
-durable commit undoes it whole (a WAL is replayed in order up to its last intact
-commit), leaving the rows loose and readable. A LangGraph thread packs every 16
-steps; each swap paid an fsync.
-
-Reads of one run or one thread (its journal, record, inputs, snapshots and
-chunks) take the inline connection too when it is free and no write of this store
-is queued (which they would have to see). No other thread has to wake, which on a
-busy machine takes longer than the read (two wake-ups a read), and a LangGraph
-`get_tuple` makes several reads. A journal load, most of a resume,
-then makes its records on the thread that replays them, still in its CPU's cache
-(benchmarks/resume_latency.py). The loop is busy meanwhile, making each record;
-on the store thread the load would hold the GIL for most of
-that time anyway, making the records. Scans of every run (`list_runs`, the
-payload scan of key rotation) stay on the store thread.
-
-URL: `sqlite:///relative/path.db` or `sqlite:////absolute/path.db`, with optional
-`?durability=full` (fsync on every commit but a lease's, the default) or `?durability=normal`
-(WAL without fsync per commit: survives a process crash, not a power cut),
-`busy_timeout_ms=` (how long to wait for another process's write lock), and
-`mmap_mb=` (how much of the file SQLite reads through a memory map, 256 by
-default; 0 reads it with read() calls). Mapped reads make a cold resume's journal
-load ~35% faster; the price is that a read error on the disk (or the file cut
-short by something other than SQLite) ends the process with SIGBUS instead of
-raising an error. The journal is safe either way: the run resumes from it.
-
-`mode=` says what opening may do, as SQLite's own URI option does: `rwc` (the
-default) creates the file and its folder and migrates the schema; `rw` opens an
-existing file only (and migrates it); `ro` opens an existing file read-only, for
-commands that only look (`resumable runs`, `show`, `export`...): it creates and
-migrates nothing, refuses every write, works on a read-only filesystem, and a
-missing file is a StoreError naming the absolute path looked at (how: see
-`_sqlite_files`). `sqlite:///state.db` is relative to the current folder;
-`sqlite:////srv/state.db` (four slashes) is absolute.
+Each method is one transaction: a function of `runs`, `claims`, `snapshots` or
+`archive`, run by the connection's `SQLiteThread.call`.
 """
 
 from __future__ import annotations
@@ -84,18 +9,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
-from pathlib import Path
-from typing import Final, NamedTuple
-from urllib.parse import parse_qs, urlsplit
 
-from resumable.errors import StoreError
 from resumable.stores import _sql
-from resumable.stores import _sqlite_archive as _archive
-from resumable.stores import _sqlite_claims as _claims
-from resumable.stores import _sqlite_runs as _runs
-from resumable.stores import _sqlite_snapshots as _snapshots
-from resumable.stores import _sqlite_thread_archive as _threads
-from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
 from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
@@ -113,56 +28,19 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.sqlite import archive as _archive
+from resumable.stores.sqlite import claims as _claims
+from resumable.stores.sqlite import runs as _runs
+from resumable.stores.sqlite import snapshots as _snapshots
+from resumable.stores.sqlite.connection import (
+    DEFAULT_PATH,
+    Conn,
+    SQLiteThread,
+    fdatasync,
+    parse_url,
+)
 
 _t = _sql.to_text
-DEFAULT_PATH: Final = Path(".resumable") / "state.db"
-MODES: Final = ("rwc", "rw", "ro")
-
-
-class SQLiteOptions(NamedTuple):
-    """What a sqlite:// URL says."""
-
-    path: Path
-    durability: str
-    busy_timeout_ms: int
-    mmap_mb: int
-    mode: str = "rwc"
-    """rwc: create if missing; rw: an existing file only; ro: read-only."""
-
-
-def parse_url(url: str) -> SQLiteOptions:
-    """The file path and options named by a sqlite:// URL."""
-    parts = urlsplit(url)
-    if parts.scheme != "sqlite":
-        raise StoreError(store=url, detail="not a sqlite:// URL")
-    # sqlite:///rel.db has path "/rel.db"; sqlite:////abs.db has path "//abs.db"
-    raw = parts.path[1:] if parts.path.startswith("/") else parts.path
-    if parts.netloc:
-        raw = parts.netloc + parts.path
-    if not raw:
-        raise StoreError(
-            store=url, detail="no file path; use sqlite:///path/to/state.db"
-        )
-    options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
-    durability = options.pop("durability", "full").lower()
-    if durability not in ("full", "normal"):
-        raise StoreError(store=url, detail="durability must be 'full' or 'normal'")
-    mode = options.pop("mode", "rwc").lower()
-    if mode not in MODES:
-        raise StoreError(store=url, detail="mode must be 'rwc', 'rw' or 'ro'")
-    numbers: dict[str, int] = {}
-    for name, default in (("busy_timeout_ms", "10000"), ("mmap_mb", "256")):
-        try:
-            numbers[name] = int(options.pop(name, default))
-        except ValueError:
-            raise StoreError(store=url, detail=f"{name} must be an integer") from None
-        if numbers[name] < 0:
-            raise StoreError(store=url, detail=f"{name} must not be negative")
-    if options:
-        raise StoreError(
-            store=url, detail=f"unknown option(s): {', '.join(sorted(options))}"
-        )
-    return SQLiteOptions(Path(raw), durability, **numbers, mode=mode)
 
 
 class SQLiteStore:
@@ -179,8 +57,8 @@ class SQLiteStore:
             every call goes to the store thread; tests hold it to exercise that path.
 
     Each method is one transaction, run by `SQLiteThread.call` (the connections,
-    the store thread); the transactions are functions in `_sqlite_runs`,
-    `_sqlite_claims`, `_sqlite_snapshots` and `_sqlite_archive`.
+    the store thread); the transactions are functions in `runs`, `claims`,
+    `snapshots` and `archive`.
     """
 
     any_loop = True  # see capabilities.RunsOnAnyLoop
@@ -333,7 +211,7 @@ class SQLiteStore:
         commit = partial(_runs.commit_step_txn, params=params, step=step, fence=fence)
         await self._call(commit, write=True, run_id=step.run_id, seq=step.seq)
 
-    # --- archive (SupportsArchive, transactions in _sqlite_archive) --------------
+    # --- archive (SupportsArchive, transactions in archive) ----------------------
     async def archive_journal(self, stub: ArchiveStub) -> bool:
         return await self._call(
             lambda conn: _archive.archive_journal_txn(conn, stub),
@@ -343,7 +221,9 @@ class SQLiteStore:
 
     async def load_archive_stub(self, run_id: str) -> ArchiveStub | None:
         return await self._call(
-            lambda conn: _archive.load_stub_txn(conn, run_id), write=False, inline=True
+            lambda conn: _archive.load_run_stub_txn(conn, run_id),
+            write=False,
+            inline=True,
         )
 
     async def restore_journal(
@@ -362,10 +242,10 @@ class SQLiteStore:
         self, *, after: str | None, limit: int
     ) -> list[ArchiveStub]:
         return await self._call(
-            lambda conn: _archive.list_stubs_txn(conn, after, limit), write=False
+            lambda conn: _archive.list_run_stubs_txn(conn, after, limit), write=False
         )
 
-    # --- thread archive (SupportsThreadArchive, in _sqlite_thread_archive) ---------
+    # --- thread archive (SupportsThreadArchive, in archive) ----------------------
     async def archive_snapshots(
         self,
         stub: ThreadStub,
@@ -375,7 +255,7 @@ class SQLiteStore:
         replaces: str | None,
     ) -> bool:
         archive = partial(
-            _threads.archive_snapshots_txn,
+            _archive.archive_snapshots_txn,
             present=self._present,
             stub=stub,
             moved=list(moved),
@@ -385,7 +265,7 @@ class SQLiteStore:
         return await self._call(archive, write=True)
 
     async def load_thread_stub(self, thread_id: str) -> ThreadStub | None:
-        load = partial(_threads.load_stub_txn, thread_id=thread_id)
+        load = partial(_archive.load_thread_stub_txn, thread_id=thread_id)
         return await self._call(load, write=False, inline=True)
 
     async def restore_snapshots(
@@ -395,7 +275,7 @@ class SQLiteStore:
         chunks: Mapping[str, bytes],
     ) -> bool:
         restore = partial(
-            _threads.restore_snapshots_txn,
+            _archive.restore_snapshots_txn,
             stub=stub,
             snapshots=list(snapshots),
             chunks=dict(chunks),
@@ -405,7 +285,7 @@ class SQLiteStore:
     async def list_thread_stubs(
         self, *, after: str | None, limit: int
     ) -> list[ThreadStub]:
-        listing = partial(_threads.list_stubs_txn, after=after, limit=limit)
+        listing = partial(_archive.list_thread_stubs_txn, after=after, limit=limit)
         return await self._call(listing, write=False)
 
     # --- inputs -----------------------------------------------------------------
@@ -516,7 +396,7 @@ class SQLiteStore:
 
     async def delete_thread(self, thread_id: str) -> int:
         return await self._call(
-            partial(_threads.delete_thread_txn, thread_id=thread_id), write=True
+            partial(_archive.delete_thread_txn, thread_id=thread_id), write=True
         )
 
     async def scan_payloads(

@@ -2,7 +2,7 @@
 
 `SQLiteStore` runs each on its connection (`SQLiteThread.call`); the `*_txn` suffix
 means the function runs inside the caller's transaction. Leases and claims are in
-`_sqlite_claims`.
+`claims`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ from typing import Final
 
 from resumable.errors import LeaseLost, RunNotFound
 from resumable.stores import _sql
-from resumable.stores import _sqlite_archive as _archive
-from resumable.stores._sqlite_claims import TERMINAL_SQL as _TERMINAL_SQL
 from resumable.stores.protocol import (
     DeleteResult,
     InputRecord,
@@ -22,6 +20,8 @@ from resumable.stores.protocol import (
     RunUpdate,
     StepRecord,
 )
+from resumable.stores.sqlite import archive as _archive
+from resumable.stores.sqlite.claims import TERMINAL_SQL as _TERMINAL_SQL
 
 _t = _sql.to_text
 Conn = sqlite3.Connection
@@ -175,7 +175,7 @@ def delete_runs_txn(conn: Conn, ids: list[str]) -> DeleteResult:
         found,
     ).rowcount
     conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
-    conn.execute(_archive.DELETE_STUBS.format(marks=marks), found)
+    conn.execute(_archive.DELETE_RUN_STUBS.format(marks=marks), found)
     return DeleteResult(
         runs=len(found),
         steps=steps,

@@ -1,7 +1,20 @@
-"""SQLite: the store's connections, its thread, and how a call reaches the file.
+"""SQLite: how a call reaches the file.
+
+The URL's options, opening the file by `mode`, the store thread and the inline
+connection.
 
 `SQLiteThread` runs every transaction of one `SQLiteStore`; see `resumable.stores.sqlite`
 for why (group commit on a dedicated thread, the inline connection, WAL syncs).
+
+How a URL's `mode` opens the file: `rwc` creates the file and its folder; `rw` and
+`ro` open an existing file only, and say which absolute path they looked at when
+there is none. `ro` never writes: where the file and its folder could be written
+and no WAL is beside it, it opens them with writes refused by SQLite
+(`query_only`), so the WAL files SQLite makes meanwhile are removed when it closes;
+elsewhere (a live writer's WAL is there, or nothing may be written) with SQLite's
+`mode=ro`, falling back to `immutable` where no WAL index can be shared (a
+read-only filesystem with no `-shm` file beside the database: nothing can write it
+there).
 """
 
 from __future__ import annotations
@@ -14,13 +27,12 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
+from urllib.parse import parse_qs, urlsplit
 
 from resumable.errors import CheckpointWriteError, SchemaVersionError, StoreError
-from resumable.stores import _sql
-from resumable.stores import _sqlite_files as _files
-from resumable.stores._records import schema_version_of
-from resumable.stores._sqlite_syncs import WalSyncs
+from resumable.stores.sqlite import migrations
+from resumable.stores.sqlite.wal import WalSyncs
 from resumable.stores.syncs import deferring, owe
 
 T = TypeVar("T")
@@ -39,7 +51,6 @@ WAL_PAGES_FULL: Final = 100
 # from its start) every this many inline commits, which only bounds the WAL.
 CHECKPOINT_EVERY: Final = 2500
 _NOT_INLINE: Final = object()
-_PRESENT_MAX: Final = 100_000  # chunk hashes a store remembers it saw stored
 _CHECKPOINT: Final = "checkpoint"  # queued by the inline path: checkpoint the WAL
 # OverflowError: sqlite3 refuses to bind an int beyond 64 bits
 _DRIVER_ERRORS: Final = (sqlite3.Error, OverflowError)
@@ -52,6 +63,123 @@ _REFUSED: Final = (
     sqlite3.NotSupportedError,
     OverflowError,
 )
+
+
+DEFAULT_PATH: Final = Path(".resumable") / "state.db"
+MODES: Final = ("rwc", "rw", "ro")
+
+
+class SQLiteOptions(NamedTuple):
+    """What a sqlite:// URL says."""
+
+    path: Path
+    durability: str
+    busy_timeout_ms: int
+    mmap_mb: int
+    mode: str = "rwc"
+    """rwc: create if missing; rw: an existing file only; ro: read-only."""
+
+
+def parse_url(url: str) -> SQLiteOptions:
+    """The file path and options named by a sqlite:// URL."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite":
+        raise StoreError(store=url, detail="not a sqlite:// URL")
+    # sqlite:///rel.db has path "/rel.db"; sqlite:////abs.db has path "//abs.db"
+    raw = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if parts.netloc:
+        raw = parts.netloc + parts.path
+    if not raw:
+        raise StoreError(
+            store=url, detail="no file path; use sqlite:///path/to/state.db"
+        )
+    options = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    durability = options.pop("durability", "full").lower()
+    if durability not in ("full", "normal"):
+        raise StoreError(store=url, detail="durability must be 'full' or 'normal'")
+    mode = options.pop("mode", "rwc").lower()
+    if mode not in MODES:
+        raise StoreError(store=url, detail="mode must be 'rwc', 'rw' or 'ro'")
+    numbers: dict[str, int] = {}
+    for name, default in (("busy_timeout_ms", "10000"), ("mmap_mb", "256")):
+        try:
+            numbers[name] = int(options.pop(name, default))
+        except ValueError:
+            raise StoreError(store=url, detail=f"{name} must be an integer") from None
+        if numbers[name] < 0:
+            raise StoreError(store=url, detail=f"{name} must not be negative")
+    if options:
+        raise StoreError(
+            store=url, detail=f"unknown option(s): {', '.join(sorted(options))}"
+        )
+    return SQLiteOptions(Path(raw), durability, **numbers, mode=mode)
+
+
+class Target(NamedTuple):
+    """What `sqlite3.connect` is given for a mode, and what to set once connected."""
+
+    database: str | Path
+    uri: bool
+    query_only: bool
+
+
+def target(url: str, path: Path, mode: str) -> Target:
+    """Where to connect for `mode`; creates the folder for `rwc`.
+
+    Raises:
+        StoreError: `rw` or `ro` and no file at `path` (named absolute).
+    """
+    if mode == "rwc":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return Target(path, uri=False, query_only=False)
+    absolute = path.absolute()
+    if not absolute.is_file():
+        raise StoreError(
+            store=url,
+            detail=f"no database at {absolute} (mode={mode} opens an existing file "
+            f"and creates none); check --store or $RESUMABLE_STORE: "
+            f"sqlite:///relative/path.db is from the current folder, "
+            f"sqlite:////absolute/path.db from the root",
+        )
+    if mode == "rw":
+        return Target(f"{absolute.as_uri()}?mode=rw", uri=True, query_only=False)
+    writable = os.access(absolute, os.W_OK) and os.access(absolute.parent, os.W_OK)
+    # with no WAL beside it, closing a query_only connection writes nothing to the
+    # file and removes the WAL files it made; with one (a live writer's, or left
+    # by a crash) it could checkpoint it: mode=ro shares it instead
+    if writable and not Path(f"{absolute}-wal").exists():
+        return Target(f"{absolute.as_uri()}?mode=rw", uri=True, query_only=True)
+    return Target(f"{absolute.as_uri()}?mode=ro", uri=True, query_only=False)
+
+
+def connect(
+    found: Target, *, timeout_s: float, check_same_thread: bool
+) -> tuple[sqlite3.Connection, Target]:
+    """A connection to `found`, and the target it really used.
+
+    A read-only file whose WAL index cannot be shared (no `-shm` beside it, and
+    none can be made) is opened `immutable`: SQLite refuses it otherwise.
+    """
+    conn = sqlite3.connect(
+        found.database,
+        uri=found.uri,
+        isolation_level=None,
+        timeout=timeout_s,
+        check_same_thread=check_same_thread,
+    )
+    if not str(found.database).endswith("?mode=ro"):
+        return conn, found
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_CANTOPEN:
+            raise  # busy, damaged...: reported as it is, not read as immutable
+        immutable = Target(f"{found.database}&immutable=1", uri=True, query_only=False)
+        return connect(
+            immutable, timeout_s=timeout_s, check_same_thread=check_same_thread
+        )
+    return conn, found
 
 
 class _Job:
@@ -93,7 +221,7 @@ class SQLiteThread:
         self.url, self.path, self.durability = url, path, durability
         self.read_only = mode == "ro"
         self._mode = mode
-        self._target: _files.Target | None = None  # decided at the first connect
+        self._target: Target | None = None  # decided at the first connect
         self._on_connect = on_connect
         self._busy_timeout_ms, self._mmap_mb = busy_timeout_ms, mmap_mb
         self._jobs: queue.SimpleQueue[_Job | str | None] = queue.SimpleQueue()
@@ -142,6 +270,7 @@ class SQLiteThread:
             raise self._open_error
 
     async def close(self) -> None:
+        """Close the connections and stop the thread; a later call is refused."""
         with self._lock:  # first: from here on open() refuses
             self._closed = True
         with self._inline_lock:
@@ -157,9 +286,9 @@ class SQLiteThread:
 
     def _connect(self, *, inline: bool = False) -> Conn:
         if self._target is None:
-            self._target = _files.target(self.url, self.path, self._mode)
+            self._target = target(self.url, self.path, self._mode)
         busy_timeout_ms = 0 if inline else int(self._busy_timeout_ms)
-        conn, self._target = _files.connect(
+        conn, self._target = connect(
             self._target,
             timeout_s=busy_timeout_ms / 1000,
             check_same_thread=not inline,  # the inline connection is guarded by a lock
@@ -182,36 +311,6 @@ class SQLiteThread:
         if self._on_connect is not None:
             self._on_connect(conn, inline)
         return conn
-
-    def _migrate(self, conn: Conn) -> None:
-        supported = _sql.latest_version("sqlite")
-        conn.execute(
-            "BEGIN IMMEDIATE"
-        )  # one process migrates; the others wait, then see it done
-        try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS resumable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            )
-            row = conn.execute(
-                "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
-            ).fetchone()
-            current = schema_version_of(row["value"] if row else None, store=self.url)
-            if current > supported:
-                raise SchemaVersionError(
-                    store=self.url, found=current, supported=supported
-                )
-            for migration in _sql.migrations("sqlite"):
-                if migration.version > current:
-                    for statement in _sql.split_statements(migration.sql):
-                        conn.execute(statement)
-            conn.execute(
-                "INSERT OR REPLACE INTO resumable_meta (key, value) VALUES ('schema_version', ?)",
-                (str(max(current, supported)),),
-            )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _serve(self) -> None:
         conn = self._open_reporting()
@@ -278,9 +377,9 @@ class SQLiteThread:
             return None
         try:
             if self.read_only:
-                _files.check_schema(conn, self.url, self.path)
+                migrations.check_schema(conn, self.url, self.path)
             else:
-                self._migrate(conn)
+                migrations.migrate(conn, self.url)
         except (SchemaVersionError, StoreError) as exc:
             self._open_error = exc
         except sqlite3.Error as exc:

@@ -1,6 +1,6 @@
 """SQLite: leasing and claiming runs inside the caller's write transaction.
 
-`claims` decides (the candidate window, queue admission); these functions only read the
+`resumable.stores.claims` decides (the candidate window, queue admission); these functions only read the
 candidates and each queue's load, and apply the fenced lease writes.
 """
 
