@@ -7,7 +7,6 @@ import re
 import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, Protocol
 
@@ -132,15 +131,6 @@ class Migration:
     sql: str
 
 
-def migrations(dialect: str) -> list[Migration]:
-    """The dialect's migrations in version order, from `migrations/<dialect>/`.
-
-    Used by the backends whose migrations still live there; a backend package
-    keeps its own in `<backend>/migrations/` and reads them with `read_migrations`.
-    """
-    return read_migrations(resources.files("resumable.stores.migrations") / dialect)
-
-
 def read_migrations(folder: Traversable) -> list[Migration]:
     """The migrations (`NNNN_name.sql`) in `folder`, in version order."""
     found = []
@@ -152,11 +142,6 @@ def read_migrations(folder: Traversable) -> list[Migration]:
             )
     found.sort(key=lambda m: m.version)
     return found
-
-
-def latest_version(dialect: str) -> int:
-    """The schema version this resumable writes for `dialect`."""
-    return max(m.version for m in migrations(dialect))
 
 
 def split_statements(sql: str) -> list[str]:

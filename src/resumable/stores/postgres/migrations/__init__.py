@@ -8,13 +8,12 @@ replaces it when `mode` is `rw` or `ro` and only reads (see
 
 from __future__ import annotations
 
-import re
 from importlib import resources
 from typing import Final
 
 from resumable.errors import SchemaVersionError, StoreError
 from resumable.stores._records import schema_version_of
-from resumable.stores._sql import Migration
+from resumable.stores._sql import Migration, read_migrations
 from resumable.stores.postgres.connection import (
     DRIVER_ERRORS,
     Options,
@@ -23,7 +22,6 @@ from resumable.stores.postgres.connection import (
 )
 
 _MIGRATION_LOCK: Final = 0x7265_7375_6D61_626C  # "resumabl": one migrator at a time
-_MIGRATION_FILE: Final = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 MIGRATION_STATE: Final = """
 SELECT to_regnamespace(quote_ident(%(schema)s)) IS NOT NULL AS has_schema,
        to_regclass(quote_ident(%(schema)s) || '.resumable_meta') IS NOT NULL AS has_meta
@@ -32,15 +30,7 @@ SELECT to_regnamespace(quote_ident(%(schema)s)) IS NOT NULL AS has_schema,
 
 def migrations() -> list[Migration]:
     """PostgreSQL's migrations, the .sql files of this package, in version order."""
-    found = []
-    for entry in resources.files(__name__).iterdir():
-        match = _MIGRATION_FILE.match(entry.name)
-        if match:
-            found.append(
-                Migration(int(match.group(1)), entry.name, entry.read_text("utf-8"))
-            )
-    found.sort(key=lambda m: m.version)
-    return found
+    return read_migrations(resources.files(__name__))
 
 
 def latest_version() -> int:
