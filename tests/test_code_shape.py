@@ -22,6 +22,9 @@ FUNCTION_LINES = 60
 OVERSIZED_MODULES: dict[str, str] = {
     "stores/postgres.py": "one concept, the PostgreSQL store's methods; issue 37 lays "
     "it out as stores/postgres/ beside the other backends",
+    "_engine/engine.py": "one concept, the Engine facade: every public method with "
+    "its docstring, each a thin delegation to the module of its concept (the "
+    "StateMethods/MaintenanceMethods mixins split it by count; issue 37 folded them)",
 }
 LONG_FUNCTIONS: dict[str, str] = {
     "_engine/steps.py:_run_attempts": "one concept, an attempt loop on the hot path; a "

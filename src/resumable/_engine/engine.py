@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import (
+    AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
     Iterable,
     Mapping,
+    Sequence,
 )
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 
 from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
+from resumable._engine.check import CheckReport, check_runs
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Observer
 from resumable._engine.conversation import Conversation
@@ -24,6 +27,9 @@ from resumable._engine.drive import Driver
 from resumable._engine.export import (
     InputView,
     JournalPage,
+    StepExport,
+    export_query,
+    export_steps,
     input_views,
     journal_page,
 )
@@ -36,16 +42,25 @@ from resumable._engine.listing import (
     RunFilter,
     RunPage,
     RunView,
+    ThreadPage,
     count_runs,
     list_runs,
     runs_page,
+    threads_page,
 )
-from resumable._engine.maintenance_methods import MaintenanceMethods
+from resumable._engine.maintenance import (
+    archive,
+    collect_garbage,
+    unarchive,
+    unarchive_thread,
+)
 from resumable._engine.metering import metering_by_default
 from resumable._engine.observe import combine, report_commit_batches
+from resumable._engine.rekey import RekeyReport, rekey
+from resumable._engine.retention import GcReport
+from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import TYPES, workflow_spec
-from resumable._engine.state_methods import StateMethods
-from resumable._engine.states import States
+from resumable._engine.states import EVERY_STATE, MISSING, EveryState, States
 from resumable._engine.waits import WAIT_PREFIX
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
@@ -54,6 +69,7 @@ from resumable.errors import (
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
+from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
 from resumable.stores.capabilities import Capabilities
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
@@ -95,7 +111,7 @@ class RunHandle:
         await self._engine.cancel(self.run_id)
 
 
-class Engine(StateMethods, MaintenanceMethods):
+class Engine:
     """Starts, resumes and inspects durable runs on one store.
 
     Args:
@@ -429,7 +445,174 @@ class Engine(StateMethods, MaintenanceMethods):
         """
         return await self._driver.cancel(run_id)
 
-    # --- snapshots: the rest is in StateMethods -------------------------------------
+    # --- thread states ------------------------------------------------------------
+    async def save_state(
+        self,
+        thread_id: str,
+        state: Any,
+        *,
+        label: str | None = None,
+        metadata: Any = None,
+        parent: str | None = None,
+        namespace: str = "",
+        checkpoint_id: str | None = None,
+    ) -> Checkpoint:
+        """Save a version of a thread's state (the manual-checkpoint pattern).
+
+        Lists and dicts are stored element by element, content-addressed: saving a
+        conversation after each turn writes only the new messages.
+
+        Args:
+            thread_id: The thread (conversation, session) the state belongs to.
+            state: Any value the codec can encode.
+            label: A name for this version, shown in `state_history`.
+            metadata: Any encodable value kept beside the state.
+            parent: The checkpoint this version follows (default: the thread's
+                latest); pass an older one to branch the thread from there.
+            namespace: Separates independent states of one thread (default `""`;
+                a conversation saves in `"conversation"`). `load_state` reads one
+                namespace (`""` unless given); `state_history` and `resumable
+                show-thread` list every namespace unless given one.
+            checkpoint_id: The new checkpoint's id (default: generated). Ids must
+                sort in the order versions are saved (e.g. uuid6/uuid7 strings).
+
+        Returns:
+            The new checkpoint; its `metadata` is the object passed, not a copy
+            decoded back (loading it gives an equal value).
+        """
+        return await self._states.save(
+            thread_id,
+            state,
+            label=label,
+            metadata=metadata,
+            parent=parent,
+            namespace=namespace,
+            checkpoint_id=checkpoint_id,
+        )
+
+    async def load_state(
+        self,
+        thread_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        namespace: str = "",
+        default: Any = MISSING,
+    ) -> Any:
+        """The thread's latest state, or the state at `checkpoint_id`.
+
+        Raises:
+            CheckpointNotFound: nothing was saved in `namespace` (and no
+                `default` was given); the message names the namespaces the
+                thread has (a conversation's saves are in "conversation").
+        """
+        return await self._states.load(
+            thread_id, checkpoint_id=checkpoint_id, namespace=namespace, default=default
+        )
+
+    async def view_state(
+        self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
+    ) -> Any:
+        """`load_state` as a generic view: readable without the state's types.
+
+        Plain JSON-like data naming the type of every tagged value (see
+        `resumable.serde.view`); nothing is imported or constructed.
+
+        Raises:
+            CheckpointNotFound: nothing was saved there.
+            CorruptCheckpointError: a stored part is damaged or missing.
+        """
+        return await self._states.view(
+            thread_id, checkpoint_id=checkpoint_id, namespace=namespace
+        )
+
+    async def load_checkpoint(
+        self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
+    ) -> tuple[Checkpoint, Any] | None:
+        """A checkpoint (the latest, or the given one) with its state; None if absent."""
+        return await self._states.load_checkpoint(
+            thread_id, checkpoint_id=checkpoint_id, namespace=namespace
+        )
+
+    async def delete_thread(self, thread_id: str) -> int:
+        """Delete every checkpoint of a thread (in every namespace); returns how many.
+
+        The content chunks they used are removed by `gc` once nothing uses them.
+        """
+        return await self._states.delete_thread(thread_id)
+
+    async def delete_states(
+        self, thread_id: str, checkpoints: Iterable[str | tuple[str, str]]
+    ) -> int:
+        """Delete single checkpoints of a thread; returns how many existed.
+
+        Each checkpoint is an id (in namespace "") or a `(namespace, checkpoint_id)`
+        pair; ids naming no checkpoint are skipped. The others stay loadable: one
+        stored as changes against a deleted checkpoint is first rewritten whole, and
+        a packed one (older checkpoints are stored together) is rewritten out of its
+        pack. A crash
+        midway loses no kept checkpoint; calling again finishes the deletion. The
+        content chunks only they used are removed by `gc`.
+
+        Raises:
+            ValueError: a namespace names the engine's packs.
+            StoreError: another engine rewrote a pack meanwhile; nothing was lost,
+                call again.
+        """
+        return await self._states.delete(thread_id, checkpoints)
+
+    async def state_history(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        namespace: str | EveryState | None = EVERY_STATE,
+    ) -> list[Checkpoint]:
+        """The thread's checkpoints, newest first.
+
+        By default every state saved under the thread, whatever its namespace:
+        `save_state` (namespace `""` unless given), a conversation
+        (`engine.conversation(thread_id)` saves in namespace `"conversation"`) and
+        LangGraph checkpoints (root and subgraphs); each `Checkpoint` names its
+        `namespace`.
+
+        Args:
+            thread_id: The thread.
+            limit: At most this many (newest first).
+            before: Only checkpoints older than this checkpoint id.
+            namespace: Only this namespace (`""` is what `save_state` uses by
+                default); None: every namespace, LangGraph's pending writes too.
+        """
+        return await self._states.history(
+            thread_id, limit=limit, before=before, namespace=namespace
+        )
+
+    async def threads(
+        self, *, prefix: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> ThreadPage:
+        """One page of the threads holding snapshots, most recently saved first.
+
+        Lists `save_state` threads and LangGraph threads alike, not the threads the
+        library keeps for itself. Paged by key like `runs_page`.
+
+        Args:
+            prefix: Only threads whose id starts with this.
+            limit: Threads per page.
+            cursor: The `next_cursor` of the previous page (None: the first page).
+        """
+        return await threads_page(self.store, prefix=prefix, limit=limit, cursor=cursor)
+
+    async def fork_state(
+        self, thread_id: str, checkpoint_id: str, *, to_thread: str, namespace: str = ""
+    ) -> Checkpoint:
+        """Start thread `to_thread` from a checkpoint of another thread.
+
+        The new thread shares every chunk with the original (nothing is copied).
+        """
+        return await self._states.fork(
+            thread_id, checkpoint_id, to_thread=to_thread, namespace=namespace
+        )
+
     async def conversation(self, thread_id: str) -> Conversation:
         """A chat thread, as last saved; append messages and `save()` complete turns.
 
@@ -543,6 +726,195 @@ class Engine(StateMethods, MaintenanceMethods):
     async def ledger(self, run_id: str) -> Ledger:
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""
         return await read_ledger(self.store, self.serde, self._runtime.prices, run_id)
+
+    # --- maintenance ------------------------------------------------------------
+    async def gc(
+        self,
+        *,
+        older_than: timedelta | None = None,
+        status: RunStatus | tuple[RunStatus, ...] = (
+            "succeeded",
+            "failed",
+            "cancelled",
+        ),
+        keep_last: int | None = None,
+        dry_run: bool = False,
+        batch: int = 500,
+        blobs_grace: timedelta = timedelta(hours=1),
+    ) -> GcReport:
+        """Delete finished runs (with their journals and inputs) and unused chunks.
+
+        A run is due when it finished more than `older_than` ago, or its `ttl`
+        (given when it started) has passed; with `keep_last` and no `older_than`,
+        when it is not among the newest `keep_last` of its workflow. Runs that have
+        not finished, runs a fork shares steps with, and children of unfinished
+        parents are kept.
+
+        Args:
+            older_than: Age (since the run last changed) beyond which it is due.
+            status: Which finished statuses may be deleted.
+            keep_last: Keep this many of the newest finished runs of each workflow;
+                alone, delete the other finished runs, whatever their age.
+            dry_run: Report what would be deleted; delete nothing.
+            batch: Runs per delete transaction.
+            blobs_grace: With payload offload, objects no row references are
+                deleted once older than this: younger ones may belong to a row
+                about to commit (an upload precedes its row).
+        """
+        return await collect_garbage(
+            self._runtime,
+            older_than=older_than,
+            status=status,
+            keep_last=keep_last,
+            dry_run=dry_run,
+            batch=batch,
+            blobs_grace=blobs_grace,
+        )
+
+    async def archive(
+        self, *, older_than: timedelta, limit: int = 1000
+    ) -> list[Archived]:
+        """Move finished runs' journals to the object store, one object per run.
+
+        Runs that finished more than `older_than` ago keep their run row (listed
+        and returning their result as before) but their journal records and
+        inputs move into one compressed object each and one stub row stays; they
+        are shown, forked, checked and priced as before (`resumable.stores.coldruns`,
+        `unarchive` puts them back). The saved states of threads whose newest save
+        is that old move into one object per thread too, but for the newest
+        snapshot of each namespace, which stays live, so loading a thread's
+        latest state never reads the object store (`resumable.stores.coldthreads`;
+        `unarchive_thread` puts them back). Saving to an archived thread adds live
+        rows beside its stub.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            StoreError: the object store did not take an archive (runs archived
+                before it stay archived).
+        """
+        return await archive(
+            self.store,
+            self.clock,
+            self._snapshots,
+            older_than=older_than,
+            limit=limit,
+        )
+
+    async def unarchive(self, run_id: str) -> bool:
+        """Put an archived run's journal and inputs back in the primary store.
+
+        Returns False when the run was not archived.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            RunNotFound: there is no such run.
+            CorruptCheckpointError: the run's archive object is missing or damaged.
+        """
+        return await unarchive(self.store, run_id)
+
+    async def unarchive_thread(self, thread_id: str) -> bool:
+        """Put a thread's archived snapshots and chunks back in the primary store.
+
+        Returns False when none of its snapshots was archived.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            CorruptCheckpointError: the thread's archive object is missing or damaged.
+        """
+        return await unarchive_thread(self.store, thread_id)
+
+    async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
+        """Re-encrypt every payload not sealed with the current key (key rotation).
+
+        Give the engine a key ring whose first key is the new one and that still
+        holds the old ones; after rekey, the old keys can be dropped. A store
+        written without encryption is encrypted in place the same way. Crash-safe:
+        every payload stays readable throughout, and running it again finishes.
+        """
+        return await rekey(
+            self.store,
+            self.serde,
+            encrypted=self._encrypted,
+            batch=batch,
+            dry_run=dry_run,
+        )
+
+    def export(
+        self,
+        run_ids: Sequence[str] = (),
+        *,
+        workflow: str | None = None,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        since: datetime | timedelta | None = None,
+        run_input: bool = False,
+        steps: slice | None = None,
+    ) -> AsyncIterator[StepExport]:
+        """Every step of the selected runs as flat records, for analysis.
+
+        `async for record in engine.export(workflow="analyze"): ...` yields one
+        `StepExport` per journal entry (oldest run first, each in seq order) with
+        timings, attempts, the args fingerprint, usage and cost, and the generic
+        view of the result or error, readable without the application's code.
+
+        Args:
+            run_ids: These runs only (RunNotFound if one is missing); default:
+                every run the other filters match.
+            workflow: Runs of this workflow only.
+            status: Runs in this status (or any of these) only.
+            since: Runs created at or after this time, or within this long ago.
+            run_input: Add the view of each run's input `(args, kwargs)`.
+            steps: Only these of each run's steps, by position in its journal
+                (`slice(-100, None)`: the newest 100); only those are read.
+        """
+        query = export_query(
+            run_ids,
+            workflow=workflow,
+            status=status,
+            since=since,
+            run_input=run_input,
+            now_ms=self.clock.now_ms(),
+            steps=steps,
+        )
+        return export_steps(self.store, self.serde, self._runtime.prices, query)
+
+    async def check(
+        self,
+        *,
+        status: RunStatus | list[RunStatus] | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        run_ids: list[str] | None = None,
+        limit: int | None = None,
+        since: timedelta | None = None,
+        timeout_s: float = 10.0,
+    ) -> CheckReport:
+        """Replay stored runs against the code loaded now, executing nothing.
+
+        Each run's workflow runs from the top as a resume would, but every step,
+        child run, wait and sleep is answered from the journal or stops the check
+        there: nothing executes and nothing is written. See `CheckReport`.
+
+        Args:
+            status: Which runs (default: those that may execute again: queued,
+                running, waiting, sleeping, failed).
+            workflow: Only runs of this workflow.
+            version: Only runs that started on this workflow version.
+            run_ids: Only these runs (then `status` and `workflow` are ignored).
+            limit: At most this many runs, newest first.
+            since: Only runs updated within this long.
+            timeout_s: How long one run's workflow body may take before its
+                verdict is "timeout" (a body awaiting something other than steps).
+        """
+        return await check_runs(
+            self._runtime,
+            status=status,
+            workflow=workflow,
+            version=version,
+            run_ids=run_ids,
+            limit=limit,
+            since=since,
+            timeout_s=timeout_s,
+        )
 
     async def close(self) -> None:
         """Stop the runs this engine drives, then release the store's connections.
