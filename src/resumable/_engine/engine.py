@@ -15,7 +15,7 @@ from collections.abc import (
 )
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import Any, NoReturn, Self, TypeVar, overload
 
 from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
@@ -63,9 +63,7 @@ from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.states import EVERY_STATE, MISSING, EveryState, States
 from resumable._engine.waits import WAIT_PREFIX
 from resumable._engine.worker import Queue, Worker
-from resumable.errors import (
-    RunNotFound,
-)
+from resumable.errors import CapabilityMissing, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
@@ -73,12 +71,10 @@ from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
 from resumable.stores.capabilities import Capabilities
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
-from resumable.stores.partial import complete
 from resumable.stores.protocol import (
     RunRecord,
     RunStatus,
     RunStore,
-    Store,
 )
 
 R = TypeVar("R")
@@ -167,15 +163,17 @@ class Engine:
         metering: bool | None = None,
     ) -> None:
         taken = create_store(store) if isinstance(store, str) else store
-        self.capabilities = Capabilities.of(taken)
-        """What the store offers beyond RunStore, checked once, here."""
-        self.store: Store = complete(taken, self.capabilities)
         if blobs is not None:
-            self.store = OffloadStore(
-                self.store,
+            taken = OffloadStore(
+                Capabilities.of(taken).full_store(taken, call="Engine(blobs=...)"),
                 open_blobs(blobs) if isinstance(blobs, str) else blobs,
                 offload_over=offload_over,
             )
+        self.store: RunStore = taken
+        """The store, as given or made from the URL: a full `Store`, or a
+        `RunStore` whose missing parts `capabilities` names."""
+        self.capabilities = Capabilities.of(taken)
+        """What the store offers beyond RunStore, checked once, here."""
         if encryption_key is None:
             encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
         keys = (
@@ -186,8 +184,9 @@ class Engine:
         registry = TypeRegistry(parent=TYPES)
         registry.register(*types)
         self.serde = Serde(registry, keys=keys, max_bytes=max_payload_bytes)
-        if isinstance(self.store, OffloadStore):
-            self.store.stream_with(self.serde.reader)
+        streams = self.capabilities.payload_streams
+        if streams is not None:
+            streams.stream_with(self.serde.reader)
         self._encrypted = keys is not None
         self.clock: Clock = clock or SystemClock()
         self.owner = leases.new_owner()
@@ -201,13 +200,21 @@ class Engine:
             prices=prices or PriceTable(),
             observer=combine(list(observers)),
             metering=metering_by_default() if metering is None else metering,
+            uploads=streams if streams is not None and streams.streams else None,
         )
         self._runtime = self._driver.runtime
         report_commit_batches(self._runtime, self.capabilities.commit_batches)
-        self._states = States(
-            self.store, self.serde, self.clock, packing=self.capabilities.packs
+        self._states = (
+            States(
+                self.capabilities.snapshot_part(taken, call="Engine"),
+                self.serde,
+                self.clock,
+                packing=self.capabilities.packs,
+            )
+            if self.capabilities.snapshots
+            else None
         )
-        self._snapshots = self._states.snapshots
+        """Thread states; None on a store without `SnapshotStore`."""
         self._bridge = Bridge()
 
     def __repr__(self) -> str:
@@ -408,14 +415,6 @@ class Engine:
         """How long a lease lasts without a heartbeat."""
         return self._runtime.lease_ttl_s
 
-    async def resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
-        """Drive a run this engine's worker claimed (its workflow found by name).
-
-        `taken_over`: the claim took the run's lease from another owner
-        (`Lease.taken_from`), one that crashed or stopped while running it.
-        """
-        return await self._driver.resume_claimed(run_id, taken_over=taken_over)
-
     async def resume(self, run_id: str) -> Any:
         """Resume a run by id, finding its workflow by the name it recorded.
 
@@ -480,7 +479,8 @@ class Engine:
             The new checkpoint; its `metadata` is the object passed, not a copy
             decoded back (loading it gives an equal value).
         """
-        return await self._states.save(
+        states = self._states or self._no_states("save_state")
+        return await states.save(
             thread_id,
             state,
             label=label,
@@ -505,7 +505,8 @@ class Engine:
                 `default` was given); the message names the namespaces the
                 thread has (a conversation's saves are in "conversation").
         """
-        return await self._states.load(
+        states = self._states or self._no_states("load_state")
+        return await states.load(
             thread_id, checkpoint_id=checkpoint_id, namespace=namespace, default=default
         )
 
@@ -521,7 +522,8 @@ class Engine:
             CheckpointNotFound: nothing was saved there.
             CorruptCheckpointError: a stored part is damaged or missing.
         """
-        return await self._states.view(
+        states = self._states or self._no_states("view_state")
+        return await states.view(
             thread_id, checkpoint_id=checkpoint_id, namespace=namespace
         )
 
@@ -529,7 +531,8 @@ class Engine:
         self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
     ) -> tuple[Checkpoint, Any] | None:
         """A checkpoint (the latest, or the given one) with its state; None if absent."""
-        return await self._states.load_checkpoint(
+        states = self._states or self._no_states("load_checkpoint")
+        return await states.load_checkpoint(
             thread_id, checkpoint_id=checkpoint_id, namespace=namespace
         )
 
@@ -538,7 +541,8 @@ class Engine:
 
         The content chunks they used are removed by `gc` once nothing uses them.
         """
-        return await self._states.delete_thread(thread_id)
+        states = self._states or self._no_states("delete_thread")
+        return await states.delete_thread(thread_id)
 
     async def delete_states(
         self, thread_id: str, checkpoints: Iterable[str | tuple[str, str]]
@@ -558,7 +562,8 @@ class Engine:
             StoreError: another engine rewrote a pack meanwhile; nothing was lost,
                 call again.
         """
-        return await self._states.delete(thread_id, checkpoints)
+        states = self._states or self._no_states("delete_states")
+        return await states.delete(thread_id, checkpoints)
 
     async def state_history(
         self,
@@ -583,7 +588,8 @@ class Engine:
             namespace: Only this namespace (`""` is what `save_state` uses by
                 default); None: every namespace, LangGraph's pending writes too.
         """
-        return await self._states.history(
+        states = self._states or self._no_states("state_history")
+        return await states.history(
             thread_id, limit=limit, before=before, namespace=namespace
         )
 
@@ -600,7 +606,8 @@ class Engine:
             limit: Threads per page.
             cursor: The `next_cursor` of the previous page (None: the first page).
         """
-        return await threads_page(self.store, prefix=prefix, limit=limit, cursor=cursor)
+        store = self.capabilities.snapshot_part(self.store, call="threads")
+        return await threads_page(store, prefix=prefix, limit=limit, cursor=cursor)
 
     async def fork_state(
         self, thread_id: str, checkpoint_id: str, *, to_thread: str, namespace: str = ""
@@ -609,7 +616,8 @@ class Engine:
 
         The new thread shares every chunk with the original (nothing is copied).
         """
-        return await self._states.fork(
+        states = self._states or self._no_states("fork_state")
+        return await states.fork(
             thread_id, checkpoint_id, to_thread=to_thread, namespace=namespace
         )
 
@@ -638,7 +646,7 @@ class Engine:
     ) -> list[RunView]:
         """Runs matching every filter given, newest first."""
         return await list_runs(
-            self.store,
+            self.capabilities.listing_part(self.store, call="runs"),
             status=status,
             workflow=workflow,
             parent=parent,
@@ -665,7 +673,8 @@ class Engine:
             limit: Runs per page.
             cursor: The `next_cursor` of the previous page (None: the first page).
         """
-        return await runs_page(self.store, selection, limit=limit, cursor=cursor)
+        listing = self.capabilities.listing_part(self.store, call="runs_page")
+        return await runs_page(listing, selection, limit=limit, cursor=cursor)
 
     async def inputs(self, run_id: str) -> list[InputView]:
         """The inputs sent to a run (`send`), oldest first, values as generic views.
@@ -673,8 +682,9 @@ class Engine:
         Raises:
             RunNotFound: There is no such run.
         """
+        listing = self.capabilities.listing_part(self.store, call="inputs")
         await self._get(run_id)
-        return await input_views(self.store, self.serde, run_id)
+        return await input_views(listing, self.serde, run_id)
 
     async def awaited_keys(self, run_id: str) -> list[str]:
         """The keys a run waits for in `wait_for` and was not sent, in call order.
@@ -699,7 +709,8 @@ class Engine:
 
     async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
         """How many runs `selection` matches, by status and queue."""
-        return await count_runs(self.store, selection)
+        listing = self.capabilities.listing_part(self.store, call="count_runs")
+        return await count_runs(listing, selection)
 
     async def get(self, run_id: str) -> RunView:
         """One run's summary, with its input and its result or error. Raises RunNotFound."""
@@ -761,8 +772,14 @@ class Engine:
                 deleted once older than this: younger ones may belong to a row
                 about to commit (an upload precedes its row).
         """
+        capabilities, store = self.capabilities, self.store
         return await collect_garbage(
             self._runtime,
+            listing=capabilities.listing_part(store, call="gc"),
+            maintenance=capabilities.maintenance_part(store, call="gc"),
+            snapshots=capabilities.snapshot_part(store, call="gc")
+            if capabilities.snapshots
+            else None,
             older_than=older_than,
             status=status,
             keep_last=keep_last,
@@ -795,7 +812,7 @@ class Engine:
         return await archive(
             self.store,
             self.clock,
-            self._snapshots,
+            None if self._states is None else self._states.snapshots,
             older_than=older_than,
             limit=limit,
         )
@@ -832,7 +849,7 @@ class Engine:
         every payload stays readable throughout, and running it again finishes.
         """
         return await rekey(
-            self.store,
+            self.capabilities.maintenance_part(self.store, call="rekey"),
             self.serde,
             encrypted=self._encrypted,
             batch=batch,
@@ -875,7 +892,14 @@ class Engine:
             now_ms=self.clock.now_ms(),
             steps=steps,
         )
-        return export_steps(self.store, self.serde, self._runtime.prices, query)
+        listing = (
+            None
+            if run_ids
+            else self.capabilities.listing_part(self.store, call="export")
+        )
+        return export_steps(
+            self.store, listing, self.serde, self._runtime.prices, query
+        )
 
     async def check(
         self,
@@ -905,8 +929,14 @@ class Engine:
             timeout_s: How long one run's workflow body may take before its
                 verdict is "timeout" (a body awaiting something other than steps).
         """
+        listing = (
+            None
+            if run_ids is not None
+            else self.capabilities.listing_part(self.store, call="check")
+        )
         return await check_runs(
             self._runtime,
+            listing,
             status=status,
             workflow=workflow,
             version=version,
@@ -940,5 +970,18 @@ class Engine:
         await self.close()
 
     # --- internals ----------------------------------------------------------------
+    async def _resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
+        """Drive a run this engine's `Worker` claimed (its workflow found by name).
+
+        `taken_over`: the claim took the run's lease from another owner
+        (`Lease.taken_from`), one that crashed or stopped while running it.
+        """
+        return await self._driver.resume_claimed(run_id, taken_over=taken_over)
+
+    def _no_states(self, call: str) -> NoReturn:
+        raise CapabilityMissing(
+            store=self.store.url, capability="SnapshotStore", call=call
+        )
+
     async def _get(self, run_id: str) -> RunRecord:
         return await get_run(self.store, run_id)

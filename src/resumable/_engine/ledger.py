@@ -27,7 +27,7 @@ from resumable.serde import Serde
 from resumable.stores._records import checked_steps
 from resumable.stores.kinds import JournalKind, index_of
 from resumable.stores.places import step_place
-from resumable.stores.protocol import StepRecord, Store
+from resumable.stores.protocol import RunStore, StepRecord
 from resumable.usage import Usage
 
 
@@ -202,7 +202,7 @@ def build(
 
 
 async def read_ledger(
-    store: Store, serde: Serde, prices: PriceTable, run_id: str
+    store: RunStore, serde: Serde, prices: PriceTable, run_id: str
 ) -> Ledger:
     """`Engine.ledger`: the run's ledger from its own journal (never a fork's parent's).
 

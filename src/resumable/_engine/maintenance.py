@@ -20,13 +20,22 @@ from resumable._engine.snapshots import Snapshots
 from resumable.errors import UsageError
 from resumable.stores.archive import Archived
 from resumable.stores.offload import OffloadStore
-from resumable.stores.protocol import RunStatus, Store
+from resumable.stores.protocol import (
+    Maintenance,
+    RunListing,
+    RunStatus,
+    RunStore,
+    SnapshotStore,
+)
 from resumable.stores.urls import redact
 
 
 async def collect_garbage(
     runtime: Runtime,
     *,
+    listing: RunListing,
+    maintenance: Maintenance,
+    snapshots: SnapshotStore | None,
     older_than: timedelta | None,
     status: RunStatus | tuple[RunStatus, ...],
     keep_last: int | None,
@@ -39,6 +48,9 @@ async def collect_garbage(
     statuses = (status,) if isinstance(status, str) else tuple(status)
     report = await collect(
         store,
+        listing=listing,
+        maintenance=maintenance,
+        snapshots=snapshots,
         now_ms=clock.now_ms(),
         older_than=older_than,
         status=statuses,
@@ -58,9 +70,9 @@ async def collect_garbage(
 
 
 async def archive(
-    store: Store,
+    store: RunStore,
     clock: Clock,
-    snapshots: Snapshots,
+    snapshots: Snapshots | None,
     *,
     older_than: timedelta,
     limit: int,
@@ -71,6 +83,7 @@ async def archive(
         UsageError: the store has no object store (`blobs=`).
     """
     offload = _archiving(store)
+    assert snapshots is not None  # noqa: S101 - an OffloadStore wraps a full Store
     now_ms = clock.now_ms()
     cutoff_ms = now_ms - int(older_than.total_seconds() * 1000)
 
@@ -82,7 +95,7 @@ async def archive(
     )
 
 
-async def unarchive_thread(store: Store, thread_id: str) -> bool:
+async def unarchive_thread(store: RunStore, thread_id: str) -> bool:
     """`Engine.unarchive_thread`: put a thread's archived snapshots back.
 
     Raises:
@@ -92,7 +105,7 @@ async def unarchive_thread(store: Store, thread_id: str) -> bool:
     return await offload.restore_archived_thread(thread_id) is not None
 
 
-async def unarchive(store: Store, run_id: str) -> bool:
+async def unarchive(store: RunStore, run_id: str) -> bool:
     """`Engine.unarchive`: put an archived run's rows back; False if it was not.
 
     Raises:
@@ -104,7 +117,7 @@ async def unarchive(store: Store, run_id: str) -> bool:
     return await offload.restore_archived(run_id) is not None
 
 
-def _archiving(store: Store) -> OffloadStore:
+def _archiving(store: RunStore) -> OffloadStore:
     if not isinstance(store, OffloadStore):
         raise UsageError(
             f"store {redact(store.url)}: archive needs an object store: add "

@@ -18,7 +18,7 @@ from resumable._engine.deletes import delete_states
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable.errors import CheckpointNotFound
 from resumable.serde import Serde
-from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.protocol import SnapshotRecord, SnapshotStore
 from resumable.stores.roles import SnapshotRole, packed_namespace
 
 MISSING: Any = object()
@@ -38,7 +38,7 @@ class States:
     """One Engine's thread states."""
 
     def __init__(
-        self, store: Store, serde: Serde, clock: Clock, *, packing: bool = True
+        self, store: SnapshotStore, serde: Serde, clock: Clock, *, packing: bool = True
     ) -> None:
         self.snapshots = Snapshots(store, serde, packing=packing)
         self._store, self._clock = store, clock
