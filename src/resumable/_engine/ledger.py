@@ -24,7 +24,7 @@ from resumable._engine.journal import get_run, refuse_archived
 from resumable._plural import plural
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.serde import Serde
-from resumable.stores._records import checked_steps
+from resumable.stores.checks import checked_steps
 from resumable.stores.kinds import JournalKind, index_of
 from resumable.stores.places import step_place
 from resumable.stores.protocol import RunStore, StepRecord

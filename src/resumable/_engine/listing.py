@@ -20,7 +20,7 @@ from typing import Any
 from resumable._engine.clock import datetime_of
 from resumable.errors import ResumableError, UsageError
 from resumable.serde import Serde
-from resumable.stores._records import checked_run
+from resumable.stores.checks import checked_run
 from resumable.stores.places import run_place
 from resumable.stores.protocol import (
     RUN_STATUSES,
