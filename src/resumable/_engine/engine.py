@@ -107,6 +107,33 @@ class RunHandle:
         await self._engine.cancel(self.run_id)
 
 
+def _taken(
+    store: str | RunStore, blobs: str | BlobStore | None, offload_over: int
+) -> RunStore:
+    """The store an Engine uses: made from a URL, its payloads offloaded to `blobs`.
+
+    Raises:
+        CapabilityMissing: `blobs` with a store that is not a full `Store`.
+    """
+    taken = create_store(store) if isinstance(store, str) else store
+    if blobs is None:
+        return taken
+    return OffloadStore(
+        Capabilities.of(taken).full_store(taken, call="Engine(blobs=...)"),
+        open_blobs(blobs) if isinstance(blobs, str) else blobs,
+        offload_over=offload_over,
+    )
+
+
+def _key_ring(encryption_key: KeyRing | str | None) -> KeyRing | None:
+    """The keys payloads are sealed with: given, or $RESUMABLE_ENCRYPTION_KEY."""
+    if encryption_key is None:
+        encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
+    if isinstance(encryption_key, str):
+        return KeyRing.from_env(encryption_key)
+    return encryption_key
+
+
 class Engine:
     """Starts, resumes and inspects durable runs on one store.
 
@@ -162,29 +189,16 @@ class Engine:
         offload_over: int = DEFAULT_OFFLOAD_OVER,
         metering: bool | None = None,
     ) -> None:
-        taken = create_store(store) if isinstance(store, str) else store
-        if blobs is not None:
-            taken = OffloadStore(
-                Capabilities.of(taken).full_store(taken, call="Engine(blobs=...)"),
-                open_blobs(blobs) if isinstance(blobs, str) else blobs,
-                offload_over=offload_over,
-            )
-        self.store: RunStore = taken
+        self.store: RunStore = _taken(store, blobs, offload_over)
         """The store, as given or made from the URL: a full `Store`, or a
         `RunStore` whose missing parts `capabilities` names."""
-        self.capabilities = Capabilities.of(taken)
+        self.capabilities = capabilities = Capabilities.of(self.store)
         """What the store offers beyond RunStore, checked once, here."""
-        if encryption_key is None:
-            encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
-        keys = (
-            KeyRing.from_env(encryption_key)
-            if isinstance(encryption_key, str)
-            else encryption_key
-        )
+        keys = _key_ring(encryption_key)
         registry = TypeRegistry(parent=TYPES)
         registry.register(*types)
         self.serde = Serde(registry, keys=keys, max_bytes=max_payload_bytes)
-        streams = self.capabilities.payload_streams
+        streams = capabilities.payload_streams
         if streams is not None:
             streams.stream_with(self.serde.reader)
         self._encrypted = keys is not None
@@ -203,15 +217,15 @@ class Engine:
             uploads=streams if streams is not None and streams.streams else None,
         )
         self._runtime = self._driver.runtime
-        report_commit_batches(self._runtime, self.capabilities.commit_batches)
+        report_commit_batches(self._runtime, capabilities.commit_batches)
         self._states = (
             States(
-                self.capabilities.snapshot_part(taken, call="Engine"),
+                capabilities.snapshot_part(self.store, call="Engine"),
                 self.serde,
                 self.clock,
-                packing=self.capabilities.packs,
+                packing=capabilities.packs,
             )
-            if self.capabilities.snapshots
+            if capabilities.snapshots
             else None
         )
         """Thread states; None on a store without `SnapshotStore`."""
