@@ -158,8 +158,9 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     wrapped = OffloadStore(MemoryStore(), open_blobs(f"file://{tmp_path}"))
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
-    assert dataclasses.replace(found, payload_streams=None) == memory
-    assert found.names == (*memory.names, "StreamsPayloads")
+    assert found.objects is wrapped
+    assert dataclasses.replace(found, payload_streams=None, objects=None) == memory
+    assert found.names == (*memory.names, "StreamsPayloads", "KeepsObjects")
 
 
 async def test_a_run_store_alone_runs_suspends_resumes_and_replays() -> None:

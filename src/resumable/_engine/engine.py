@@ -794,6 +794,7 @@ class Engine:
             snapshots=capabilities.snapshot_part(store, call="gc")
             if capabilities.snapshots
             else None,
+            objects=capabilities.objects,
             older_than=older_than,
             status=status,
             keep_last=keep_last,
@@ -825,6 +826,7 @@ class Engine:
         """
         return await archive(
             self.store,
+            self.capabilities.objects,
             self.clock,
             None if self._states is None else self._states.snapshots,
             older_than=older_than,
@@ -841,7 +843,7 @@ class Engine:
             RunNotFound: there is no such run.
             CorruptCheckpointError: the run's archive object is missing or damaged.
         """
-        return await unarchive(self.store, run_id)
+        return await unarchive(self.store, self.capabilities.objects, run_id)
 
     async def unarchive_thread(self, thread_id: str) -> bool:
         """Put a thread's archived snapshots and chunks back in the primary store.
@@ -852,7 +854,7 @@ class Engine:
             UsageError: the engine has no object store (`blobs=`).
             CorruptCheckpointError: the thread's archive object is missing or damaged.
         """
-        return await unarchive_thread(self.store, thread_id)
+        return await unarchive_thread(self.store, self.capabilities.objects, thread_id)
 
     async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
         """Re-encrypt every payload not sealed with the current key (key rotation).

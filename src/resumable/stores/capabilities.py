@@ -14,6 +14,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `RunsOnAnyLoop` | `any_loop = True` | sync callers drive it on their own thread |
 | `ReportsCommitBatches` | `add_commit_listener` | the commit batch size metric |
 | `StreamsPayloads` | `streams`, `stream_with`, `put_sealed` | large results move a chunk at a time |
+| `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
 
 `Capabilities.of(store)` checks them all once, when the engine (or `open_store`)
 takes the store, and whoever needs one is handed the typed reference it holds,
@@ -27,11 +28,12 @@ wraps, and the payload streams it adds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
 
 from resumable.errors import CapabilityMissing
+from resumable.stores.archive import Archived
 from resumable.stores.offload_stream import Opener, Sealed
 from resumable.stores.protocol import (
     Maintenance,
@@ -138,6 +140,40 @@ class StreamsPayloads(Protocol):
 
 
 @runtime_checkable
+class KeepsObjects(Protocol):
+    """A store whose payloads may live in an object store (`OffloadStore`).
+
+    `Engine.gc` deletes the objects no row references any more; `Engine.archive`
+    moves finished runs' journals and cold threads' snapshots into it, and
+    `unarchive`/`unarchive_thread` put them back.
+    """
+
+    async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
+        """Delete unreferenced objects older than `older_than_ms`; how many."""
+        ...
+
+    async def archive_finished(
+        self,
+        *,
+        updated_before_ms: int,
+        limit: int,
+        now_ms: int,
+        prepare: Callable[[str], Awaitable[Collection[tuple[str, str]] | None]]
+        | None = None,
+    ) -> list[Archived]:
+        """Archive up to `limit` finished runs and `limit` threads gone cold."""
+        ...
+
+    async def restore_archived(self, run_id: str) -> object | None:
+        """Put an archived run's rows back; None if it was not archived."""
+        ...
+
+    async def restore_archived_thread(self, thread_id: str) -> object | None:
+        """Put a thread's archived snapshots back; None if none was archived."""
+        ...
+
+
+@runtime_checkable
 class WrapsStore(Protocol):
     """A store that adds to another, as `OffloadStore` does.
 
@@ -173,6 +209,9 @@ class Capabilities:
     payload_streams: StreamsPayloads | None = None
     """Where to hand the frame reader and large results, if the store streams
     payloads (`StreamsPayloads`: an `OffloadStore`)."""
+    objects: KeepsObjects | None = None
+    """Where to collect and archive to, if the store keeps payloads in an object
+    store (`KeepsObjects`: an `OffloadStore`)."""
 
     @classmethod
     def of(cls, store: RunStore) -> Capabilities:
@@ -197,6 +236,7 @@ class Capabilities:
                 optional if isinstance(optional, ReportsCommitBatches) else None
             ),
             payload_streams=store if isinstance(store, StreamsPayloads) else None,
+            objects=store if isinstance(store, KeepsObjects) else None,
         )
 
     def snapshot_part(self, store: RunStore, *, call: str) -> SnapshotStore:
@@ -263,5 +303,6 @@ class Capabilities:
             "SupportsWakeUp": self.wake_up is not None,
             "ReportsCommitBatches": self.commit_batches is not None,
             "StreamsPayloads": self.payload_streams is not None,
+            "KeepsObjects": self.objects is not None,
         }
         return tuple(name for name, present in found.items() if present)
