@@ -7,10 +7,14 @@ removal, a deprecation first.
 from __future__ import annotations
 
 import ast
+import builtins
+import collections.abc
+import datetime
 import importlib
 import inspect
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -32,12 +36,12 @@ from resumable import (
 from resumable.cli import main
 
 PUBLIC = {
-    "BudgetExceeded", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
+    "Archived", "BudgetExceeded", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
     "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
     "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "JournalPage", "LeaseLost", "Ledger",
-    "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "ResumableError",
+    "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "RekeyReport", "ResumableError",
     "Retry", "RunCancelled", "RunCheck", "RunConflict", "RunCounts", "RunFilter",
-    "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunView", "SchemaVersionError", "SerializationError", "Spend",
+    "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunStatus", "RunView", "SchemaVersionError", "SerializationError", "Spend",
     "StepExport", "StepFailed", "StepView", "StoreError", "ThreadPage", "ThreadView",
     "Usage", "UsageError",
     "WaitTimeout", "Worker", "WorkflowFailed", "WorkflowNotRegistered",
@@ -85,6 +89,38 @@ def test_the_package_exports_exactly_its_public_names() -> None:
     assert len(resumable.__all__) == len(PUBLIC)  # no name twice
     for name in resumable.__all__:
         assert getattr(resumable, name) is not None
+
+
+def _names_in(annotation: str) -> set[str]:
+    return {
+        node.id
+        for node in ast.walk(ast.parse(annotation, mode="eval"))
+        if isinstance(node, ast.Name)
+    }
+
+
+def test_every_type_a_public_engine_method_returns_is_exported() -> None:
+    """A user can name what they get back: `report: resumable.RekeyReport = ...`."""
+    namespace = vars(sys.modules[Engine.__module__])
+    stdlib = (builtins, typing, collections.abc, datetime)
+    missing = []
+    for name, member in inspect.getmembers(Engine):
+        if name.startswith("_"):
+            continue
+        function = member.fget if isinstance(member, property) else member
+        if not callable(function):
+            continue
+        returned = inspect.get_annotations(function).get("return")
+        assert isinstance(returned, str), name  # every public method says
+        for used in _names_in(returned):
+            found = namespace[used] if used in namespace else getattr(builtins, used)
+            if isinstance(found, typing.TypeVar) or any(
+                getattr(module, used, None) is found for module in stdlib
+            ):
+                continue
+            if getattr(resumable, used, None) is not found:
+                missing.append(f"Engine.{name} -> {used}")
+    assert not missing, missing
 
 
 def test_resumable_testing_exports_exactly_its_public_names() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -152,9 +153,14 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "Maintenance",
         "RunsOnAnyLoop",
     )
-    # a wrapper offers what it wraps: the memory store runs on any loop
+    # a wrapper offers what it wraps (the memory store runs on any loop), and
+    # the offload store adds streamed payloads
     wrapped = OffloadStore(MemoryStore(), open_blobs(f"file://{tmp_path}"))
-    assert Capabilities.of(wrapped) == memory
+    found = Capabilities.of(wrapped)
+    assert found.payload_streams is wrapped
+    assert found.objects is wrapped
+    assert dataclasses.replace(found, payload_streams=None, objects=None) == memory
+    assert found.names == (*memory.names, "StreamsPayloads", "KeepsObjects")
 
 
 async def test_a_run_store_alone_runs_suspends_resumes_and_replays() -> None:

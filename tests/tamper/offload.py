@@ -18,9 +18,9 @@ from typing import Any
 from resumable._engine.engine import Engine
 from resumable.stores.blobref import REFERENCE_SIZE
 from resumable.stores.blobs import FileBlobs
+from resumable.stores.capabilities import Capabilities
 from resumable.stores.offload import OffloadStore
-from resumable.stores.partial import as_store
-from resumable.stores.protocol import Store
+from resumable.stores.protocol import RunStore, Store
 from resumable.testing.tamper import StoredField, TamperSubject, TamperSuite
 
 __all__ = ["OFFLOAD_OVER", "ArchivingTamperSuite", "offload_subject"]
@@ -29,13 +29,18 @@ OFFLOAD_OVER = REFERENCE_SIZE
 """Every payload longer than a reference is offloaded."""
 
 
+def _full(store: RunStore) -> Store:
+    """The store an OffloadStore wraps: every part of the protocol."""
+    return Capabilities.of(store).full_store(store, call="OffloadStore")
+
+
 class _OffloadSubject:
     def __init__(self, rows: TamperSubject, folder: Path, offload_over: int) -> None:
         self._rows = rows
         self._folder = folder
         self._over = offload_over
         self.store: Store = OffloadStore(
-            as_store(rows.store), FileBlobs(folder), offload_over=offload_over
+            _full(rows.store), FileBlobs(folder), offload_over=offload_over
         )
         self._stores = [self.store]
 
@@ -55,7 +60,7 @@ class _OffloadSubject:
 
     async def reopen(self) -> Store:
         store = OffloadStore(
-            as_store(await self._rows.reopen()),
+            _full(await self._rows.reopen()),
             FileBlobs(self._folder),
             offload_over=OFFLOAD_OVER,
         )
