@@ -26,10 +26,13 @@ storing the same usage, and recorded/off what storing a call's usage costs.
 
 RUNS rounds; each runs every (workload, mode) once, the order of the modes
 rotating from round to round, so drift of the shared machine hits every mode
-alike. Each ratio is the median over the rounds of that round's ratio against
-the baseline of the same round. Wall time counts waiting for a CPU on a busy
-machine; CPU time (`time.process_time`, every thread of the process: the
-simulator's too) does not, so it is the steadier of the two.
+alike; a sample is a short run (LLM_STEPS steps), so that a round is over
+before the machine's load changes much. Each ratio is the median over the
+rounds of that round's ratio against the baseline of the same round. Wall time
+counts the simulator's threads (which share the GIL) and waiting for a CPU on
+a busy machine; CPU time is this thread's (`time.thread_time`): the engine's
+and the SDK client's work, what a step costs the user's process, without the
+simulator, which stands in for the provider's machine.
 
 Timings swing on a shared machine, so it also counts bytecodes per step
 (sys.settrace, exact and repeatable: `_common.Counter`) in every mode: the
@@ -61,9 +64,9 @@ from resumable import Engine, current_run, step, workflow
 from resumable._engine import metering
 from resumable.simulator import SimulatedProvider
 
-STEPS = int(os.environ.get("STEPS", "300"))
-LLM_STEPS = int(os.environ.get("LLM_STEPS", "100"))
-RUNS = int(os.environ.get("RUNS", "9"))
+STEPS = int(os.environ.get("STEPS", "200"))
+LLM_STEPS = int(os.environ.get("LLM_STEPS", "30"))
+RUNS = int(os.environ.get("RUNS", "25"))
 COUNTED = 100  # steps per counted run (a tenth of it for LLM steps)
 
 CLIENT: list[openai.AsyncOpenAI] = []
@@ -148,9 +151,9 @@ async def per_step(case: Case, run_id: str) -> tuple[float, float, tuple[int, in
     """µs of wall and of CPU time per step, and the run's (calls, tokens)."""
     wf, n = CASES[case]
     async with switch(case[1]) as engine:
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu = time.perf_counter(), time.thread_time()
         await engine.run(wf, n, run_id=run_id)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
         incurred = (await engine.ledger(run_id)).incurred
     return wall / n * 1e6, cpu / n * 1e6, (incurred.calls, incurred.total_tokens)
 
