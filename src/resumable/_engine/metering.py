@@ -20,7 +20,10 @@ helper an SDK release adds. The SDKs have no public request/response hook
 except a custom `http_client`, which needs user code. The wrapper reads only
 public attributes: the request's `url` and `json_data` (the path and the body),
 the result's fields, and a raw response's public `parse()` (cached by the SDK,
-so the caller's own `parse()` returns the same object).
+so the caller's own `parse()` returns the same object). What a result is (a
+response, a stream, a raw response) and which markers a stream event's class
+has are looked at once per class, not per call or chunk: looking for a field
+an SDK model lacks makes pydantic raise and catch AttributeError inside.
 
 A stream's usage arrives in its last events, so a streamed call is added as
 unmetered when the stream is returned and replaced by its usage when the event
@@ -184,8 +187,8 @@ def _sync_request(original: Any, provider: str) -> Any:
         if body is not None:
             kind = _kind(result)
             if kind is _RAW:
-                result_parsed = _parsed(result)
-                _meter(calls, provider, body, result_parsed, _kind(result_parsed))
+                parsed = _parsed(result)
+                _meter(calls, provider, body, parsed, _kind(parsed))
             else:
                 _meter(calls, provider, body, result, kind)
         return result
@@ -225,7 +228,7 @@ _kinds: dict[type, str] = {}
 _markers: dict[type, tuple[bool, bool]] = {}
 """Whether each class of stream event seen so far has a `type`, an `object` field."""
 _CLASSES_KEPT = 256
-"""At most this many classes in each of those (classes made on the fly stay collectable)."""
+"""At most this many classes in each (classes made on the fly are not kept without bound)."""
 
 
 def _per_class(cache: dict[type, _T], value: Any, look: Callable[[Any], _T]) -> _T:
