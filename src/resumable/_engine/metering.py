@@ -54,7 +54,6 @@ import os
 import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from resumable._engine.context import _step
@@ -334,19 +333,29 @@ class _Tap:
 
     def _delta_usage(self, delta: Any) -> Usage | None:
         """Anthropic's message_delta usage: the output count, and any input ones."""
-        output = getattr(delta, "output_tokens", None)
-        if self.start is None or not isinstance(output, int):
+        start, output = self.start, getattr(delta, "output_tokens", None)
+        if start is None or not isinstance(output, int):
             return None
-        fields: dict[str, Any] = {"output_tokens": output}
-        for name, key in (
-            ("input_tokens", "input_tokens"),
-            ("cached_input_tokens", "cache_read_input_tokens"),
-            ("cache_write_tokens", "cache_creation_input_tokens"),
-        ):
-            value = getattr(delta, key, None)
-            if isinstance(value, int):
-                fields[name] = value
-        return replace(self.start, **fields)
+        counts = [
+            getattr(delta, key, None)
+            for key in (
+                "input_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+            )
+        ]
+        given, read, written = (c if isinstance(c, int) else None for c in counts)
+        return Usage(  # the start's, with what the delta counted
+            model=start.model,
+            provider=start.provider,
+            response_id=start.response_id,
+            cost_usd=start.cost_usd,
+            is_metered=start.is_metered,
+            input_tokens=start.input_tokens if given is None else given,
+            cached_input_tokens=start.cached_input_tokens if read is None else read,
+            cache_write_tokens=start.cache_write_tokens if written is None else written,
+            output_tokens=output,
+        )
 
     def follow(self, items: Iterator[Any]) -> Iterator[Any]:
         for item in items:
