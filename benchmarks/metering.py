@@ -24,10 +24,10 @@ So for the LLM step, on/off is what metering costs in all (catching the call,
 reading its usage, storing it), on/recorded what the meter costs beyond
 storing the same usage, and recorded/off what storing a call's usage costs.
 
-RUNS rounds; each runs every (workload, mode) once, the order of the modes
-rotating from round to round, so drift of the shared machine hits every mode
-alike; a sample is a short run (LLM_STEPS steps), so that a round is over
-before the machine's load changes much. Each ratio is the median over the
+RUNS rounds; each runs every (workload, mode) once, in one order and then in
+the reverse one, so drift of the shared machine hits every mode alike and each
+has the same neighbours; a sample is a short run (LLM_STEPS steps), so that a
+round is over before the machine's load changes much. Each ratio is the median over the
 rounds of that round's ratio against the baseline of the same round. Wall time
 counts the simulator's threads (which share the GIL) and waiting for a CPU on
 a busy machine; CPU time is this thread's (`time.thread_time`): the engine's
@@ -65,8 +65,8 @@ from resumable._engine import metering
 from resumable.simulator import SimulatedProvider
 
 STEPS = int(os.environ.get("STEPS", "200"))
-LLM_STEPS = int(os.environ.get("LLM_STEPS", "30"))
-RUNS = int(os.environ.get("RUNS", "25"))
+LLM_STEPS = int(os.environ.get("LLM_STEPS", "20"))
+RUNS = int(os.environ.get("RUNS", "60"))
 COUNTED = 100  # steps per counted run (a tenth of it for LLM steps)
 
 CLIENT: list[openai.AsyncOpenAI] = []
@@ -198,8 +198,7 @@ async def main() -> None:
         cpu: dict[Case, list[float]] = {case: [] for case in CASES}
         cases = list(CASES)
         for round_ in range(RUNS):
-            shift = round_ % len(cases)
-            for case in cases[shift:] + cases[:shift]:
+            for case in cases if round_ % 2 == 0 else cases[::-1]:
                 us_wall, us_cpu, _ = await per_step(case, f"{case}-{round_}")
                 wall[case].append(us_wall)
                 cpu[case].append(us_cpu)
