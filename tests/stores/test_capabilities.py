@@ -23,8 +23,8 @@ from resumable.testing.contract.records import snapshot_record
 
 PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {
-    "memory": {"RunsOnAnyLoop"},
-    "sqlite": {"RunsOnAnyLoop", "NeedsOpen"},
+    "memory": {"RunsOnAnyLoop", "LocalWrites"},
+    "sqlite": {"RunsOnAnyLoop", "LocalWrites", "NeedsOpen"},
     "postgres": {"NeedsOpen", "SupportsWakeUp", "ReportsCommitBatches"},
     "redis": {"NeedsOpen", "SupportsWakeUp"},
 }

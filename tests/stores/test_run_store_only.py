@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -151,10 +152,12 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "RunListing",
         "Maintenance",
         "RunsOnAnyLoop",
+        "LocalWrites",
     )
-    # a wrapper offers what it wraps: the memory store runs on any loop
+    # a wrapper offers what it wraps (the memory store runs on any loop), but
+    # its writes are its own: an OffloadStore uploads to an object store
     wrapped = OffloadStore(MemoryStore(), open_blobs(f"file://{tmp_path}"))
-    assert Capabilities.of(wrapped) == memory
+    assert Capabilities.of(wrapped) == dataclasses.replace(memory, local_writes=False)
 
 
 async def test_a_run_store_alone_runs_suspends_resumes_and_replays() -> None:

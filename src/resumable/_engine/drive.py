@@ -35,6 +35,7 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
+from resumable.stores.capabilities import writes_locally
 from resumable.stores.offload import OffloadStore
 from resumable.stores.places import input_place, run_place
 from resumable.stores.protocol import (
@@ -89,6 +90,7 @@ class Driver:
             prices=prices,
             observer=observer,
             metering=metering,
+            times_out_writes=not writes_locally(store),
             streams_results=isinstance(store, OffloadStore) and store.streams,
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
