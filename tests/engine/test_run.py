@@ -582,3 +582,41 @@ async def test_mixing_sync_and_async_is_refused_with_a_way_out(engine: Engine) -
 
     with pytest.raises(WorkflowFailed, match="called from a sync workflow"):
         await engine.run(sync_parent, run_id="mix-2")
+
+
+class SlowLocalStore:
+    """Delegates to a real store; step commits take their time, as a busy disk's.
+
+    It declares `LocalWrites` (its writes wait on no server), so the engine gives
+    them no timeout of their own: they end when the store says.
+    """
+
+    local_writes = True  # see capabilities.LocalWrites
+
+    def __init__(self, inner: Store) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def commit_step(self, step: StepRecord, *, fence: int) -> None:
+        await asyncio.sleep(0.3)
+        await self._inner.commit_step(step, fence=fence)
+
+
+async def test_a_store_with_local_writes_is_not_timed_out_write_by_write(
+    engine: Engine,
+) -> None:
+    @step
+    async def first() -> str:
+        return "ok"
+
+    @workflow
+    async def wf() -> str:
+        return await first()
+
+    assert isinstance(engine.store, Store)
+    slow = Engine(SlowLocalStore(engine.store), store_retry_s=0.1)
+    assert slow.capabilities.local_writes
+    assert await slow.run(wf, run_id="slow") == "ok"  # 0.3 s, past store_retry_s
+    assert (await engine.get("slow")).status == "succeeded"

@@ -20,8 +20,8 @@ from resumable.stores.protocol import (
 
 PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {
-    "memory": {"RunsOnAnyLoop"},
-    "sqlite": {"RunsOnAnyLoop", "NeedsOpen"},
+    "memory": {"RunsOnAnyLoop", "LocalWrites"},
+    "sqlite": {"RunsOnAnyLoop", "LocalWrites", "NeedsOpen"},
     "postgres": {"NeedsOpen", "SupportsWakeUp", "ReportsCommitBatches"},
     "redis": {"NeedsOpen", "SupportsWakeUp"},
 }

@@ -152,15 +152,23 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "RunListing",
         "Maintenance",
         "RunsOnAnyLoop",
+        "LocalWrites",
     )
     # a wrapper offers what it wraps (the memory store runs on any loop), and
-    # the offload store adds streamed payloads
+    # the offload store adds streamed payloads; but its writes are its own: it
+    # uploads to an object store
     wrapped = OffloadStore(MemoryStore(), open_blobs(f"file://{tmp_path}"))
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
     assert found.objects is wrapped
-    assert dataclasses.replace(found, payload_streams=None, objects=None) == memory
-    assert found.names == (*memory.names, "StreamsPayloads", "KeepsObjects")
+    assert dataclasses.replace(
+        found, payload_streams=None, objects=None
+    ) == dataclasses.replace(memory, local_writes=False)
+    assert found.names == (
+        *(name for name in memory.names if name != "LocalWrites"),
+        "StreamsPayloads",
+        "KeepsObjects",
+    )
 
 
 async def test_a_run_store_alone_runs_suspends_resumes_and_replays() -> None:

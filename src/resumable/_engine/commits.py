@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -86,7 +87,7 @@ async def commit(
             record = dataclasses.replace(record, output=output)
         await durably(
             ctx,
-            lambda: ctx.runtime.store.commit_step(record, fence=ctx.fence),
+            functools.partial(ctx.runtime.store.commit_step, record, fence=ctx.fence),
             seq=record.seq,
         )
     except (LeaseLost, CheckpointWriteError) as exc:
@@ -195,20 +196,29 @@ async def durably(
         CheckpointWriteError: the store still failed when the time ran out.
     """
     runtime = ctx.runtime
-    deadline = runtime.clock.now_ms() + int(runtime.store_retry_s * 1000)
+    window_ms = int(runtime.store_retry_s * 1000)
+    # a store whose writes wait on no server (LocalWrites) is given no timeout,
+    # and its window opens when a write first fails
+    timed = runtime.times_out_writes
+    deadline = runtime.clock.now_ms() + window_ms if timed else None
     delay = 0.05
     while True:
         try:
-            # no attempt outlasts the window: a store that hangs (a pool waiting
-            # for a server that is gone) fails the write when store_retry_s says
-            remaining_s = max(deadline - runtime.clock.now_ms(), 0) / 1000
-            async with asyncio.timeout(remaining_s):
+            if not timed or deadline is None:
                 await write()
+            else:
+                # no attempt outlasts the window: a store that hangs (a pool waiting
+                # for a server that is gone) fails the write when store_retry_s says
+                remaining_s = max(deadline - runtime.clock.now_ms(), 0) / 1000
+                async with asyncio.timeout(remaining_s):
+                    await write()
         except (CheckpointWriteError, StoreError, TimeoutError) as exc:
             if runtime.observer is not None:
                 runtime.observer.store_error(ctx, exc)
             if isinstance(exc, CheckpointWriteError) and not exc.transient:
                 raise
+            if deadline is None:
+                deadline = runtime.clock.now_ms() + window_ms
             if runtime.clock.now_ms() + delay * 1000 >= deadline:
                 if isinstance(exc, CheckpointWriteError):
                     raise

@@ -137,6 +137,9 @@ class Runtime:
     """Told about executions, steps and writes (traces, metrics); None costs nothing."""
     metering: bool = True
     """Meter the openai/anthropic SDK calls each step attempt makes (`metering`)."""
+    times_out_writes: bool = True
+    """Give each store write at most the rest of `store_retry_s` (`commits.durably`);
+    False for a store whose writes wait on no server (`capabilities.LocalWrites`)."""
     uploads: StreamsPayloads | None = None
     """Where large results go as they are sealed, a chunk at a time, if the store
     streams uploads (`StreamsPayloads`): see `commits.dumps_for`."""

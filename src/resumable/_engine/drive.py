@@ -35,7 +35,7 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
-from resumable.stores.capabilities import StreamsPayloads
+from resumable.stores.capabilities import StreamsPayloads, writes_locally
 from resumable.stores.places import input_place, run_place
 from resumable.stores.protocol import (
     InputRecord,
@@ -91,6 +91,7 @@ class Driver:
             observer=observer,
             metering=metering,
             uploads=uploads,
+            times_out_writes=not writes_locally(store),
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}

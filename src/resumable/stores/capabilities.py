@@ -12,6 +12,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `NeedsOpen` | `async open()` | `open_store` connects and migrates up front |
 | `SupportsWakeUp` | `async wait_for_work(timeout_s)` | workers wake on new work, not a poll |
 | `RunsOnAnyLoop` | `any_loop = True` | sync callers drive it on their own thread |
+| `LocalWrites` | `local_writes = True` | its writes are not timed out one by one |
 | `ReportsCommitBatches` | `add_commit_listener` | the commit batch size metric |
 | `StreamsPayloads` | `streams`, `stream_with`, `put_sealed` | large results move a chunk at a time |
 | `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
@@ -88,6 +89,34 @@ class RunsOnAnyLoop(Protocol):
     """
 
     any_loop: bool
+
+
+@runtime_checkable
+class LocalWrites(Protocol):
+    """A store whose writes wait on no server: each returns or raises on its own.
+
+    A store declares it with a class attribute `local_writes = True` when its
+    writes reach no other machine: the memory store, and SQLite, whose wait for
+    another process's write lock is bounded by its `busy_timeout_ms`. The engine
+    gives each write to any other store at most the rest of `store_retry_s`
+    (`commits.durably`): a pool waiting for a server that is gone would otherwise
+    hang the run. Such a store's writes are not timed out one by one, which
+    saves a timer per step; `store_retry_s` still bounds their retries.
+
+    A wrapper does not inherit it (`OffloadStore` uploads to an object store),
+    nor does a subclass: it is read from the class that declares it.
+    """
+
+    local_writes: bool
+
+
+def writes_locally(store: RunStore) -> bool:
+    """Whether the class of `store` declares `LocalWrites`.
+
+    Its class, not the object: a wrapper does not inherit it, not even one that
+    forwards every attribute it lacks to the store it wraps (`__getattr__`).
+    """
+    return vars(type(store)).get("local_writes") is True
 
 
 @runtime_checkable
@@ -199,6 +228,8 @@ class Capabilities:
     """It implements `Maintenance`."""
     any_loop: bool = False
     """It runs on any event loop (`RunsOnAnyLoop` with `any_loop = True`)."""
+    local_writes: bool = False
+    """Its writes wait on no server (`LocalWrites`, declared by the store itself)."""
     opener: NeedsOpen | None = None
     """Where to call `open()`, if the store has one."""
     wake_up: SupportsWakeUp | None = None
@@ -230,6 +261,7 @@ class Capabilities:
             listing=has(RunListing),
             maintenance=has(Maintenance),
             any_loop=isinstance(optional, RunsOnAnyLoop) and optional.any_loop is True,
+            local_writes=writes_locally(store),
             opener=optional if isinstance(optional, NeedsOpen) else None,
             wake_up=optional if isinstance(optional, SupportsWakeUp) else None,
             commit_batches=(
@@ -299,6 +331,7 @@ class Capabilities:
             "RunListing": self.listing,
             "Maintenance": self.maintenance,
             "RunsOnAnyLoop": self.any_loop,
+            "LocalWrites": self.local_writes,
             "NeedsOpen": self.opener is not None,
             "SupportsWakeUp": self.wake_up is not None,
             "ReportsCommitBatches": self.commit_batches is not None,

@@ -36,6 +36,7 @@ class MemoryStore:
     """A Store that keeps everything in this process's memory."""
 
     any_loop = True  # see capabilities.RunsOnAnyLoop
+    local_writes = True  # see capabilities.LocalWrites
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url

@@ -577,7 +577,8 @@ class SQLiteThread:
             try:
                 result = fn(conn)
                 conn.execute("COMMIT")
-                committed = self._wal.note_commit()
+                # numbered for the sync that covers it; one that owes none needs none
+                committed = self._wal.note_commit() if durable else 0
             except _DRIVER_ERRORS as exc:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")

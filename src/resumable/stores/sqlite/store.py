@@ -62,6 +62,7 @@ class SQLiteStore:
     """
 
     any_loop = True  # see capabilities.RunsOnAnyLoop
+    local_writes = True  # see capabilities.LocalWrites
 
     def __init__(
         self,
