@@ -54,17 +54,26 @@ def subject_factory(
     return lambda: redis_subject(url)
 
 
+SHARES = 4
+"""Each store's cases run in this many tests, so parallel workers share them."""
+
+
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("share", range(SHARES))
 @pytest.mark.parametrize("backend", BACKENDS)
-async def test_every_damaged_column_fails_safe(backend: str, tmp_path: Path) -> None:
+async def test_every_damaged_column_fails_safe(
+    backend: str, share: int, tmp_path: Path
+) -> None:
     modules_before = set(sys.modules)
     # the server stores get one mutation of each kind (each case there costs a
     # schema copy and server round trips); the embedded ones get them all
     keep = None if backend in ("memory", "sqlite") else SERVER_MUTATIONS.__contains__
     report = await TamperSuite(
-        subject_factory(backend, tmp_path), mutation_filter=keep
+        subject_factory(backend, tmp_path),
+        mutation_filter=keep,
+        part=(share, SHARES),
     ).run()
-    assert report.cases > 50, report.summary()
+    assert report.cases > 50 // SHARES, report.summary()
     assert not report.failures, (
         report.summary()
         + "\n"
@@ -75,3 +84,19 @@ async def test_every_damaged_column_fails_safe(backend: str, tmp_path: Path) -> 
     )
     # the LangChain constructor JSON imported nothing
     assert not {m for m in set(sys.modules) - modules_before if "langchain" in m}
+
+
+async def test_the_shares_of_a_suite_hold_every_case_once() -> None:
+    def one_kind(name: str) -> bool:
+        return name == "NULL"
+
+    whole = await TamperSuite(memory_subject, mutation_filter=one_kind).run()
+    shares = [
+        await TamperSuite(memory_subject, mutation_filter=one_kind, part=(k, 3)).run()
+        for k in range(3)
+    ]
+    assert whole.cases > 3
+    assert sum(share.cases for share in shares) == whole.cases
+    assert all(share.cases > 0 for share in shares)
+    with pytest.raises(ValueError, match="0 <= k < n"):
+        TamperSuite(memory_subject, part=(3, 3))

@@ -138,6 +138,9 @@ class TamperSuite:
         time_limit_s: Each action must end within this.
         memory_limit_bytes: Traced allocations during an action stay below this.
         mutation_filter: Keep only mutations whose name it accepts (to shorten).
+        part: `(k, n)` runs the k-th of n equal shares of the cases (k from 0),
+            so a test runner can spread the suite over its workers; every case
+            is in exactly one share.
     """
 
     def __init__(
@@ -147,11 +150,16 @@ class TamperSuite:
         time_limit_s: float = 20.0,
         memory_limit_bytes: int = 96 << 20,
         mutation_filter: Callable[[str], bool] | None = None,
+        part: tuple[int, int] = (0, 1),
     ) -> None:
+        share, shares = part
+        if not 0 <= share < shares:
+            raise ValueError(f"part={part!r}: want (k, n) with 0 <= k < n")
         self._subject = subject
         self._time_limit_s = time_limit_s
         self._memory_limit = memory_limit_bytes
         self._keep = mutation_filter or (lambda _: True)
+        self._part = part
 
     @staticmethod
     async def fill(subject: TamperSubject) -> None:
@@ -191,12 +199,14 @@ class TamperSuite:
                 field.run_id == "t-done" and chosen[key][1].run_id != "t-done"
             ):
                 chosen[key] = (ordinal, field)
-        return [
+        cases = [
             ((table, column, ordinal), mutation)
             for (table, column), (ordinal, field) in sorted(chosen.items())
             for mutation in mutations_of(field.value)
             if self._keep(mutation.name)
         ]
+        share, shares = self._part
+        return cases[share::shares]
 
     async def _case(
         self,
