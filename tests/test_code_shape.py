@@ -22,6 +22,9 @@ FUNCTION_LINES = 60
 OVERSIZED_MODULES: dict[str, str] = {
     "stores/postgres.py": "one concept, the PostgreSQL store's methods; issue 37 lays "
     "it out as stores/postgres/ beside the other backends",
+    "stores/offload.py": "one concept, OffloadStore: the Store facade over rows and "
+    "objects, its OffloadMaintenance mixin and offload_swap.py folded back in (issue "
+    "37, which replaces this count)",
 }
 LONG_FUNCTIONS: dict[str, str] = {
     "_engine/steps.py:_run_attempts": "one concept, an attempt loop on the hot path; a "

@@ -31,7 +31,7 @@ from resumable import (
 from resumable.cli import main
 
 PUBLIC = {
-    "BudgetExceeded", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
+    "Archived", "BudgetExceeded", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
     "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
     "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "JournalPage", "LeaseLost", "Ledger",
     "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "ResumableError",

@@ -55,11 +55,13 @@ from resumable.errors import (
     WorkflowFailed,
     WorkflowNotRegistered,
 )
+from resumable.stores.archive import Archived
 from resumable.usage import Usage
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Archived",
     "BudgetExceeded",
     "CapabilityMissing",
     "CheckReport",

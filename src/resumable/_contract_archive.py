@@ -1,7 +1,7 @@
 """`StoreContract`'s archive part: a store declaring `SupportsArchive` swaps rows for stubs.
 
-A store without the capability skips these tests (archiving then moves payloads
-only, `stores.archive`).
+A store without the capability skips these tests (`Engine.archive` then archives
+none of its runs: `stores.cold`).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 
 from resumable._contract_records import T0, WEIRD_IDS, run_record, step_record
-from resumable.stores.archiving import ArchiveStub, SupportsArchive
 from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.protocol import InputRecord, RunUpdate, Store
+from resumable.stores.stubs import ArchiveStub, SupportsArchive
 
 _KEYED = seq_of(JournalKind.BATCH_ITEM, 12345)  # a map_steps item
 _LEDGER = seq_of(JournalKind.LEDGER, 1)  # an execution's ledger entry

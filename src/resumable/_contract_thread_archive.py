@@ -1,7 +1,7 @@
 """`StoreContract`'s thread archive part: `SupportsThreadArchive` swaps snapshots for a stub.
 
-A store without the capability skips these tests (archiving then moves a thread's
-payloads only, `stores.archive`).
+A store without the capability skips these tests (`Engine.archive` then archives
+none of its threads: `stores.cold`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import dataclasses
 
 from resumable._contract_records import T0, WEIRD_IDS, needs, snapshot_record
 from resumable.errors import ChunksMissing
-from resumable.stores.archiving import SupportsThreadArchive, ThreadStub
 from resumable.stores.protocol import (
     PacksSnapshots,
     SnapshotRecord,
@@ -18,6 +17,7 @@ from resumable.stores.protocol import (
     Store,
 )
 from resumable.stores.roles import pack_namespace
+from resumable.stores.stubs import SupportsThreadArchive, ThreadStub
 
 PACKS = pack_namespace("")
 

@@ -13,9 +13,9 @@ from offload.s3server import MotoS3
 from resumable import Engine, current_run, step, wait_for, workflow
 from resumable.cli import main
 from resumable.errors import CorruptCheckpointError, UsageError
-from resumable.stores.archive import is_member
-from resumable.stores.archiving import SupportsArchive, SupportsThreadArchive
+from resumable.stores.blobref import is_member
 from resumable.stores.offload import OffloadStore
+from resumable.stores.stubs import SupportsArchive, SupportsThreadArchive
 
 RAN: Counter[str] = Counter()
 
@@ -173,7 +173,7 @@ async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
         store = engine.store
         assert isinstance(store, OffloadStore)
         rows = await store.inner.list_snapshots("cold-thread", namespace=None)
-        # the built-in stores archive threads by row (stores.coldthreads): the
+        # the built-in stores archive threads by row (stores.cold): the
         # older rows left and one stub stands; the newest stays live, full
         assert [r.checkpoint_id for r in rows] == [history[0][0]]
         inner = store.inner

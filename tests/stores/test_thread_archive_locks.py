@@ -18,8 +18,8 @@ from psycopg import sql
 from conftest import service_url, store_url
 from resumable._contract_records import snapshot_record
 from resumable.stores import create_store
-from resumable.stores.archiving import ThreadStub
 from resumable.stores.postgres import PostgresStore
+from resumable.stores.stubs import ThreadStub
 
 pytestmark = pytest.mark.postgres
 

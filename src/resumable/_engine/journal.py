@@ -11,9 +11,9 @@ from resumable._engine.map_items import item_seqs
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
 from resumable.serde import Serde
 from resumable.stores._records import checked_run, checked_steps
-from resumable.stores.archiving import SupportsArchive
 from resumable.stores.kinds import JournalKind
 from resumable.stores.protocol import RunRecord, StepRecord, Store
+from resumable.stores.stubs import SupportsArchive
 from resumable.stores.urls import redact
 
 

@@ -32,8 +32,8 @@ from psycopg.rows import DictRow
 from resumable.stores import _sql
 from resumable.stores._postgres_snapshot_sql import snapshot_params
 from resumable.stores._records import converter
-from resumable.stores.archiving import ThreadStub, keys_of, namespaces_of
 from resumable.stores.protocol import SnapshotRecord
+from resumable.stores.stubs import ThreadStub, keys_of, namespaces_of
 
 _t = _sql.to_text
 Conn = AsyncConnection[DictRow]

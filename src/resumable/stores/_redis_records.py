@@ -14,7 +14,6 @@ from resumable.stores._redis_packing import pack as _pack
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
 from resumable.stores._redis_packing import unpack as _unpack
-from resumable.stores.archiving import ArchiveStub
 from resumable.stores.protocol import (
     RunRecord,
     RunStatus,
@@ -22,6 +21,7 @@ from resumable.stores.protocol import (
     StepRecord,
     StepStatus,
 )
+from resumable.stores.stubs import ArchiveStub
 
 RUN_BYTES_FIELDS: Final = ("input", "output")
 RUN_TEXT_FIELDS: Final = ("parent_id", "forked_from", "queue", "lease_owner")

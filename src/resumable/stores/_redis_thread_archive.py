@@ -20,8 +20,8 @@ from resumable.stores._redis_packing import pack as _pack
 from resumable.stores._redis_packing import to_bytes as _b
 from resumable.stores._redis_packing import to_str as _s
 from resumable.stores._redis_packing import unpack as _unpack
-from resumable.stores.archiving import ThreadStub, keys_of, namespaces_of
 from resumable.stores.protocol import SnapshotRecord
+from resumable.stores.stubs import ThreadStub, keys_of, namespaces_of
 
 
 def _packed(stub: ThreadStub) -> bytes:

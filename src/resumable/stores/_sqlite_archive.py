@@ -13,8 +13,8 @@ from typing import Final
 
 from resumable.stores import _sql
 from resumable.stores._records import converter
-from resumable.stores.archiving import ArchiveStub, keys_of
 from resumable.stores.protocol import InputRecord, StepRecord
+from resumable.stores.stubs import ArchiveStub, keys_of
 
 _t = _sql.to_text
 Conn = sqlite3.Connection

@@ -21,8 +21,8 @@ from resumable.stores._sqlite_snapshots import (
 from resumable.stores._sqlite_snapshots import (
     delete_thread_txn as delete_snapshots_of_thread_txn,
 )
-from resumable.stores.archiving import ThreadStub, keys_of, namespaces_of
 from resumable.stores.protocol import SnapshotRecord
+from resumable.stores.stubs import ThreadStub, keys_of, namespaces_of
 
 _t = _sql.to_text
 Conn = sqlite3.Connection

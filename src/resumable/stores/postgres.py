@@ -70,7 +70,6 @@ from resumable.stores._postgres_thread_archive import (
     ThreadArchiveStatements,
 )
 from resumable.stores._records import checked_thread
-from resumable.stores.archiving import ArchiveStub
 from resumable.stores.loopend import LoopEnd
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
@@ -88,6 +87,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.stubs import ArchiveStub
 from resumable.stores.urls import redact
 
 __all__ = ["CHANNEL", "DEFAULT_SCHEMA", "Options", "PostgresStore", "parse_url"]

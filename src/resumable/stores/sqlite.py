@@ -96,7 +96,6 @@ from resumable.stores import _sqlite_runs as _runs
 from resumable.stores import _sqlite_snapshots as _snapshots
 from resumable.stores import _sqlite_thread_archive as _threads
 from resumable.stores._sqlite_thread import Conn, SQLiteThread, fdatasync
-from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -113,6 +112,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 _t = _sql.to_text
 DEFAULT_PATH: Final = Path(".resumable") / "state.db"
