@@ -12,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 from collections.abc import AsyncIterator, Collection, Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,19 @@ async def test_what_a_run_store_lacks_raises_naming_the_capability() -> None:
             await engine.gc()
         with pytest.raises(CapabilityMissing, match="Maintenance"):
             await engine.rekey()
+
+
+async def test_archive_on_a_store_that_keeps_no_stub_raises_naming_both_capabilities(
+    tmp_path: Path,
+) -> None:
+    # the payload-level archive that moved such a store's payloads is gone (#37)
+    async with Engine(RunsOnly(), blobs=f"file://{tmp_path}") as engine:
+        await engine.run(double, 2, run_id="done")
+        with pytest.raises(CapabilityMissing, match="SupportsArchive") as archiving:
+            await engine.archive(older_than=timedelta(0))
+        assert archiving.value.capability == "SupportsArchive or SupportsThreadArchive"
+        assert not await engine.unarchive("done")
+    assert not any(tmp_path.iterdir())  # nothing was written to the object store
 
 
 class TestARunStoreAlonePassesTheContract(StoreContract):
