@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from offload.archived_data.flows import BIG, CALLS, book
-from resumable import Engine
+from resumable import CorruptCheckpointError, Engine
 from resumable.stores.blobref import is_member
 from resumable.stores.cold import (
     decode_cold_run,
@@ -166,3 +166,24 @@ def test_todays_codec_writes_the_objects_byte_for_byte_as_they_were_written() ->
     assert all(
         encode_cold_thread(decode_cold_thread(packed)) == packed for packed in threads
     )
+
+
+@pytest.mark.parametrize("damage", ["flip a byte", "delete"])
+async def test_a_damaged_or_missing_in_place_archive_object_is_a_corrupt_checkpoint(
+    engine: Engine, damage: str
+) -> None:
+    root = Path(_offload(engine).blobs.url.removeprefix("file://"))
+    for path in (root / "archive").rglob("*"):
+        if not path.is_file():
+            continue
+        if damage == "delete":
+            path.unlink()
+        else:
+            data = bytearray(path.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            path.write_bytes(bytes(data))
+    with pytest.raises(CorruptCheckpointError, match="archive object archive/"):
+        await engine.history("payload-1")
+    oldest = (await engine.state_history("notes"))[-1].checkpoint_id
+    with pytest.raises(CorruptCheckpointError, match="archive object archive/"):
+        await engine.load_state("notes", checkpoint_id=oldest)

@@ -539,7 +539,9 @@ class ColdReader:
                 owner="the run or thread",
             )
             try:
-                unpacked = inflate(packed, ref.unpacked_size)
+                # one byte past what the reference declares: the stream's end is
+                # still read, and an object that inflates larger is refused
+                unpacked = inflate(packed, ref.unpacked_size + 1)
             except ValueError as exc:  # pragma: no cover - the hash was checked
                 raise CorruptCheckpointError(
                     place=place, detail=f"archive object {ref.key}: {exc}"
