@@ -81,7 +81,7 @@ class ArchivingTamperSuite(TamperSuite):
 
     @staticmethod
     async def fill(subject: TamperSubject) -> None:
-        """The suite's scenario, then every finished run archived (`stores.cold`)."""
+        """The suite's scenario, then every finished run archived (`stores.archive`)."""
         await TamperSuite.fill(subject)
         await asyncio.sleep(0.01)  # "older than 0": changed strictly before now
         # the fill's engine closed the subject's store: archive through a new one

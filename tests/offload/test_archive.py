@@ -173,7 +173,7 @@ async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
         store = engine.store
         assert isinstance(store, OffloadStore)
         rows = await store.inner.list_snapshots("cold-thread", namespace=None)
-        # the built-in stores archive threads by row (stores.cold): the
+        # the built-in stores archive threads by row (stores.archive): the
         # older rows left and one stub stands; the newest stays live, full
         assert [r.checkpoint_id for r in rows] == [history[0][0]]
         inner = store.inner

@@ -91,11 +91,11 @@ class MaintenanceMethods:
         Runs that finished more than `older_than` ago keep their run row (listed
         and returning their result as before) but their journal records and
         inputs move into one compressed object each and one stub row stays; they
-        are shown, forked, checked and priced as before (`resumable.stores.cold`,
+        are shown, forked, checked and priced as before (`resumable.stores.archive`,
         `unarchive` puts them back). The saved states of threads whose newest save
         is that old move into one object per thread too, but for the newest
         snapshot of each namespace, which stays live, so loading a thread's
-        latest state never reads the object store (`resumable.stores.cold`;
+        latest state never reads the object store (`resumable.stores.archive`;
         `unarchive_thread` puts them back). Saving to an archived thread adds live
         rows beside its stub.
 
