@@ -107,6 +107,7 @@ async def measure(url: str) -> list[list[str]]:
             began = time.perf_counter()
             await fill(engine, "long")
             print(f"built {N:,} steps in {time.perf_counter() - began:.1f} s")
+        assert isinstance(engine.store, Store)  # every built-in store is a full one
         counting = Counting(engine.store)
         engine.store = counting  # counts and passes on
         for at in (None, "oldest"):

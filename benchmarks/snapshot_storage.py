@@ -26,7 +26,7 @@ from _common import prose, table
 from resumable import Engine
 from resumable._engine.snapshots import Snapshots
 from resumable.serde import Serde
-from resumable.stores.protocol import NO_CHUNKS
+from resumable.stores.protocol import NO_CHUNKS, Store
 from resumable.stores.sqlite import SQLiteStore
 
 TURNS = 200
@@ -125,6 +125,7 @@ async def memo_against_plain(directory: Path) -> dict[bool, list[float]]:
             times[memo].append((time.perf_counter() - start) * 1000)
             parents[memo] = record.checkpoint_id
     for snapshots in paths.values():
+        assert isinstance(snapshots.store, Store)  # every built-in store is a full one
         await snapshots.store.close()
     return times
 

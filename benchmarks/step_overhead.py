@@ -5,7 +5,7 @@ SQLite full and SQLite normal, and -- measured in this same run -- raw sqlite3
 INSERT+COMMIT of the same row in WAL with synchronous FULL and NORMAL.
 
 The floors run on SQLite's defaults. resumable's full mode checkpoints a smaller
-WAL (`WAL_PAGES_FULL` in resumable.stores._sqlite_thread), which makes raw sqlite3 faster too,
+WAL (`WAL_PAGES_FULL` in resumable.stores.sqlite.connection), which makes raw sqlite3 faster too,
 so the raw FULL floor is also measured with that setting and its ratio printed.
 A last row runs the same steps as 50 runs at once, whose commits share fsyncs.
 
@@ -32,7 +32,7 @@ from _common import median_us_per_op, table
 from _overhead import save, storage_figures
 
 from resumable import Engine, step, workflow
-from resumable.stores._sqlite_thread import WAL_PAGES_FULL
+from resumable.stores.sqlite.connection import WAL_PAGES_FULL
 
 STEPS = int(os.environ.get("STEPS", "1000"))
 CONCURRENT = 50  # runs at once in the group-commit row, STEPS // CONCURRENT steps each

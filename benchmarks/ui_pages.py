@@ -73,6 +73,7 @@ def timed_ms(fn: object) -> float:
 async def prepare(url: str) -> tuple[float, str | None]:
     """Fill the store; the baseline's median ms and a cursor deep in the list."""
     async with Engine(url) as engine:
+        assert isinstance(engine.store, Store)  # every built-in store is a full one
         await fill(engine.store)
         times = []
         for _ in range(RUNS):

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import re
+import sys
 from datetime import date
+from types import FrameType
 
 import pytest
 
@@ -339,3 +341,29 @@ def test_several_prices_read_from_one_line() -> None:
     prices = parse_prices("a=1,2; b=3,4,0.5\nc=5,6")
     assert sorted(prices) == ["a", "b", "c"]
     assert parse_prices("") == {}
+
+
+def test_a_model_name_is_looked_up_once_and_answered_the_same_after() -> None:
+    """Every metered call of a budgeted run asks its model's price; a dated name
+    (what providers answer) scans the table, so each name is looked up once."""
+    table = PriceTable({"my-model": Price(input_per_mtok=1.0, output_per_mtok=2.0)})
+    names = [f"my-model-2025-01-{day:02d}" for day in range(1, 29)]
+    names += [f"unknown-{i}" for i in range(1500)]  # past what a table remembers
+    first = [table.price(name) for name in names]
+    assert first[:28] == [table.price("my-model")] * 28
+    assert first[28:] == [None] * 1500
+    assert [table.price(name) for name in names] == first
+
+    frames: list[str] = []
+
+    def trace(frame: FrameType, event: str, arg: object) -> None:
+        frames.append(frame.f_code.co_name)
+
+    price = table.price("my-model-2025-02-01")
+    sys.settrace(trace)
+    try:
+        again = table.price("my-model-2025-02-01")
+    finally:
+        sys.settrace(None)
+    assert again is price
+    assert frames == ["price"]  # no scan of the table, no regex

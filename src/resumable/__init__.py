@@ -26,6 +26,7 @@ from resumable._engine.listing import (
 from resumable._engine.patches import deprecate_patch, patched
 from resumable._engine.probe import Divergence
 from resumable._engine.recorded import now, random, uuid4
+from resumable._engine.rekey import RekeyReport
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
@@ -56,6 +57,7 @@ from resumable.errors import (
     WorkflowNotRegistered,
 )
 from resumable.stores.archive import Archived
+from resumable.stores.protocol import RunStatus
 from resumable.usage import Usage
 
 __version__ = "0.1.0"
@@ -83,6 +85,7 @@ __all__ = [
     "NotInRun",
     "Queue",
     "RateLimit",
+    "RekeyReport",
     "ResumableError",
     "Retry",
     "RunCancelled",
@@ -94,6 +97,7 @@ __all__ = [
     "RunInfo",
     "RunNotFound",
     "RunPage",
+    "RunStatus",
     "RunView",
     "SchemaVersionError",
     "SerializationError",

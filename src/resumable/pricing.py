@@ -44,6 +44,9 @@ _PER_MTOK = 1_000_000
 # A snapshot suffix after a known model name: "-2024-08-06", "-20250929",
 # "-0613", "-latest", or Vertex AI's "@20250929". Anything else (e.g. "-mini",
 # "-1", "-codex") names another model, which must not inherit this one's price.
+_UNSEEN = object()
+_NAMES_KEPT = 1024
+"""At most this many model names remembered per table (names come from responses)."""
 _SNAPSHOT = re.compile(r"[-@](?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}|latest)")
 
 
@@ -253,7 +256,7 @@ class PriceTable:
         ValueError: a name is empty or a price is not a `Price`.
     """
 
-    __slots__ = ("_prices",)
+    __slots__ = ("_found", "_prices")
 
     def __init__(
         self,
@@ -277,6 +280,9 @@ class PriceTable:
                 )
             merged[key] = price
         self._prices: Mapping[str, Price] = MappingProxyType(merged)
+        # the table never changes: each model name is looked up once (every
+        # metered call of a budgeted run asks, and a dated name scans the table)
+        self._found: dict[str, Price | None] = {}
 
     @property
     def prices(self) -> Mapping[str, Price]:
@@ -287,6 +293,14 @@ class PriceTable:
         """The price of `model`, or None if the table does not know it."""
         if not isinstance(model, str):
             return None
+        found = self._found.get(model, _UNSEEN)
+        if found is _UNSEEN:
+            if len(self._found) >= _NAMES_KEPT:
+                self._found.clear()
+            found = self._found[model] = self._look_up(model)
+        return found  # type: ignore[return-value]  # not _UNSEEN: set just above
+
+    def _look_up(self, model: str) -> Price | None:
         name = model.strip().lower()
         exact = self._prices.get(name)
         if exact is not None:

@@ -182,6 +182,28 @@ def usage_from(value: object, *, skip_ids: Collection[str] = ()) -> list[Usage]:
     return found
 
 
+def response_usage(value: object, *, provider: str | None = None) -> Usage | None:
+    """The usage of one response object, read as `usage_from` reads it; else None.
+
+    For a caller that holds the response itself (the SDK meter): no walk into
+    containers, and a value that is not a response with valid usage gives None.
+    Never raises.
+
+    Args:
+        value: a response object (or its dict form).
+        provider: the SDK that made it, when known: an Anthropic message is
+            recognised by its `type` before its missing `object` is looked
+            for (an SDK model raises inside to say it has no such field).
+    """
+    try:
+        if provider == "anthropic" and _get(value, "type") == "message":
+            return _anthropic_usage(value)
+        reader = _reader_for(value)
+        return None if reader is None else reader(value)
+    except Exception:  # noqa: BLE001 - an odd object is no response, never a failed step
+        return None
+
+
 _ABSENT = object()
 _SCALARS = frozenset({str, bytes, int, float, bool})
 

@@ -90,6 +90,7 @@ async def test_a_compatible_run_replays_and_nothing_executes_or_is_written(
     await seed(engine, deploy("chk.a", v1), "d1", run_id="a1")
     deploy("chk.a", v2)
     executed.clear()
+    assert isinstance(engine.store, Store)
     before = await snapshot(engine.store)
 
     report = await engine.check()

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 import anthropic
 import openai
@@ -12,9 +15,11 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from resumable import BudgetExceeded, Engine, step, workflow
+from resumable._engine.ledger import encode_entries
 from resumable.cli import main
 from resumable.observability import Metrics
 from resumable.pricing import Price, PriceTable
+from resumable.serde import Serde, TypeRegistry
 from resumable.simulator import SimulatedProvider
 from resumable.ui import run_page
 from resumable.usage import Usage
@@ -372,3 +377,152 @@ async def test_calls_to_a_model_without_a_price_are_counted_as_unpriced_in_the_m
             metrics.value("resumable_llm_cost_usd", model="sim-model", **unpriced) > 0
         )
     await client.close()
+
+
+async def test_async_raw_and_streaming_responses_of_both_sdks_are_metered(
+    provider: SimulatedProvider,
+) -> None:
+    openai_client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+    anthropic_client = anthropic.AsyncAnthropic(
+        base_url=provider.anthropic_base_url, api_key="x", max_retries=0
+    )
+    question = [{"role": "user", "content": "why is the sky blue"}]
+
+    @step
+    async def raw_chat() -> str:
+        raw = await openai_client.chat.completions.with_raw_response.create(
+            model="sim-model",
+            messages=question,  # type: ignore[arg-type]
+        )
+        return str(raw.parse().choices[0].message.content)
+
+    @step
+    async def streaming_response() -> None:
+        # its parse() is a coroutine: the meter awaits it (the SDK caches it)
+        async with openai_client.chat.completions.with_streaming_response.create(
+            model="sim-model",
+            messages=question,  # type: ignore[arg-type]
+        ) as response:
+            await response.parse()
+
+    @step
+    async def raw_message() -> None:
+        await anthropic_client.messages.with_raw_response.create(
+            model="claude-haiku-4-5",
+            max_tokens=100,
+            messages=question,  # type: ignore[arg-type]
+        )
+
+    @workflow(name="tests.metering.async-raw")
+    async def ask() -> str:
+        text = ""
+        for _ in range(2):  # the second time, each kind of result is known
+            text += await raw_chat()
+            await streaming_response()
+            await raw_message()
+        return text
+
+    async with Engine("memory://") as engine:
+        await engine.run(ask, run_id="async-raw")
+        ledger = await engine.ledger("async-raw")
+    calls, inputs, outputs = answered_tokens(provider)
+    assert calls == 6
+    assert (ledger.incurred.calls, ledger.incurred.unmetered_calls) == (6, 0)
+    assert ledger.incurred.input_tokens == inputs
+    assert ledger.incurred.output_tokens == outputs
+    await openai_client.close()
+    await anthropic_client.close()
+
+
+async def test_metering_looks_for_no_missing_field_on_each_call_or_event(
+    provider: SimulatedProvider,
+) -> None:
+    """A field an SDK model lacks is looked for once per class, not per call or
+    chunk: pydantic answers a miss by raising AttributeError inside (twice),
+    which costs more than the rest of the meter's work on a call."""
+    openai_client = openai.AsyncOpenAI(
+        base_url=provider.openai_base_url, api_key="sk-test", max_retries=0
+    )
+    anthropic_client = anthropic.AsyncAnthropic(
+        base_url=provider.anthropic_base_url, api_key="x", max_retries=0
+    )
+
+    @step
+    async def calls_and_streams(i: int) -> str:
+        messages: Any = [{"role": "user", "content": f"question {i}"}]
+        r = await openai_client.chat.completions.create(
+            model="sim-model", messages=messages
+        )
+        stream = await openai_client.chat.completions.create(
+            model="sim-model",
+            messages=messages,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        text = "".join(
+            [c.choices[0].delta.content or "" async for c in stream if c.choices]
+        )
+        async with openai_client.responses.stream(
+            model="sim-model", input=f"question {i}"
+        ) as events:
+            async for _ in events:
+                pass
+        await anthropic_client.messages.create(
+            model="claude-haiku-4-5", max_tokens=100, messages=messages
+        )
+        async with anthropic_client.messages.stream(
+            model="claude-haiku-4-5", max_tokens=100, messages=messages
+        ) as message:
+            text += await message.get_final_text()
+        return str(r.choices[0].message.content) + text
+
+    @workflow(name="tests.metering.misses")
+    async def ask(n: int) -> int:
+        return sum([len(await calls_and_streams(i)) for i in range(n)])
+
+    missed: list[str] = []
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        # a miss in a model's __getattr__, asked for by resumable's own code
+        if (
+            event == "exception"
+            and frame.f_code.co_name == "__getattr__"
+            and frame.f_back is not None
+            and "/resumable/" in frame.f_back.f_code.co_filename
+        ):
+            missed.append(f"{arg[1]} in {frame.f_back.f_code.co_name}")
+        return trace
+
+    async with Engine("memory://") as engine:
+        await engine.run(ask, 1, run_id="warm")  # every class is seen once
+        sys.settrace(trace)
+        try:
+            await engine.run(ask, 3, run_id="misses")
+        finally:
+            sys.settrace(None)
+        assert (await engine.ledger("misses")).incurred.calls == 15
+    assert missed == []
+    await openai_client.close()
+    await anthropic_client.close()
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        Usage(model="gpt-4o-mini", provider="openai", input_tokens=12, response_id="c"),
+        Usage(model=None, provider=None, is_metered=False),
+        Usage(model='m"é\u2028\ud800', provider="x", cost_usd=0.25, output_tokens=7),
+        Usage(model="$t", provider="openai", cost_usd=1e-9, output_tokens=10**15),
+    ],
+)
+def test_a_steps_usage_is_stored_as_plain_json_in_the_bytes_the_codec_writes(
+    usage: Usage,
+) -> None:
+    """The step record's usage is written by `Serde.dumps_json`: the same bytes
+    as the tagged codec's own encoding, so records read the same either way."""
+    entries = encode_entries([(1, usage), (3, usage)])
+    codec = Serde(TypeRegistry()).codec
+    assert codec.encode_json(entries) == codec.encode(entries)
+    assert codec.decode(codec.encode_json(entries)) == entries

@@ -322,6 +322,7 @@ async def test_store_refusing_a_write_stops_the_run(engine: Engine) -> None:
             await first()  # a careless workflow swallows the error, yet cannot go on
         return await second()
 
+    assert isinstance(engine.store, Store)
     refusing = RefusingStore(engine.store)
     with pytest.raises(CheckpointWriteError) as caught:
         await Engine(refusing, store_retry_s=0.1).run(wf, run_id="refused")
@@ -342,6 +343,7 @@ async def test_a_store_that_hangs_fails_the_write_within_store_retry_s(
     async def wf() -> str:
         return await first()
 
+    assert isinstance(engine.store, Store)
     started = time.monotonic()
     with pytest.raises(CheckpointWriteError) as caught:
         await Engine(HangingStore(engine.store), store_retry_s=0.5).run(

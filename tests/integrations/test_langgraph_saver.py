@@ -34,6 +34,7 @@ from resumable._engine import packs
 from resumable._engine.shapes import chunk_place
 from resumable.integrations.langgraph import STAGING_SUFFIX, ResumableSaver
 from resumable.integrations.langgraph_threads import SPECIAL_WRITES, known_threads
+from resumable.stores.protocol import Store
 from resumable.stores.sqlite import SQLiteStore
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -94,6 +95,7 @@ async def forge_chunk(
     The saver must not have saved it last: that one it knows without a read.
     """
     store, serde = saver.engine.store, saver.engine.serde
+    assert isinstance(store, Store)
     record = await store.load_snapshot(thread_id, checkpoint_id=checkpoint_id)
     assert record is not None
     manifest = serde.loads(record.manifest, place="test")
@@ -495,7 +497,9 @@ async def test_sync_calls_run_on_the_callers_thread_where_the_store_allows_takin
         stored = await put(saver, "turns")
         threads: set[str] = set()
         running, most = 0, 0
-        save_snapshot = saver.engine.store.save_snapshot  # each put_writes saves one
+        store = saver.engine.store
+        assert isinstance(store, Store)
+        save_snapshot = store.save_snapshot  # each put_writes saves one
 
         async def watched(*args: Any, **kwargs: Any) -> Any:
             nonlocal running, most
@@ -623,6 +627,7 @@ class Conversation(TypedDict):
 
 async def stored_bytes(saver: ResumableSaver, thread_id: str) -> int:
     store = saver.engine.store
+    assert isinstance(store, Store)
     records = await store.list_snapshots(thread_id, namespace=None)
     chunks = await store.get_chunks({ref for r in records for ref in r.chunk_refs})
     return sum(
@@ -746,7 +751,9 @@ async def test_prune_deletes_exactly_the_doomed_checkpoints_and_their_writes(
         assert found.config == second
         assert found.pending_writes == [("task-2", "ch", "kept write")]
         # nothing staged: no thread but the two (and the saver's index) was written
-        threads = await saver.run_on_loop(saver.engine.store.list_threads())
+        store = saver.engine.store
+        assert isinstance(store, Store)
+        threads = await saver.run_on_loop(store.list_threads())
         assert all(not t.thread_id.endswith(STAGING_SUFFIX) for t in threads), threads
 
 

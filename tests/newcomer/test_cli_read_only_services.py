@@ -24,11 +24,11 @@ from resumable import Engine
 from resumable.cli import main
 from resumable.cli.opening import for_reading
 from resumable.errors import StoreError
-from resumable.stores import _sql
-from resumable.stores._redis_client import SCHEMA_VERSION, parse_url
 from resumable.stores.postgres import PostgresStore
+from resumable.stores.postgres import migrations as postgres_migrations
 from resumable.stores.postgres import parse_url as parse_postgres_url
 from resumable.stores.redis import RedisStore
+from resumable.stores.redis.connection import SCHEMA_VERSION, parse_url
 
 READERS = [
     ["runs"],
@@ -186,7 +186,7 @@ def _expect_refusals(
 ) -> None:
     """An older store is refused, not migrated; a newer one is refused."""
     supported = (
-        _sql.latest_version("postgres")
+        postgres_migrations.latest_version()
         if url.startswith("postgres")
         else SCHEMA_VERSION
     )

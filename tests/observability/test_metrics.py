@@ -21,6 +21,7 @@ from crash.fleet_app import STEPS, fleet_job
 from resumable import Engine, Retry, current_run, step, workflow
 from resumable.errors import BudgetExceeded, WorkflowFailed
 from resumable.observability import Metrics
+from resumable.stores.protocol import RunListing
 from resumable.testing import FakeClock
 
 TESTS = Path(__file__).parent.parent
@@ -364,7 +365,9 @@ async def test_the_runs_gauges_count_the_store_by_status_and_queue(
     metrics = Metrics()
     registry = CollectorRegistry()
     registry.register(metrics)
-    await metrics.refresh_runs(engine.store)
+    store = engine.store
+    assert isinstance(store, RunListing)
+    await metrics.refresh_runs(store)
     found = samples(generate_latest(registry).decode())
     assert value(found, "resumable_runs", status="queued") == 4
     assert value(found, "resumable_runs", status="failed") == 0

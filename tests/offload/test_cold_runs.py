@@ -104,6 +104,7 @@ async def test_every_record_kind_and_input_moves_and_reads_back_everywhere(
         assert await engine.store.load_journal("m-1", up_to_seq=1) == [
             s for s in journal if s.seq <= 1
         ]
+        assert isinstance(engine.store, Store)
         assert await engine.store.list_inputs("m-1") == inputs
         assert await engine.store.get_inputs("m-1") == {"go": inputs[0].value}
     async with Engine(primary_url, blobs=blobs) as engine:  # nothing cached

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from resumable._contract_records import snapshot_record
 from resumable.stores import create_store
 from resumable.stores.blobref import REFERENCE_SIZE, is_reference
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import Store
 from resumable.testing import StoreContract
+from resumable.testing.contract.records import snapshot_record
 
 _A = {"a": b"A"}
 

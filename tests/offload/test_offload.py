@@ -19,7 +19,7 @@ from resumable.errors import CheckpointWriteError, CorruptCheckpointError, Store
 from resumable.stores import create_store
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import BlobRef, OffloadStore, is_reference
-from resumable.stores.protocol import Payload, RunQuery, StepRecord
+from resumable.stores.protocol import Payload, RunQuery, StepRecord, Store
 
 KEY = "k1:" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="  # 32 bytes, base64
 RAN: Counter[str] = Counter()
@@ -271,6 +271,7 @@ async def test_gc_deletes_unreferenced_objects_after_the_grace_period_only(
         await blobs.put(orphan.key, b"\x01\x00" + os.urandom(5000))
         assert len(await blobs.listing()) == 5
 
+        assert isinstance(engine.store, Store)
         assert (await engine.store.delete_runs(["drop"])).runs == 1
         young = await engine.gc()
         assert young.blobs == 0  # unreferenced now, but younger than the grace

@@ -16,11 +16,11 @@ import pytest
 
 from conftest import service_url
 from resumable._engine.engine import Engine
-from resumable._tamper_offload import ArchivingTamperSuite, offload_subject
-from resumable._tamper_subjects import postgres_subject, redis_subject, sqlite_subject
 from resumable.errors import ResumableError
-from resumable.stores._redis_packing import pack, unpack
+from resumable.stores.redis.codec import pack, unpack
 from resumable.testing import StoredField, TamperReport, TamperSubject
+from tamper.offload import ArchivingTamperSuite, offload_subject
+from tamper.subjects import postgres_subject, redis_subject, sqlite_subject
 
 NESTED = "[" * 200_000 + "]" * 200_000
 

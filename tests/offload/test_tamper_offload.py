@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import service_url
-from resumable._tamper_offload import ArchivingTamperSuite, offload_subject
-from resumable._tamper_subjects import postgres_subject, sqlite_subject
 from resumable.testing import TamperSubject, TamperSuite
+from tamper.offload import ArchivingTamperSuite, offload_subject
+from tamper.subjects import postgres_subject, sqlite_subject
 
 ONE_OF_EACH = frozenset(
     {

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
+from test_run_store_only import RunsOnly
 
 from resumable import Engine
-from resumable._contract_records import snapshot_record
-from resumable.errors import ChunksMissing
+from resumable.errors import CapabilityMissing
 from resumable.stores.capabilities import Capabilities
 from resumable.stores.memory import MemoryStore
-from resumable.stores.partial import PartialStore
 from resumable.stores.protocol import (
     Maintenance,
     PacksSnapshots,
@@ -50,13 +47,32 @@ async def test_the_engine_keeps_a_full_store_as_it_is_and_its_capabilities(
         assert waker is store
 
 
-async def test_a_partial_store_passes_a_swaps_chunks_to_the_store_it_wraps() -> None:
-    inner = MemoryStore()
-    store = PartialStore(inner, Capabilities(snapshots=True, packs=True))
-    await store.save_snapshot(snapshot_record("t", "0001", ()))
-    old = await store.list_snapshots("t")
-    full = dataclasses.replace(old[0], manifest=b"full", chunk_refs=("n",))
-    with pytest.raises(ChunksMissing):
-        await store.swap_snapshots("t", old, by=full)
-    assert await store.swap_snapshots("t", old, by=full, chunks={"n": b"N"})
-    assert await inner.get_chunks(["n"]) == {"n": b"N"}
+async def test_a_part_a_store_lacks_raises_naming_the_part_the_call_and_the_store() -> (
+    None
+):
+    store = RunsOnly()
+    found = Capabilities.of(store)
+    with pytest.raises(CapabilityMissing) as missing:
+        found.snapshot_part(store, call="save_state")
+    assert str(missing.value) == (
+        "save_state needs a store that implements SnapshotStore, and runs-only:// "
+        "does not; use a store that does (memory://, sqlite://, postgresql://, "
+        "redis://) or add SnapshotStore's methods to yours (docs/stores.md)"
+    )
+    for ask, part in (
+        (found.listing_part, "RunListing"),
+        (found.maintenance_part, "Maintenance"),
+        (found.full_store, "SnapshotStore"),
+    ):
+        with pytest.raises(CapabilityMissing) as missing:
+            ask(store, call="c")
+        assert (missing.value.capability, missing.value.call) == (part, "c")
+
+
+async def test_a_full_store_is_its_own_parts() -> None:
+    store = MemoryStore()
+    found = Capabilities.of(store)
+    assert found.snapshot_part(store, call="c") is store
+    assert found.listing_part(store, call="c") is store
+    assert found.maintenance_part(store, call="c") is store
+    assert found.full_store(store, call="c") is store

@@ -120,7 +120,7 @@ def test_the_redis_claim_script_takes_the_window_instead_of_computing_it() -> No
     from importlib import resources
 
     script = (
-        resources.files("resumable.stores.redis_scripts") / "claim_runs.lua"
+        resources.files("resumable.stores.redis.scripts") / "claim_runs.lua"
     ).read_text("utf-8")
     assert "limit * 4" not in script
     assert "limit * 16" not in script

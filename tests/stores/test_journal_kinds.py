@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from resumable._contract_records import step_record
 from resumable._engine.map_items import keyed_seq
 from resumable.stores.kinds import (
     KEYED_SEQ_BASE,
@@ -17,6 +16,7 @@ from resumable.stores.kinds import (
     kind_of,
     seq_of,
 )
+from resumable.testing.contract.records import step_record
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "resumable"
 

@@ -27,8 +27,9 @@ from resumable.errors import (
     SchemaVersionError,
     StoreError,
 )
-from resumable.stores import _sql, create_store
+from resumable.stores import create_store
 from resumable.stores.postgres import PostgresStore, parse_url
+from resumable.stores.postgres.migrations import latest_version
 from resumable.stores.protocol import (
     InputRecord,
     QueuePolicy,
@@ -228,12 +229,12 @@ async def test_a_newer_schema_is_refused(new_store: Factory, base_url: str) -> N
             sql.SQL(
                 "UPDATE {schema}.resumable_meta SET value = %s WHERE key = 'schema_version'"
             ).format(schema=sql.Identifier(first.schema)),
-            (str(_sql.latest_version("postgres") + 1),),
+            (str(latest_version() + 1),),
         )
     later = new_store(first.schema)
     with pytest.raises(SchemaVersionError) as caught:
         await later.open()
-    assert caught.value.found == _sql.latest_version("postgres") + 1
+    assert caught.value.found == latest_version() + 1
 
 
 # --- fencing and group commit ------------------------------------------------------------

@@ -142,6 +142,20 @@ async def admin() -> AsyncIterator[Redis]:
 
 
 # --- URL and opening ---------------------------------------------------------------
+def test_the_store_package_named_redis_never_shadows_the_redis_driver() -> None:
+    import redis
+    import redis.asyncio
+
+    from resumable.stores.redis import connection, runs, snapshots, store
+
+    assert redis.__name__ == "redis"
+    assert "resumable" not in Path(redis.__file__).parts
+    # each module that names the driver gets redis-py's client, not a module of ours
+    for module in (connection, runs, snapshots, store):
+        assert module.Redis is redis.asyncio.Redis, module.__name__
+    assert issubclass(connection.WaitingPool, redis.asyncio.ConnectionPool)
+
+
 def test_url_keeps_redis_options_strips_the_prefix_and_hides_the_password() -> None:
     store = RedisStore(
         "redis://user:s3cret@db.example:6380/2?prefix=app:&socket_timeout=5"

@@ -11,8 +11,8 @@ from redis.exceptions import MaxConnectionsError
 from conftest import service_url, store_url
 from resumable import Engine, step, workflow
 from resumable.errors import StoreError
-from resumable.stores._redis_client import WaitingPool
 from resumable.stores.redis import RedisStore, parse_url
+from resumable.stores.redis.connection import WaitingPool
 
 
 def test_pool_options_are_the_stores_own_and_never_reach_redis_py() -> None:

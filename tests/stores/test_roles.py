@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from resumable._contract_records import snapshot_record
 from resumable.stores.protocol import ThreadRecord
 from resumable.stores.roles import (
     STAGING_SUFFIX,
@@ -24,6 +23,7 @@ from resumable.stores.roles import (
     writes_namespace,
     writes_owner_namespace,
 )
+from resumable.testing.contract.records import snapshot_record
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "resumable"
 

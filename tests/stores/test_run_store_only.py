@@ -11,15 +11,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Collection, Mapping
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from resumable import CapabilityMissing, Engine, Worker, step, wait_for, workflow
-from resumable._tamper_subjects import memory_subject
 from resumable.stores import MemoryStore
 from resumable.stores.blobs import open_blobs
 from resumable.stores.capabilities import Capabilities
@@ -36,6 +35,7 @@ from resumable.stores.protocol import (
     Store,
 )
 from resumable.testing import StoreContract, StoredField, TamperSubject, TamperSuite
+from tamper.subjects import memory_subject
 
 
 class RunsOnly:
@@ -153,9 +153,14 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "Maintenance",
         "RunsOnAnyLoop",
     )
-    # a wrapper offers what it wraps: the memory store runs on any loop
+    # a wrapper offers what it wraps (the memory store runs on any loop), and
+    # the offload store adds streamed payloads
     wrapped = OffloadStore(MemoryStore(), open_blobs(f"file://{tmp_path}"))
-    assert Capabilities.of(wrapped) == memory
+    found = Capabilities.of(wrapped)
+    assert found.payload_streams is wrapped
+    assert found.objects is wrapped
+    assert dataclasses.replace(found, payload_streams=None, objects=None) == memory
+    assert found.names == (*memory.names, "StreamsPayloads", "KeepsObjects")
 
 
 async def test_a_run_store_alone_runs_suspends_resumes_and_replays() -> None:
@@ -191,19 +196,6 @@ async def test_what_a_run_store_lacks_raises_naming_the_capability() -> None:
             await engine.gc()
         with pytest.raises(CapabilityMissing, match="Maintenance"):
             await engine.rekey()
-
-
-async def test_archive_on_a_store_that_keeps_no_stub_raises_naming_both_capabilities(
-    tmp_path: Path,
-) -> None:
-    # the payload-level archive that moved such a store's payloads is gone (#37)
-    async with Engine(RunsOnly(), blobs=f"file://{tmp_path}") as engine:
-        await engine.run(double, 2, run_id="done")
-        with pytest.raises(CapabilityMissing, match="SupportsArchive") as archiving:
-            await engine.archive(older_than=timedelta(0))
-        assert archiving.value.capability == "SupportsArchive or SupportsThreadArchive"
-        assert not await engine.unarchive("done")
-    assert not any(tmp_path.iterdir())  # nothing was written to the object store
 
 
 class TestARunStoreAlonePassesTheContract(StoreContract):

@@ -13,7 +13,7 @@ import pytest
 
 from resumable.stores import _sql
 from resumable.stores.protocol import RunQuery
-from resumable.stores.sqlite import SQLiteStore
+from resumable.stores.sqlite import SQLiteStore, migrations
 from resumable.testing import run_record
 
 
@@ -26,7 +26,7 @@ async def test_a_sqlite_store_written_before_versions_is_migrated(
         conn.execute(
             "CREATE TABLE resumable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
         )
-        for migration in _sql.migrations("sqlite"):
+        for migration in migrations.in_order():
             if migration.version <= 2:
                 for statement in _sql.split_statements(migration.sql):
                     conn.execute(statement)
@@ -54,7 +54,7 @@ async def test_a_sqlite_store_written_before_versions_is_migrated(
         (version,) = conn.execute(
             "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
         ).fetchone()
-    assert int(version) == _sql.latest_version("sqlite") == 5
+    assert int(version) == migrations.latest_version() == 5
 
 
 @pytest.mark.postgres
@@ -63,6 +63,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
     from psycopg import sql
 
     from resumable.stores.postgres import PostgresStore
+    from resumable.stores.postgres.migrations import latest_version, migrations
 
     base = os.environ.get("RESUMABLE_TEST_POSTGRES_URL")
     if not base:
@@ -79,7 +80,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
                 "CREATE TABLE {}.resumable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
             ).format(sql.Identifier(schema))
         )
-        first = _sql.migrations("postgres")[0]
+        first = migrations()[0]
         assert first.version == 1
         await conn.execute(first.sql.replace("{schema}", quoted).encode())
         await conn.execute(
@@ -113,7 +114,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
             )
             row = await cur.fetchone()
         assert row is not None
-        assert int(row[0]) == _sql.latest_version("postgres") == 4
+        assert int(row[0]) == latest_version() == 4
     finally:
         await store.drop()
         await store.close()

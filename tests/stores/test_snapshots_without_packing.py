@@ -14,12 +14,10 @@ import pytest
 from test_run_store_only import RunsOnly
 
 from resumable import CapabilityMissing, Engine
-from resumable._contract_snapshots import SnapshotStoreContract
 from resumable._engine import packs
 from resumable._engine.snapshots import Checkpoint
 from resumable.stores import MemoryStore
 from resumable.stores.capabilities import Capabilities
-from resumable.stores.partial import as_store
 from resumable.stores.protocol import (
     NO_CHUNKS,
     PacksSnapshots,
@@ -27,13 +25,14 @@ from resumable.stores.protocol import (
     SnapshotStore,
     ThreadRecord,
 )
+from resumable.testing.contract.snapshots import SnapshotStoreContract
 
 
 class SnapshotsOnly(RunsOnly):
     """RunStore and SnapshotStore, and no optional capability."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, rows: MemoryStore | None = None) -> None:
+        super().__init__(rows)
         self.url = "snapshots-only://"
 
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
@@ -143,10 +142,21 @@ async def test_saves_history_and_deletes_work_with_every_snapshot_loose() -> Non
     assert await Engine(store).load_state("t") == state(30)
 
 
-async def test_a_swap_asked_of_it_names_the_missing_capability() -> None:
-    store = as_store(SnapshotsOnly())
-    with pytest.raises(CapabilityMissing, match="PacksSnapshots"):
-        await store.swap_snapshots("t", [], by=None)
+async def test_a_pack_it_cannot_rewrite_names_the_missing_capability() -> None:
+    rows = MemoryStore()
+    saved = await conversation(Engine(rows), 12)  # the memory store packs them
+    assert any(
+        r.namespace != "" for r in await rows.list_snapshots("t", namespace=None)
+    )
+    engine = Engine(SnapshotsOnly(rows))  # the same rows, through a store that does not
+    assert not engine.capabilities.packs
+    assert await engine.load_state("t") == state(11)  # packs still read
+    with pytest.raises(CapabilityMissing, match="PacksSnapshots") as missing:
+        await engine.delete_states("t", [saved[0].checkpoint_id])  # packed: a swap
+    assert missing.value.store == "snapshots-only://"
+    assert await engine.load_state("t", checkpoint_id=saved[0].checkpoint_id) == state(
+        0
+    )
 
 
 class TestASnapshotStoreWithoutPackingPassesTheContract(SnapshotStoreContract):

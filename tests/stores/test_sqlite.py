@@ -25,9 +25,9 @@ from resumable import (
 )
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql
-from resumable.stores._sqlite_thread import CHECKPOINT_EVERY
 from resumable.stores.protocol import RunQuery
-from resumable.stores.sqlite import SQLiteStore, parse_url
+from resumable.stores.sqlite import SQLiteStore, migrations, parse_url
+from resumable.stores.sqlite.connection import CHECKPOINT_EVERY
 from resumable.testing import T0, run_record, snapshot_record, step_record
 
 
@@ -170,7 +170,7 @@ async def test_an_older_schema_is_migrated_forward_keeping_its_data(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "old.db"
-    first = _sql.migrations("sqlite")[0]
+    first = migrations.in_order()[0]
     with sqlite3.connect(db) as conn:
         conn.execute(
             "CREATE TABLE resumable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -192,7 +192,7 @@ async def test_an_older_schema_is_migrated_forward_keeping_its_data(
             "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
         ).fetchone()
         indexes = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert int(version) == _sql.latest_version("sqlite") >= 2
+    assert int(version) == migrations.latest_version() >= 2
     assert "resumable_runs_expires" in indexes
 
 

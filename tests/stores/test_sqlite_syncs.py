@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from resumable.errors import StoreError
-from resumable.stores._sqlite_syncs import WalSyncs
 from resumable.stores.sqlite import SQLiteStore
+from resumable.stores.sqlite.wal import WalSyncs
 from resumable.stores.syncs import DeferredSyncs
 from resumable.testing import snapshot_record
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from conftest import BACKENDS, service_url
-from resumable._tamper_subjects import (
+from resumable.testing import TamperSubject, TamperSuite
+from tamper.subjects import (
     memory_subject,
     postgres_subject,
     redis_subject,
     sqlite_subject,
 )
-from resumable.testing import TamperSubject, TamperSuite
 
 SERVER_MUTATIONS = frozenset(
     {

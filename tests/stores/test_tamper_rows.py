@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from resumable._tamper_subjects import sqlite_subject
 from resumable.testing import StoredField, TamperReport, TamperSuite
+from tamper.subjects import sqlite_subject
 
 # what a column of any SQLite table may be made to hold
 VALUES = st.one_of(

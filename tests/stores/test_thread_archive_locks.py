@@ -1,7 +1,7 @@
 """PostgreSQL: archiving and restoring one thread at once wait for each other, never deadlock.
 
 Both take the snapshot references table before the stub's row
-(`stores._postgres_thread_archive`). This test forces the interleaving in which
+(`stores.postgres.archive`). This test forces the interleaving in which
 the other order deadlocks: a restore that holds the stub's row and waits (here for
 a table a third session holds), while an archive of the same thread starts.
 """
@@ -16,10 +16,10 @@ import pytest
 from psycopg import sql
 
 from conftest import service_url, store_url
-from resumable._contract_records import snapshot_record
 from resumable.stores import create_store
 from resumable.stores.postgres import PostgresStore
 from resumable.stores.stubs import ThreadStub
+from resumable.testing.contract.records import snapshot_record
 
 pytestmark = pytest.mark.postgres
 

@@ -38,7 +38,13 @@ from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError, RunNotFound
 from resumable.stores.kinds import is_step
 from resumable.stores.places import run_place
-from resumable.stores.protocol import RunQuery, RunRecord, RunStatus, StepRecord
+from resumable.stores.protocol import (
+    RunListing,
+    RunQuery,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+)
 
 if TYPE_CHECKING:
     from resumable._engine.specs import WorkflowSpec
@@ -152,6 +158,7 @@ class CheckReport:
 # --- the driver --------------------------------------------------------------------
 async def check_runs(
     runtime: Runtime,
+    listing: RunListing | None,
     *,
     status: RunStatus | Collection[RunStatus] | None = None,
     workflow: str | None = None,
@@ -165,7 +172,8 @@ async def check_runs(
     """Check the selected runs against the workflows registered in this process.
 
     `status` None: the statuses that may execute again (`DEFAULT_STATUSES`);
-    `since`: only runs updated within this long.
+    `since`: only runs updated within this long. `listing`: the store's listing,
+    needed unless `run_ids` are given.
     """
     store = runtime.store
     statuses: tuple[RunStatus, ...] = (
@@ -184,7 +192,8 @@ async def check_runs(
                 raise RunNotFound(run_id=run_id)
             runs.append(found)
     else:
-        runs = await store.list_runs(
+        assert listing is not None  # noqa: S101 - Engine.check asked for it
+        runs = await listing.list_runs(
             RunQuery(
                 status=statuses,
                 workflow=workflow,

@@ -19,7 +19,6 @@ from typing import Any
 from resumable._engine.context import RunContext, Runtime
 from resumable.errors import CheckpointWriteError, LeaseLost, StoreError
 from resumable.serde.chunked import SealedStream
-from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import StepRecord
 
 log = logging.getLogger("resumable.steps")
@@ -42,7 +41,7 @@ def dumps_for(runtime: Runtime, result: object, *, place: str) -> bytes | Sealed
     Raises:
         SerializationError: As `Serde.dumps`.
     """
-    if runtime.streams_results:
+    if runtime.uploads is not None:
         return runtime.serde.dumps_stream(result, place=place)
     return runtime.serde.dumps(result, place=place)
 
@@ -58,12 +57,12 @@ async def put_sealed(
     Raises:
         CheckpointWriteError: the object store still failed when the time ran out.
     """
-    store = ctx.runtime.store
-    assert isinstance(store, OffloadStore)  # noqa: S101 - dumps_for made it for one
+    uploads = ctx.runtime.uploads
+    assert uploads is not None  # noqa: S101 - dumps_for made it for one
     refs: list[bytes] = []
 
     async def put() -> None:
-        refs.append(await store.put_sealed(sealed, run_id=ctx.run_id, seq=seq))
+        refs.append(await uploads.put_sealed(sealed, run_id=ctx.run_id, seq=seq))
 
     await durably(ctx, put, seq=seq)
     return refs[-1]

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from resumable._engine.retention import GcReport
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
-    from resumable.stores.protocol import RunRecord, StepRecord, Store
+    from resumable.stores.capabilities import StreamsPayloads
+    from resumable.stores.protocol import RunRecord, RunStore, StepRecord
 
 
 class Observer:
@@ -120,7 +121,7 @@ class Observer:
 class Runtime:
     """What executing a run needs from its Engine."""
 
-    store: Store
+    store: RunStore
     serde: Serde
     clock: Clock
     owner: str
@@ -136,9 +137,9 @@ class Runtime:
     """Told about executions, steps and writes (traces, metrics); None costs nothing."""
     metering: bool = True
     """Meter the openai/anthropic SDK calls each step attempt makes (`metering`)."""
-    streams_results: bool = False
-    """The store uploads large results as they are sealed, a chunk at a time (an
-    `OffloadStore` whose object store streams): see `commits.dumps_for`."""
+    uploads: StreamsPayloads | None = None
+    """Where large results go as they are sealed, a chunk at a time, if the store
+    streams uploads (`StreamsPayloads`): see `commits.dumps_for`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

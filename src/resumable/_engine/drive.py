@@ -35,15 +35,15 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
-from resumable.stores.offload import OffloadStore
+from resumable.stores.capabilities import StreamsPayloads
 from resumable.stores.places import input_place, run_place
 from resumable.stores.protocol import (
     InputRecord,
     Lease,
     RunRecord,
     RunStatus,
+    RunStore,
     RunUpdate,
-    Store,
 )
 
 _POLL_S = 0.25
@@ -68,7 +68,7 @@ class Driver:
     def __init__(
         self,
         *,
-        store: Store,
+        store: RunStore,
         serde: Serde,
         clock: Clock,
         owner: str,
@@ -77,6 +77,7 @@ class Driver:
         prices: PriceTable,
         observer: Observer | None,
         metering: bool = True,
+        uploads: StreamsPayloads | None = None,
     ) -> None:
         self.runtime = Runtime(
             store=store,
@@ -89,7 +90,7 @@ class Driver:
             prices=prices,
             observer=observer,
             metering=metering,
-            streams_results=isinstance(store, OffloadStore) and store.streams,
+            uploads=uploads,
         )
         self._active: dict[str, asyncio.Task[Any]] = {}
         self._wakeups: dict[str, asyncio.Event] = {}
@@ -121,7 +122,7 @@ class Driver:
         return await self.drive(spec, run, retry_failed=True)
 
     async def resume_claimed(self, run_id: str, *, taken_over: bool) -> Any:
-        """`Engine.resume_claimed`: drive a run this engine's worker claimed."""
+        """`Worker`: drive a run this engine's worker claimed (`Engine._resume_claimed`)."""
         runtime = self.runtime
         run = await get_run(runtime.store, run_id)
         spec = WORKFLOWS.get(run.workflow)

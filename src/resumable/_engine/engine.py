@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import (
+    AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
     Iterable,
     Mapping,
+    Sequence,
 )
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import Any, NoReturn, Self, TypeVar, overload
 
 from resumable._engine import lease as leases
 from resumable._engine.bridge import Bridge
+from resumable._engine.check import CheckReport, check_runs
 from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Observer
 from resumable._engine.conversation import Conversation
@@ -24,6 +27,9 @@ from resumable._engine.drive import Driver
 from resumable._engine.export import (
     InputView,
     JournalPage,
+    StepExport,
+    export_query,
+    export_steps,
     input_views,
     journal_page,
 )
@@ -36,33 +42,39 @@ from resumable._engine.listing import (
     RunFilter,
     RunPage,
     RunView,
+    ThreadPage,
     count_runs,
     list_runs,
     runs_page,
+    threads_page,
 )
-from resumable._engine.maintenance_methods import MaintenanceMethods
+from resumable._engine.maintenance import (
+    archive,
+    collect_garbage,
+    unarchive,
+    unarchive_thread,
+)
 from resumable._engine.metering import metering_by_default
 from resumable._engine.observe import combine, report_commit_batches
+from resumable._engine.rekey import RekeyReport, rekey
+from resumable._engine.retention import GcReport
+from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import TYPES, workflow_spec
-from resumable._engine.state_methods import StateMethods
-from resumable._engine.states import States
+from resumable._engine.states import EVERY_STATE, MISSING, EveryState, States
 from resumable._engine.waits import WAIT_PREFIX
 from resumable._engine.worker import Queue, Worker
-from resumable.errors import (
-    RunNotFound,
-)
+from resumable.errors import CapabilityMissing, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
+from resumable.stores.archive import Archived
 from resumable.stores.blobs import BlobStore, open_blobs
 from resumable.stores.capabilities import Capabilities
 from resumable.stores.offload import DEFAULT_OFFLOAD_OVER, OffloadStore
-from resumable.stores.partial import complete
 from resumable.stores.protocol import (
     RunRecord,
     RunStatus,
     RunStore,
-    Store,
 )
 
 R = TypeVar("R")
@@ -95,7 +107,34 @@ class RunHandle:
         await self._engine.cancel(self.run_id)
 
 
-class Engine(StateMethods, MaintenanceMethods):
+def _taken(
+    store: str | RunStore, blobs: str | BlobStore | None, offload_over: int
+) -> RunStore:
+    """The store an Engine uses: made from a URL, its payloads offloaded to `blobs`.
+
+    Raises:
+        CapabilityMissing: `blobs` with a store that is not a full `Store`.
+    """
+    taken = create_store(store) if isinstance(store, str) else store
+    if blobs is None:
+        return taken
+    return OffloadStore(
+        Capabilities.of(taken).full_store(taken, call="Engine(blobs=...)"),
+        open_blobs(blobs) if isinstance(blobs, str) else blobs,
+        offload_over=offload_over,
+    )
+
+
+def _key_ring(encryption_key: KeyRing | str | None) -> KeyRing | None:
+    """The keys payloads are sealed with: given, or $RESUMABLE_ENCRYPTION_KEY."""
+    if encryption_key is None:
+        encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
+    if isinstance(encryption_key, str):
+        return KeyRing.from_env(encryption_key)
+    return encryption_key
+
+
+class Engine:
     """Starts, resumes and inspects durable runs on one store.
 
     Args:
@@ -150,28 +189,18 @@ class Engine(StateMethods, MaintenanceMethods):
         offload_over: int = DEFAULT_OFFLOAD_OVER,
         metering: bool | None = None,
     ) -> None:
-        taken = create_store(store) if isinstance(store, str) else store
-        self.capabilities = Capabilities.of(taken)
+        self.store: RunStore = _taken(store, blobs, offload_over)
+        """The store, as given or made from the URL: a full `Store`, or a
+        `RunStore` whose missing parts `capabilities` names."""
+        self.capabilities = capabilities = Capabilities.of(self.store)
         """What the store offers beyond RunStore, checked once, here."""
-        self.store: Store = complete(taken, self.capabilities)
-        if blobs is not None:
-            self.store = OffloadStore(
-                self.store,
-                open_blobs(blobs) if isinstance(blobs, str) else blobs,
-                offload_over=offload_over,
-            )
-        if encryption_key is None:
-            encryption_key = os.environ.get("RESUMABLE_ENCRYPTION_KEY") or None
-        keys = (
-            KeyRing.from_env(encryption_key)
-            if isinstance(encryption_key, str)
-            else encryption_key
-        )
+        keys = _key_ring(encryption_key)
         registry = TypeRegistry(parent=TYPES)
         registry.register(*types)
         self.serde = Serde(registry, keys=keys, max_bytes=max_payload_bytes)
-        if isinstance(self.store, OffloadStore):
-            self.store.stream_with(self.serde.reader)
+        streams = capabilities.payload_streams
+        if streams is not None:
+            streams.stream_with(self.serde.reader)
         self._encrypted = keys is not None
         self.clock: Clock = clock or SystemClock()
         self.owner = leases.new_owner()
@@ -185,13 +214,21 @@ class Engine(StateMethods, MaintenanceMethods):
             prices=prices or PriceTable(),
             observer=combine(list(observers)),
             metering=metering_by_default() if metering is None else metering,
+            uploads=streams if streams is not None and streams.streams else None,
         )
         self._runtime = self._driver.runtime
-        report_commit_batches(self._runtime, self.capabilities.commit_batches)
-        self._states = States(
-            self.store, self.serde, self.clock, packing=self.capabilities.packs
+        report_commit_batches(self._runtime, capabilities.commit_batches)
+        self._states = (
+            States(
+                capabilities.snapshot_part(self.store, call="Engine"),
+                self.serde,
+                self.clock,
+                packing=capabilities.packs,
+            )
+            if capabilities.snapshots
+            else None
         )
-        self._snapshots = self._states.snapshots
+        """Thread states; None on a store without `SnapshotStore`."""
         self._bridge = Bridge()
 
     def __repr__(self) -> str:
@@ -392,14 +429,6 @@ class Engine(StateMethods, MaintenanceMethods):
         """How long a lease lasts without a heartbeat."""
         return self._runtime.lease_ttl_s
 
-    async def resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
-        """Drive a run this engine's worker claimed (its workflow found by name).
-
-        `taken_over`: the claim took the run's lease from another owner
-        (`Lease.taken_from`), one that crashed or stopped while running it.
-        """
-        return await self._driver.resume_claimed(run_id, taken_over=taken_over)
-
     async def resume(self, run_id: str) -> Any:
         """Resume a run by id, finding its workflow by the name it recorded.
 
@@ -429,7 +458,183 @@ class Engine(StateMethods, MaintenanceMethods):
         """
         return await self._driver.cancel(run_id)
 
-    # --- snapshots: the rest is in StateMethods -------------------------------------
+    # --- thread states ------------------------------------------------------------
+    async def save_state(
+        self,
+        thread_id: str,
+        state: Any,
+        *,
+        label: str | None = None,
+        metadata: Any = None,
+        parent: str | None = None,
+        namespace: str = "",
+        checkpoint_id: str | None = None,
+    ) -> Checkpoint:
+        """Save a version of a thread's state (the manual-checkpoint pattern).
+
+        Lists and dicts are stored element by element, content-addressed: saving a
+        conversation after each turn writes only the new messages.
+
+        Args:
+            thread_id: The thread (conversation, session) the state belongs to.
+            state: Any value the codec can encode.
+            label: A name for this version, shown in `state_history`.
+            metadata: Any encodable value kept beside the state.
+            parent: The checkpoint this version follows (default: the thread's
+                latest); pass an older one to branch the thread from there.
+            namespace: Separates independent states of one thread (default `""`;
+                a conversation saves in `"conversation"`). `load_state` reads one
+                namespace (`""` unless given); `state_history` and `resumable
+                show-thread` list every namespace unless given one.
+            checkpoint_id: The new checkpoint's id (default: generated). Ids must
+                sort in the order versions are saved (e.g. uuid6/uuid7 strings).
+
+        Returns:
+            The new checkpoint; its `metadata` is the object passed, not a copy
+            decoded back (loading it gives an equal value).
+        """
+        states = self._states or self._no_states("save_state")
+        return await states.save(
+            thread_id,
+            state,
+            label=label,
+            metadata=metadata,
+            parent=parent,
+            namespace=namespace,
+            checkpoint_id=checkpoint_id,
+        )
+
+    async def load_state(
+        self,
+        thread_id: str,
+        *,
+        checkpoint_id: str | None = None,
+        namespace: str = "",
+        default: Any = MISSING,
+    ) -> Any:
+        """The thread's latest state, or the state at `checkpoint_id`.
+
+        Raises:
+            CheckpointNotFound: nothing was saved in `namespace` (and no
+                `default` was given); the message names the namespaces the
+                thread has (a conversation's saves are in "conversation").
+        """
+        states = self._states or self._no_states("load_state")
+        return await states.load(
+            thread_id, checkpoint_id=checkpoint_id, namespace=namespace, default=default
+        )
+
+    async def view_state(
+        self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
+    ) -> Any:
+        """`load_state` as a generic view: readable without the state's types.
+
+        Plain JSON-like data naming the type of every tagged value (see
+        `resumable.serde.view`); nothing is imported or constructed.
+
+        Raises:
+            CheckpointNotFound: nothing was saved there.
+            CorruptCheckpointError: a stored part is damaged or missing.
+        """
+        states = self._states or self._no_states("view_state")
+        return await states.view(
+            thread_id, checkpoint_id=checkpoint_id, namespace=namespace
+        )
+
+    async def load_checkpoint(
+        self, thread_id: str, *, checkpoint_id: str | None = None, namespace: str = ""
+    ) -> tuple[Checkpoint, Any] | None:
+        """A checkpoint (the latest, or the given one) with its state; None if absent."""
+        states = self._states or self._no_states("load_checkpoint")
+        return await states.load_checkpoint(
+            thread_id, checkpoint_id=checkpoint_id, namespace=namespace
+        )
+
+    async def delete_thread(self, thread_id: str) -> int:
+        """Delete every checkpoint of a thread (in every namespace); returns how many.
+
+        The content chunks they used are removed by `gc` once nothing uses them.
+        """
+        states = self._states or self._no_states("delete_thread")
+        return await states.delete_thread(thread_id)
+
+    async def delete_states(
+        self, thread_id: str, checkpoints: Iterable[str | tuple[str, str]]
+    ) -> int:
+        """Delete single checkpoints of a thread; returns how many existed.
+
+        Each checkpoint is an id (in namespace "") or a `(namespace, checkpoint_id)`
+        pair; ids naming no checkpoint are skipped. The others stay loadable: one
+        stored as changes against a deleted checkpoint is first rewritten whole, and
+        a packed one (older checkpoints are stored together) is rewritten out of its
+        pack. A crash
+        midway loses no kept checkpoint; calling again finishes the deletion. The
+        content chunks only they used are removed by `gc`.
+
+        Raises:
+            ValueError: a namespace names the engine's packs.
+            StoreError: another engine rewrote a pack meanwhile; nothing was lost,
+                call again.
+        """
+        states = self._states or self._no_states("delete_states")
+        return await states.delete(thread_id, checkpoints)
+
+    async def state_history(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        namespace: str | EveryState | None = EVERY_STATE,
+    ) -> list[Checkpoint]:
+        """The thread's checkpoints, newest first.
+
+        By default every state saved under the thread, whatever its namespace:
+        `save_state` (namespace `""` unless given), a conversation
+        (`engine.conversation(thread_id)` saves in namespace `"conversation"`) and
+        LangGraph checkpoints (root and subgraphs); each `Checkpoint` names its
+        `namespace`.
+
+        Args:
+            thread_id: The thread.
+            limit: At most this many (newest first).
+            before: Only checkpoints older than this checkpoint id.
+            namespace: Only this namespace (`""` is what `save_state` uses by
+                default); None: every namespace, LangGraph's pending writes too.
+        """
+        states = self._states or self._no_states("state_history")
+        return await states.history(
+            thread_id, limit=limit, before=before, namespace=namespace
+        )
+
+    async def threads(
+        self, *, prefix: str | None = None, limit: int = 50, cursor: str | None = None
+    ) -> ThreadPage:
+        """One page of the threads holding snapshots, most recently saved first.
+
+        Lists `save_state` threads and LangGraph threads alike, not the threads the
+        library keeps for itself. Paged by key like `runs_page`.
+
+        Args:
+            prefix: Only threads whose id starts with this.
+            limit: Threads per page.
+            cursor: The `next_cursor` of the previous page (None: the first page).
+        """
+        store = self.capabilities.snapshot_part(self.store, call="threads")
+        return await threads_page(store, prefix=prefix, limit=limit, cursor=cursor)
+
+    async def fork_state(
+        self, thread_id: str, checkpoint_id: str, *, to_thread: str, namespace: str = ""
+    ) -> Checkpoint:
+        """Start thread `to_thread` from a checkpoint of another thread.
+
+        The new thread shares every chunk with the original (nothing is copied).
+        """
+        states = self._states or self._no_states("fork_state")
+        return await states.fork(
+            thread_id, checkpoint_id, to_thread=to_thread, namespace=namespace
+        )
+
     async def conversation(self, thread_id: str) -> Conversation:
         """A chat thread, as last saved; append messages and `save()` complete turns.
 
@@ -455,7 +660,7 @@ class Engine(StateMethods, MaintenanceMethods):
     ) -> list[RunView]:
         """Runs matching every filter given, newest first."""
         return await list_runs(
-            self.store,
+            self.capabilities.listing_part(self.store, call="runs"),
             status=status,
             workflow=workflow,
             parent=parent,
@@ -482,7 +687,8 @@ class Engine(StateMethods, MaintenanceMethods):
             limit: Runs per page.
             cursor: The `next_cursor` of the previous page (None: the first page).
         """
-        return await runs_page(self.store, selection, limit=limit, cursor=cursor)
+        listing = self.capabilities.listing_part(self.store, call="runs_page")
+        return await runs_page(listing, selection, limit=limit, cursor=cursor)
 
     async def inputs(self, run_id: str) -> list[InputView]:
         """The inputs sent to a run (`send`), oldest first, values as generic views.
@@ -490,8 +696,9 @@ class Engine(StateMethods, MaintenanceMethods):
         Raises:
             RunNotFound: There is no such run.
         """
+        listing = self.capabilities.listing_part(self.store, call="inputs")
         await self._get(run_id)
-        return await input_views(self.store, self.serde, run_id)
+        return await input_views(listing, self.serde, run_id)
 
     async def awaited_keys(self, run_id: str) -> list[str]:
         """The keys a run waits for in `wait_for` and was not sent, in call order.
@@ -516,7 +723,8 @@ class Engine(StateMethods, MaintenanceMethods):
 
     async def count_runs(self, selection: RunFilter | None = None) -> RunCounts:
         """How many runs `selection` matches, by status and queue."""
-        return await count_runs(self.store, selection)
+        listing = self.capabilities.listing_part(self.store, call="count_runs")
+        return await count_runs(listing, selection)
 
     async def get(self, run_id: str) -> RunView:
         """One run's summary, with its input and its result or error. Raises RunNotFound."""
@@ -544,6 +752,216 @@ class Engine(StateMethods, MaintenanceMethods):
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""
         return await read_ledger(self.store, self.serde, self._runtime.prices, run_id)
 
+    # --- maintenance ------------------------------------------------------------
+    async def gc(
+        self,
+        *,
+        older_than: timedelta | None = None,
+        status: RunStatus | tuple[RunStatus, ...] = (
+            "succeeded",
+            "failed",
+            "cancelled",
+        ),
+        keep_last: int | None = None,
+        dry_run: bool = False,
+        batch: int = 500,
+        blobs_grace: timedelta = timedelta(hours=1),
+    ) -> GcReport:
+        """Delete finished runs (with their journals and inputs) and unused chunks.
+
+        A run is due when it finished more than `older_than` ago, or its `ttl`
+        (given when it started) has passed; with `keep_last` and no `older_than`,
+        when it is not among the newest `keep_last` of its workflow. Runs that have
+        not finished, runs a fork shares steps with, and children of unfinished
+        parents are kept.
+
+        Args:
+            older_than: Age (since the run last changed) beyond which it is due.
+            status: Which finished statuses may be deleted.
+            keep_last: Keep this many of the newest finished runs of each workflow;
+                alone, delete the other finished runs, whatever their age.
+            dry_run: Report what would be deleted; delete nothing.
+            batch: Runs per delete transaction.
+            blobs_grace: With payload offload, objects no row references are
+                deleted once older than this: younger ones may belong to a row
+                about to commit (an upload precedes its row).
+        """
+        capabilities, store = self.capabilities, self.store
+        return await collect_garbage(
+            self._runtime,
+            listing=capabilities.listing_part(store, call="gc"),
+            maintenance=capabilities.maintenance_part(store, call="gc"),
+            snapshots=capabilities.snapshot_part(store, call="gc")
+            if capabilities.snapshots
+            else None,
+            objects=capabilities.objects,
+            older_than=older_than,
+            status=status,
+            keep_last=keep_last,
+            dry_run=dry_run,
+            batch=batch,
+            blobs_grace=blobs_grace,
+        )
+
+    async def archive(
+        self, *, older_than: timedelta, limit: int = 1000
+    ) -> list[Archived]:
+        """Move finished runs' journals to the object store, one object per run.
+
+        Runs that finished more than `older_than` ago keep their run row (listed
+        and returning their result as before) but their journal records and
+        inputs move into one compressed object each and one stub row stays; they
+        are shown, forked, checked and priced as before (`resumable.stores.archive`,
+        `unarchive` puts them back). The saved states of threads whose newest save
+        is that old move into one object per thread too, but for the newest
+        snapshot of each namespace, which stays live, so loading a thread's
+        latest state never reads the object store (`resumable.stores.archive`;
+        `unarchive_thread` puts them back). Saving to an archived thread adds live
+        rows beside its stub.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            StoreError: the object store did not take an archive (runs archived
+                before it stay archived).
+        """
+        return await archive(
+            self.store,
+            self.capabilities.objects,
+            self.clock,
+            None if self._states is None else self._states.snapshots,
+            older_than=older_than,
+            limit=limit,
+        )
+
+    async def unarchive(self, run_id: str) -> bool:
+        """Put an archived run's journal and inputs back in the primary store.
+
+        Returns False when the run was not archived.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            RunNotFound: there is no such run.
+            CorruptCheckpointError: the run's archive object is missing or damaged.
+        """
+        return await unarchive(self.store, self.capabilities.objects, run_id)
+
+    async def unarchive_thread(self, thread_id: str) -> bool:
+        """Put a thread's archived snapshots and chunks back in the primary store.
+
+        Returns False when none of its snapshots was archived.
+
+        Raises:
+            UsageError: the engine has no object store (`blobs=`).
+            CorruptCheckpointError: the thread's archive object is missing or damaged.
+        """
+        return await unarchive_thread(self.store, self.capabilities.objects, thread_id)
+
+    async def rekey(self, *, batch: int = 500, dry_run: bool = False) -> RekeyReport:
+        """Re-encrypt every payload not sealed with the current key (key rotation).
+
+        Give the engine a key ring whose first key is the new one and that still
+        holds the old ones; after rekey, the old keys can be dropped. A store
+        written without encryption is encrypted in place the same way. Crash-safe:
+        every payload stays readable throughout, and running it again finishes.
+        """
+        return await rekey(
+            self.capabilities.maintenance_part(self.store, call="rekey"),
+            self.serde,
+            encrypted=self._encrypted,
+            batch=batch,
+            dry_run=dry_run,
+        )
+
+    def export(
+        self,
+        run_ids: Sequence[str] = (),
+        *,
+        workflow: str | None = None,
+        status: RunStatus | Sequence[RunStatus] | None = None,
+        since: datetime | timedelta | None = None,
+        run_input: bool = False,
+        steps: slice | None = None,
+    ) -> AsyncIterator[StepExport]:
+        """Every step of the selected runs as flat records, for analysis.
+
+        `async for record in engine.export(workflow="analyze"): ...` yields one
+        `StepExport` per journal entry (oldest run first, each in seq order) with
+        timings, attempts, the args fingerprint, usage and cost, and the generic
+        view of the result or error, readable without the application's code.
+
+        Args:
+            run_ids: These runs only (RunNotFound if one is missing); default:
+                every run the other filters match.
+            workflow: Runs of this workflow only.
+            status: Runs in this status (or any of these) only.
+            since: Runs created at or after this time, or within this long ago.
+            run_input: Add the view of each run's input `(args, kwargs)`.
+            steps: Only these of each run's steps, by position in its journal
+                (`slice(-100, None)`: the newest 100); only those are read.
+        """
+        query = export_query(
+            run_ids,
+            workflow=workflow,
+            status=status,
+            since=since,
+            run_input=run_input,
+            now_ms=self.clock.now_ms(),
+            steps=steps,
+        )
+        listing = (
+            None
+            if run_ids
+            else self.capabilities.listing_part(self.store, call="export")
+        )
+        return export_steps(
+            self.store, listing, self.serde, self._runtime.prices, query
+        )
+
+    async def check(
+        self,
+        *,
+        status: RunStatus | list[RunStatus] | None = None,
+        workflow: str | None = None,
+        version: str | None = None,
+        run_ids: list[str] | None = None,
+        limit: int | None = None,
+        since: timedelta | None = None,
+        timeout_s: float = 10.0,
+    ) -> CheckReport:
+        """Replay stored runs against the code loaded now, executing nothing.
+
+        Each run's workflow runs from the top as a resume would, but every step,
+        child run, wait and sleep is answered from the journal or stops the check
+        there: nothing executes and nothing is written. See `CheckReport`.
+
+        Args:
+            status: Which runs (default: those that may execute again: queued,
+                running, waiting, sleeping, failed).
+            workflow: Only runs of this workflow.
+            version: Only runs that started on this workflow version.
+            run_ids: Only these runs (then `status` and `workflow` are ignored).
+            limit: At most this many runs, newest first.
+            since: Only runs updated within this long.
+            timeout_s: How long one run's workflow body may take before its
+                verdict is "timeout" (a body awaiting something other than steps).
+        """
+        listing = (
+            None
+            if run_ids is not None
+            else self.capabilities.listing_part(self.store, call="check")
+        )
+        return await check_runs(
+            self._runtime,
+            listing,
+            status=status,
+            workflow=workflow,
+            version=version,
+            run_ids=run_ids,
+            limit=limit,
+            since=since,
+            timeout_s=timeout_s,
+        )
+
     async def close(self) -> None:
         """Stop the runs this engine drives, then release the store's connections.
 
@@ -568,5 +986,18 @@ class Engine(StateMethods, MaintenanceMethods):
         await self.close()
 
     # --- internals ----------------------------------------------------------------
+    async def _resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
+        """Drive a run this engine's `Worker` claimed (its workflow found by name).
+
+        `taken_over`: the claim took the run's lease from another owner
+        (`Lease.taken_from`), one that crashed or stopped while running it.
+        """
+        return await self._driver.resume_claimed(run_id, taken_over=taken_over)
+
+    def _no_states(self, call: str) -> NoReturn:
+        raise CapabilityMissing(
+            store=self.store.url, capability="SnapshotStore", call=call
+        )
+
     async def _get(self, run_id: str) -> RunRecord:
         return await get_run(self.store, run_id)

@@ -28,11 +28,12 @@ from resumable.pricing import PriceTable
 from resumable.serde import Serde
 from resumable.stores.places import input_place, run_place, step_place
 from resumable.stores.protocol import (
+    RunListing,
     RunQuery,
     RunRecord,
     RunStatus,
+    RunStore,
     StepRecord,
-    Store,
 )
 
 __all__ = ["ExportQuery", "JournalPage", "StepExport", "export_steps", "journal_page"]
@@ -134,10 +135,17 @@ def export_query(
 
 
 async def export_steps(
-    store: Store, serde: Serde, prices: PriceTable, query: ExportQuery
+    store: RunStore,
+    listing: RunListing | None,
+    serde: Serde,
+    prices: PriceTable,
+    query: ExportQuery,
 ) -> AsyncIterator[StepExport]:
-    """The records of every selected run, oldest run first, each in seq order."""
-    for run in await _select(store, query):
+    """The records of every selected run, oldest run first, each in seq order.
+
+    `listing`: the store's listing, needed unless the query names its runs.
+    """
+    for run in await _select(store, listing, query):
         journal = await load_journal(store, run, serde=serde)
         entries = in_call_order(journal, serde)
         for record in journal_records(
@@ -189,7 +197,7 @@ class JournalPage:
 
 
 async def journal_page(
-    store: Store, serde: Serde, prices: PriceTable, run: RunRecord, steps: slice
+    store: RunStore, serde: Serde, prices: PriceTable, run: RunRecord, steps: slice
 ) -> JournalPage:
     """`Engine.journal_page`: the journal read once; only `steps` have their values read."""
     journal = await load_journal(store, run, serde=serde)
@@ -206,7 +214,9 @@ async def journal_page(
     return JournalPage(total=len(entries), steps=records, ledger=ledger)
 
 
-async def _select(store: Store, query: ExportQuery) -> list[RunRecord]:
+async def _select(
+    store: RunStore, listing: RunListing | None, query: ExportQuery
+) -> list[RunRecord]:
     if query.run_ids:
         runs = []
         for run_id in dict.fromkeys(query.run_ids):
@@ -215,7 +225,8 @@ async def _select(store: Store, query: ExportQuery) -> list[RunRecord]:
                 raise RunNotFound(run_id=run_id)
             runs.append(run)
     else:
-        listed = await store.list_runs(
+        assert listing is not None  # noqa: S101 - Engine.export asked for it
+        listed = await listing.list_runs(
             RunQuery(status=query.status, workflow=query.workflow, limit=_ALL)
         )
         runs = list(reversed(listed))  # listed newest first
@@ -243,7 +254,7 @@ class InputView:
     """Why the value could not be read (say, encrypted and the key is missing)."""
 
 
-async def input_views(store: Store, serde: Serde, run_id: str) -> list[InputView]:
+async def input_views(store: RunListing, serde: Serde, run_id: str) -> list[InputView]:
     """`Engine.inputs`: every input sent to the run, oldest first."""
     views = []
     for record in await store.list_inputs(run_id):

@@ -20,7 +20,7 @@ from resumable.serde import Serde
 from resumable.serde.chunked import stored_size
 from resumable.stores.kinds import JournalKind
 from resumable.stores.places import step_place
-from resumable.stores.protocol import RunRecord, StepRecord, Store
+from resumable.stores.protocol import RunRecord, RunStore, StepRecord
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +61,7 @@ class StepView:
         return self._serde.view(self._payload or b"", place=self._place)
 
 
-async def run_history(store: Store, serde: Serde, run: RunRecord) -> list[StepView]:
+async def run_history(store: RunStore, serde: Serde, run: RunRecord) -> list[StepView]:
     """The run's journal in call order, including steps shared through a fork."""
     journal = await load_journal(store, run, serde=serde)
     return [

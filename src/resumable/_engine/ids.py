@@ -1,11 +1,8 @@
-"""The one limit on ids, valid on every store, checked before anything is written.
+"""Ids checked before anything is written, and ids made here.
 
-Run ids, thread ids, namespaces, checkpoint ids, step and workflow names, input
-keys and queue names are at most `MAX_ID_BYTES` bytes as the SQL stores keep
-them (UTF-8, with `%`, NUL and lone surrogates escaped: see `stores._sql.to_text`).
-Three of them fit in one PostgreSQL index entry (2,704 bytes at most), the
-tightest limit of any store; SQLite and Redis take more, but a run must be
-movable between stores, so an id one store takes is taken by all.
+Every id is a str of at most `MAX_ID_BYTES` bytes as stored, on every store
+(`resumable.stores.ids` says why); `check_id` refuses others, and `derived_id`
+keeps an id made from another within the limit.
 """
 
 from __future__ import annotations
@@ -14,14 +11,9 @@ import hashlib
 import secrets
 import time
 
-from resumable.stores._sql import to_text
+from resumable.stores.ids import MAX_ID_BYTES, stored_size
 
-MAX_ID_BYTES = 512
-
-
-def stored_size(value: str) -> int:
-    """The bytes an id takes in a store (its escaped UTF-8)."""
-    return len(to_text(value).encode("utf-8"))
+__all__ = ["MAX_ID_BYTES", "check_id", "derived_id", "new_run_id", "stored_size"]
 
 
 def check_id(kind: str, value: str) -> str:

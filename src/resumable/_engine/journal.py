@@ -10,14 +10,14 @@ from __future__ import annotations
 from resumable._engine.map_items import item_seqs
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
 from resumable.serde import Serde
-from resumable.stores._records import checked_run, checked_steps
+from resumable.stores.checks import checked_run, checked_steps
 from resumable.stores.kinds import JournalKind
-from resumable.stores.protocol import RunRecord, StepRecord, Store
+from resumable.stores.protocol import RunRecord, RunStore, StepRecord
 from resumable.stores.stubs import SupportsArchive
 from resumable.stores.urls import redact
 
 
-async def get_run(store: Store, run_id: str) -> RunRecord:
+async def get_run(store: RunStore, run_id: str) -> RunRecord:
     """The stored run, checked.
 
     Raises:
@@ -30,7 +30,7 @@ async def get_run(store: Store, run_id: str) -> RunRecord:
 
 
 async def load_journal(
-    store: Store, run: RunRecord, up_to: int | None = None, *, serde: Serde
+    store: RunStore, run: RunRecord, up_to: int | None = None, *, serde: Serde
 ) -> dict[int, StepRecord]:
     """A run's journal by seq, with the steps it shares with the run it was forked from.
 
@@ -73,7 +73,7 @@ def _shared(
     return shared
 
 
-async def refuse_archived(store: Store, run_id: str) -> None:
+async def refuse_archived(store: RunStore, run_id: str) -> None:
     """UsageError if the run's journal is archived where `store` cannot read it.
 
     A store opened with `?blobs=` (`OffloadStore`) reads archived journals

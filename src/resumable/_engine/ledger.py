@@ -24,10 +24,10 @@ from resumable._engine.journal import get_run, refuse_archived
 from resumable._plural import plural
 from resumable.pricing import PRICES_AS_OF, PriceTable
 from resumable.serde import Serde
-from resumable.stores._records import checked_steps
+from resumable.stores.checks import checked_steps
 from resumable.stores.kinds import JournalKind, index_of
 from resumable.stores.places import step_place
-from resumable.stores.protocol import StepRecord, Store
+from resumable.stores.protocol import RunStore, StepRecord
 from resumable.usage import Usage
 
 
@@ -202,7 +202,7 @@ def build(
 
 
 async def read_ledger(
-    store: Store, serde: Serde, prices: PriceTable, run_id: str
+    store: RunStore, serde: Serde, prices: PriceTable, run_id: str
 ) -> Ledger:
     """`Engine.ledger`: the run's ledger from its own journal (never a fork's parent's).
 

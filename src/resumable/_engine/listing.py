@@ -20,14 +20,15 @@ from typing import Any
 from resumable._engine.clock import datetime_of
 from resumable.errors import ResumableError, UsageError
 from resumable.serde import Serde
-from resumable.stores._records import checked_run
+from resumable.stores.checks import checked_run
 from resumable.stores.places import run_place
 from resumable.stores.protocol import (
     RUN_STATUSES,
+    RunListing,
     RunQuery,
     RunRecord,
     RunStatus,
-    Store,
+    SnapshotStore,
 )
 from resumable.stores.roles import ThreadRole, thread_role
 
@@ -250,7 +251,7 @@ class ThreadPage:
 
 
 async def list_runs(
-    store: Store,
+    store: RunListing,
     *,
     status: RunStatus | list[RunStatus] | None,
     workflow: str | None,
@@ -277,7 +278,7 @@ async def list_runs(
 
 
 async def runs_page(
-    store: Store, selection: RunFilter | None, *, limit: int, cursor: str | None
+    store: RunListing, selection: RunFilter | None, *, limit: int, cursor: str | None
 ) -> RunPage:
     """`Engine.runs_page`: one page of the runs `selection` matches, newest first."""
     query = (selection or RunFilter()).query(
@@ -294,7 +295,7 @@ async def runs_page(
     )
 
 
-async def count_runs(store: Store, selection: RunFilter | None) -> RunCounts:
+async def count_runs(store: RunListing, selection: RunFilter | None) -> RunCounts:
     """`Engine.count_runs`: how many runs `selection` matches, by status and queue."""
     return RunCounts(
         by_status_and_queue=await store.count_runs((selection or RunFilter()).query())
@@ -307,7 +308,7 @@ def is_internal_thread(thread_id: str) -> bool:
 
 
 async def threads_page(
-    store: Store, *, prefix: str | None, limit: int, cursor: str | None
+    store: SnapshotStore, *, prefix: str | None, limit: int, cursor: str | None
 ) -> ThreadPage:
     """`Engine.threads`: a page of user threads, read past internal ones."""
     after = None if cursor is None else decode_cursor(cursor)

@@ -19,14 +19,24 @@ from resumable._engine.retention import GcReport, collect
 from resumable._engine.snapshots import Snapshots
 from resumable.errors import UsageError
 from resumable.stores.archive import Archived
-from resumable.stores.offload import OffloadStore
-from resumable.stores.protocol import RunStatus, Store
+from resumable.stores.capabilities import KeepsObjects
+from resumable.stores.protocol import (
+    Maintenance,
+    RunListing,
+    RunStatus,
+    RunStore,
+    SnapshotStore,
+)
 from resumable.stores.urls import redact
 
 
 async def collect_garbage(
     runtime: Runtime,
     *,
+    listing: RunListing,
+    maintenance: Maintenance,
+    snapshots: SnapshotStore | None,
+    objects: KeepsObjects | None,
     older_than: timedelta | None,
     status: RunStatus | tuple[RunStatus, ...],
     keep_last: int | None,
@@ -39,6 +49,9 @@ async def collect_garbage(
     statuses = (status,) if isinstance(status, str) else tuple(status)
     report = await collect(
         store,
+        listing=listing,
+        maintenance=maintenance,
+        snapshots=snapshots,
         now_ms=clock.now_ms(),
         older_than=older_than,
         status=statuses,
@@ -46,8 +59,8 @@ async def collect_garbage(
         dry_run=dry_run,
         batch=batch,
     )
-    if isinstance(store, OffloadStore) and not dry_run:
-        blobs = await store.collect_garbage(
+    if objects is not None and not dry_run:
+        blobs = await objects.collect_garbage(
             older_than_ms=int(blobs_grace.total_seconds() * 1000),
             now_ms=clock.now_ms(),
         )
@@ -58,9 +71,10 @@ async def collect_garbage(
 
 
 async def archive(
-    store: Store,
+    store: RunStore,
+    objects: KeepsObjects | None,
     clock: Clock,
-    snapshots: Snapshots,
+    snapshots: Snapshots | None,
     *,
     older_than: timedelta,
     limit: int,
@@ -70,7 +84,8 @@ async def archive(
     Raises:
         UsageError: the store has no object store (`blobs=`).
     """
-    offload = _archiving(store)
+    offload = _archiving(store, objects)
+    assert snapshots is not None  # noqa: S101 - an OffloadStore wraps a full Store
     now_ms = clock.now_ms()
     cutoff_ms = now_ms - int(older_than.total_seconds() * 1000)
 
@@ -82,33 +97,35 @@ async def archive(
     )
 
 
-async def unarchive_thread(store: Store, thread_id: str) -> bool:
+async def unarchive_thread(
+    store: RunStore, objects: KeepsObjects | None, thread_id: str
+) -> bool:
     """`Engine.unarchive_thread`: put a thread's archived snapshots back.
 
     Raises:
         UsageError: the store has no object store (`blobs=`).
     """
-    offload = _archiving(store)
+    offload = _archiving(store, objects)
     return await offload.restore_archived_thread(thread_id) is not None
 
 
-async def unarchive(store: Store, run_id: str) -> bool:
+async def unarchive(store: RunStore, objects: KeepsObjects | None, run_id: str) -> bool:
     """`Engine.unarchive`: put an archived run's rows back; False if it was not.
 
     Raises:
         UsageError: the store has no object store (`blobs=`).
         RunNotFound: there is no such run.
     """
-    offload = _archiving(store)
+    offload = _archiving(store, objects)
     await get_run(store, run_id)
     return await offload.restore_archived(run_id) is not None
 
 
-def _archiving(store: Store) -> OffloadStore:
-    if not isinstance(store, OffloadStore):
+def _archiving(store: RunStore, objects: KeepsObjects | None) -> KeepsObjects:
+    if objects is None:
         raise UsageError(
             f"store {redact(store.url)}: archive needs an object store: add "
             f"?blobs=s3://bucket/prefix (or file:///folder) to the store URL, or "
             f"pass Engine(blobs=...)"
         )
-    return store
+    return objects

@@ -20,7 +20,10 @@ helper an SDK release adds. The SDKs have no public request/response hook
 except a custom `http_client`, which needs user code. The wrapper reads only
 public attributes: the request's `url` and `json_data` (the path and the body),
 the result's fields, and a raw response's public `parse()` (cached by the SDK,
-so the caller's own `parse()` returns the same object).
+so the caller's own `parse()` returns the same object). What a result is (a
+response, a stream, a raw response) and which markers a stream event's class
+has are looked at once per class, not per call or chunk: looking for a field
+an SDK model lacks makes pydantic raise and catch AttributeError inside.
 
 A stream's usage arrives in its last events, so a streamed call is added as
 unmetered when the stream is returned and replaced by its usage when the event
@@ -51,11 +54,10 @@ import os
 import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from resumable._engine.context import _step
-from resumable.usage import Usage, usage_from
+from resumable.usage import Usage, response_usage
 
 _SDKS = {
     "openai": (("OpenAI", "AsyncOpenAI"), ("Stream", "AsyncStream")),
@@ -66,6 +68,8 @@ _LLM_PATHS = ("/chat/completions", "/responses", "/messages", "/completions")
 _STREAM_DONE = frozenset(
     {"response.completed", "response.incomplete", "response.failed"}
 )
+
+_T = TypeVar("_T")
 
 _patched: dict[str, list[tuple[type, str, Any, bool]]] = {}
 """SDK name -> (class, attribute, original, whether the class defined it itself)."""
@@ -108,6 +112,8 @@ def uninstall() -> None:
             else:
                 delattr(cls, attr)
     _patched.clear()
+    _kinds.clear()
+    _markers.clear()
     global _stream_classes  # noqa: PLW0603 - the process-wide patch's own bookkeeping
     _stream_classes = ()
     global _modules_seen  # noqa: PLW0603 - the process-wide patch's own bookkeeping
@@ -138,6 +144,7 @@ def _patch(
             global _stream_classes  # noqa: PLW0603 - the process-wide patch's own bookkeeping
             _stream_classes = (*_stream_classes, cls)
     _patched[provider] = patches
+    _kinds.clear()  # a class seen before may be one of the streams followed now
 
 
 # --- calls ------------------------------------------------------------------------
@@ -155,10 +162,15 @@ def _llm_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] |
     """The request body of an LLM call (`request(cast_to, options, ...)`); else None."""
     options = args[1] if len(args) > 1 else kwargs.get("options")
     url = getattr(options, "url", None)
-    method = getattr(options, "method", "post")
-    if not isinstance(url, str) or str(method).lower() != "post":
+    if not isinstance(url, str):
         return None
-    if not url.partition("?")[0].rstrip("/").endswith(_LLM_PATHS):
+    # the SDKs pass the bare path ("/chat/completions"): a query or a trailing
+    # slash only where a caller built the URL itself
+    if not url.endswith(_LLM_PATHS) and not url.partition("?")[0].rstrip("/").endswith(
+        _LLM_PATHS
+    ):
+        return None
+    if str(getattr(options, "method", "post")).lower() != "post":
         return None
     body = getattr(options, "json_data", None)
     return body if isinstance(body, dict) else {}
@@ -172,7 +184,12 @@ def _sync_request(original: Any, provider: str) -> Any:
         body = _llm_call(args, kwargs)
         result = original(self, *args, **kwargs)
         if body is not None:
-            _meter(calls, provider, body, _parsed(result))
+            kind = _kind(result)
+            if kind is _RAW:
+                parsed = _parsed(result)
+                _meter(calls, provider, body, parsed, _kind(parsed))
+            else:
+                _meter(calls, provider, body, result, kind)
         return result
 
     return request
@@ -186,42 +203,82 @@ def _async_request(original: Any, provider: str) -> Any:
         body = _llm_call(args, kwargs)
         result = await original(self, *args, **kwargs)
         if body is not None:
-            parsed = _parsed(result)
-            if inspect.isawaitable(parsed):  # an async client's raw response
-                try:
-                    parsed = await parsed
-                except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
-                    parsed = None
-            _meter(calls, provider, body, parsed)
+            kind = _kind(result)
+            if kind is _RAW:
+                parsed = _parsed(result)
+                if inspect.isawaitable(parsed):  # `with_streaming_response`'s parse
+                    try:
+                        parsed = await parsed
+                    except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
+                        parsed = None
+                _meter(calls, provider, body, parsed, _kind(parsed))
+            else:
+                _meter(calls, provider, body, result, kind)
         return result
 
     return request
 
 
-def _parsed(result: Any) -> Any:
-    """The response object of a call's result (a raw response is parsed, as cached)."""
+_RESPONSE, _STREAM, _RAW = "response", "stream", "raw"
+"""What a call's result is: a response object, a stream to follow, or a raw
+response (`with_raw_response`, `with_streaming_response`) to parse first."""
+_kinds: dict[type, str] = {}
+"""The kind of each class of result seen so far."""
+_markers: dict[type, tuple[bool, bool]] = {}
+"""Whether each class of stream event seen so far has a `type`, an `object` field."""
+_CLASSES_KEPT = 256
+"""At most this many classes in each (classes made on the fly are not kept without bound)."""
+
+
+def _per_class(cache: dict[type, _T], value: Any, look: Callable[[Any], _T]) -> _T:
+    """`look(value)`, looked at once per class of `value`.
+
+    What a call's result or a stream's event is, and which fields it has, is a
+    fact of its (SDK) class; and a field an SDK model lacks is slow to look for
+    (pydantic raises AttributeError inside, twice).
+    """
+    found = cache.get(type(value))
+    if found is None:
+        if len(cache) >= _CLASSES_KEPT:
+            cache.clear()
+        found = cache[type(value)] = look(value)
+    return found
+
+
+def _kind(result: Any) -> str:
+    return _per_class(_kinds, result, _kind_of)
+
+
+def _kind_of(result: Any) -> str:
+    if isinstance(result, _stream_classes):
+        return _STREAM
     # the class first: a response model's own __getattr__ is slow to say no
     if callable(getattr(type(result), "parse", None)) and hasattr(
         result, "http_response"
     ):
-        try:
-            return result.parse()  # `with_raw_response`: the SDK caches what it parses
-        except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
-            return None
-    return result
+        return _RAW
+    return _RESPONSE
+
+
+def _parsed(raw: Any) -> Any:
+    """The response object of a raw response, as the SDK parses (and caches) it."""
+    try:
+        return raw.parse()
+    except Exception:  # noqa: BLE001 - unreadable: counted as unmetered
+        return None
 
 
 def _meter(
-    calls: list[Usage], provider: str, body: dict[str, Any], response: Any
+    calls: list[Usage], provider: str, body: dict[str, Any], response: Any, kind: str
 ) -> None:
     """Add the call's usage, or an unmetered call to fill in when its stream ends."""
-    if isinstance(response, _stream_classes):
+    if kind is _STREAM:
         pending = _unmetered(provider, body)
         _taps[response] = _Tap(calls, len(calls), pending)
         calls.append(pending)
         return
-    found = usage_from(response)
-    calls.append(found[0] if len(found) == 1 else _unmetered(provider, body))
+    found = response_usage(response, provider=provider)
+    calls.append(found or _unmetered(provider, body))
 
 
 def _unmetered(provider: str, body: dict[str, Any]) -> Usage:
@@ -255,35 +312,50 @@ class _Tap:
             self.calls[self.index] = found
 
     def _usage(self, event: Any) -> Usage | None:
-        kind = getattr(event, "type", None)
+        has_type, has_object = _per_class(_markers, event, _markers_of)
+        kind = getattr(event, "type", None) if has_type else None
         if kind == "message_start":  # Anthropic: input now, output at message_delta
             message = getattr(event, "message", None)
-            found = usage_from(message)
-            if found:
-                self.start = found[0]
+            self.start = response_usage(message, provider="anthropic") or self.start
             return None
-        if kind == "message_delta" and self.start is not None:
-            delta = getattr(event, "usage", None)
-            output = getattr(delta, "output_tokens", None)
-            if not isinstance(output, int):
-                return None
-            fields: dict[str, Any] = {"output_tokens": output}
-            for name, key in (
-                ("input_tokens", "input_tokens"),
-                ("cached_input_tokens", "cache_read_input_tokens"),
-                ("cache_write_tokens", "cache_creation_input_tokens"),
-            ):
-                value = getattr(delta, key, None)
-                if isinstance(value, int):
-                    fields[name] = value
-            return replace(self.start, **fields)
+        if kind == "message_delta":
+            return self._delta_usage(getattr(event, "usage", None))
         if kind in _STREAM_DONE:  # Responses: the final response carries usage
-            found = usage_from(getattr(event, "response", None))
-            return found[0] if len(found) == 1 else None
-        if getattr(event, "object", None) == "chat.completion.chunk":
-            found = usage_from(event)
-            return found[0] if len(found) == 1 else None
+            return response_usage(getattr(event, "response", None))
+        # Chat Completions: only the last chunk carries usage (when asked for)
+        if (
+            has_object
+            and getattr(event, "object", None) == "chat.completion.chunk"
+            and getattr(event, "usage", None) is not None
+        ):
+            return response_usage(event)
         return None
+
+    def _delta_usage(self, delta: Any) -> Usage | None:
+        """Anthropic's message_delta usage: the output count, and any input ones."""
+        start, output = self.start, getattr(delta, "output_tokens", None)
+        if start is None or not isinstance(output, int):
+            return None
+        counts = [
+            getattr(delta, key, None)
+            for key in (
+                "input_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+            )
+        ]
+        given, read, written = (c if isinstance(c, int) else None for c in counts)
+        return Usage(  # the start's, with what the delta counted
+            model=start.model,
+            provider=start.provider,
+            response_id=start.response_id,
+            cost_usd=start.cost_usd,
+            is_metered=start.is_metered,
+            input_tokens=start.input_tokens if given is None else given,
+            cached_input_tokens=start.cached_input_tokens if read is None else read,
+            cache_write_tokens=start.cache_write_tokens if written is None else written,
+            output_tokens=output,
+        )
 
     def follow(self, items: Iterator[Any]) -> Iterator[Any]:
         for item in items:
@@ -294,6 +366,10 @@ class _Tap:
         async for item in items:
             self.see(item)
             yield item
+
+
+def _markers_of(event: Any) -> tuple[bool, bool]:
+    return hasattr(event, "type"), hasattr(event, "object")
 
 
 def _stream_iter(original: Any, _: str) -> Any:

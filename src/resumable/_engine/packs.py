@@ -35,10 +35,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from resumable._engine.damage import reading
-from resumable.errors import CorruptCheckpointError
+from resumable.errors import CapabilityMissing, CorruptCheckpointError
 from resumable.serde import Serde
 from resumable.stores.packing import through
-from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
+from resumable.stores.protocol import (
+    NO_CHUNKS,
+    PacksSnapshots,
+    SnapshotRecord,
+    SnapshotStore,
+)
 from resumable.stores.roles import (
     SnapshotRole,
     newest_packed,
@@ -81,13 +86,32 @@ def is_pack_namespace(namespace: str) -> bool:
 class Packs:
     """Finds snapshots loose or packed, and packs a namespace's older ones."""
 
-    def __init__(self, store: Store, serde: Serde, *, packing: bool = True) -> None:
+    def __init__(
+        self, store: SnapshotStore, serde: Serde, *, packing: bool = True
+    ) -> None:
         self.store, self.serde = store, serde
-        self.packing = packing
-        """The store declares `PacksSnapshots`: `saved` packs every PACK_EVERY saves."""
+        self.swaps: PacksSnapshots | None = (
+            store if packing and isinstance(store, PacksSnapshots) else None
+        )
+        """The store, if it declares `PacksSnapshots` (and `packing`): `saved`
+        packs every PACK_EVERY saves; None: snapshots stay loose."""
+        self.packing = self.swaps is not None
         self._envelope = serde.envelope.with_compress_over(0)
         self._saves: dict[tuple[str, str], int] = {}
         self._decoded: dict[_PackKey, _Packed] = {}
+
+    def _swaps(self) -> PacksSnapshots:
+        """The store's swap, for a pack met on it.
+
+        Raises:
+            CapabilityMissing: the store does not declare `PacksSnapshots` (its
+                packs were written through another store, say).
+        """
+        if self.swaps is None:
+            raise CapabilityMissing(
+                store=self.store.url, capability="PacksSnapshots", call="swap_snapshots"
+            )
+        return self.swaps
 
     async def find(
         self, thread_id: str, namespace: str, checkpoint_id: str | None
@@ -232,7 +256,7 @@ class Packs:
             taken = candidates[start : start + room]
             pack = self._pack_record(thread_id, namespace, held, taken)
             old = [*taken, *(() if held is None else (held.record,))]
-            if not await self.store.swap_snapshots(
+            if not await self._swaps().swap_snapshots(
                 thread_id, old, by=pack.record, durable=False
             ):
                 break  # another engine packed or deleted some of them meanwhile
@@ -264,9 +288,9 @@ class Packs:
             ChunksMissing: a row names a chunk neither in `chunks` nor stored.
         """
         if not rows:
-            return await self.store.swap_snapshots(pack.thread_id, [pack], by=None)
+            return await self._swaps().swap_snapshots(pack.thread_id, [pack], by=None)
         new = self._pack_record(pack.thread_id, namespace, None, rows)
-        if not await self.store.swap_snapshots(
+        if not await self._swaps().swap_snapshots(
             pack.thread_id, [pack], by=new.record, chunks=chunks
         ):
             return False

@@ -16,7 +16,7 @@ from resumable._engine.shapes import chunk_place
 from resumable.errors import UsageError
 from resumable.serde import Serde
 from resumable.stores.places import input_place, run_place, step_place
-from resumable.stores.protocol import PAYLOAD_KINDS, Payload, Store
+from resumable.stores.protocol import PAYLOAD_KINDS, Maintenance, Payload
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,7 +62,7 @@ def _snapshot_payload_place(payload: Payload) -> str:
 
 
 async def rekey(
-    store: Store,
+    store: Maintenance,
     serde: Serde,
     *,
     encrypted: bool,

@@ -12,7 +12,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from resumable.stores.protocol import TERMINAL_STATUSES, RunQuery, RunRecord, Store
+from resumable.stores.protocol import (
+    TERMINAL_STATUSES,
+    Maintenance,
+    RunListing,
+    RunQuery,
+    RunRecord,
+    RunStore,
+    SnapshotStore,
+)
 
 _ALL = 1 << 40  # a limit no store reaches: GC considers every finished run
 
@@ -36,8 +44,11 @@ class GcReport:
 
 
 async def collect(
-    store: Store,
+    store: RunStore,
     *,
+    listing: RunListing,
+    maintenance: Maintenance,
+    snapshots: SnapshotStore | None,
     now_ms: int,
     older_than: timedelta | None,
     status: tuple[str, ...],
@@ -45,12 +56,16 @@ async def collect(
     dry_run: bool,
     batch: int,
 ) -> GcReport:
-    """Find the runs due for deletion and (unless dry_run) delete them in batches."""
+    """Find the runs due for deletion and (unless dry_run) delete them in batches.
+
+    `listing`, `maintenance` and `snapshots` are `store`'s parts (a store without
+    snapshots holds no chunks to collect).
+    """
     statuses = [s for s in status if s in TERMINAL_STATUSES]
     cutoff_ms = (
         None if older_than is None else now_ms - int(older_than.total_seconds() * 1000)
     )
-    finished = await _finished(store, statuses)
+    finished = await _finished(listing, statuses)
     keep = _newest_per_workflow(finished, keep_last) if keep_last is not None else set()
     # keep_last alone: every finished run beyond the newest N of its workflow is due
     by_count = keep_last is not None and cutoff_ms is None
@@ -66,7 +81,7 @@ async def collect(
     ]
     deletable, kept_for_forks = [], 0
     for run in due:
-        if await _still_needed(store, run):
+        if await _still_needed(store, listing, run):
             kept_for_forks += 1
         else:
             deletable.append(run.run_id)
@@ -77,15 +92,17 @@ async def collect(
             kept_for_forks=kept_for_forks,
             dry_run=True,
         )
-    deleted = await _delete_runs(store, deletable, batch)
+    deleted = await _delete_runs(maintenance, deletable, batch)
     return dataclasses.replace(
         deleted,
-        chunks=await _delete_unused_chunks(store, batch),
+        chunks=0
+        if snapshots is None
+        else await _delete_unused_chunks(snapshots, batch),
         kept_for_forks=kept_for_forks,
     )
 
 
-async def _delete_runs(store: Store, run_ids: list[str], batch: int) -> GcReport:
+async def _delete_runs(store: Maintenance, run_ids: list[str], batch: int) -> GcReport:
     """Delete the runs, `batch` per transaction; what was deleted."""
     runs = steps = inputs = size = 0
     deleted: list[str] = []
@@ -103,7 +120,7 @@ async def _delete_runs(store: Store, run_ids: list[str], batch: int) -> GcReport
     )
 
 
-async def _delete_unused_chunks(store: Store, batch: int) -> int:
+async def _delete_unused_chunks(store: SnapshotStore, batch: int) -> int:
     """Delete the snapshot chunks nothing uses any more; how many."""
     chunks = 0
     while True:
@@ -113,7 +130,7 @@ async def _delete_unused_chunks(store: Store, batch: int) -> int:
             return chunks
 
 
-async def _finished(store: Store, statuses: list[str]) -> list[RunRecord]:
+async def _finished(store: RunListing, statuses: list[str]) -> list[RunRecord]:
     """Every run with one of `statuses` (metadata only: payloads stay in the store)."""
     return await store.list_runs(RunQuery(status=statuses, limit=_ALL))
 
@@ -129,9 +146,9 @@ def _newest_per_workflow(runs: list[RunRecord], keep_last: int) -> set[str]:
     return keep
 
 
-async def _still_needed(store: Store, run: RunRecord) -> bool:
+async def _still_needed(store: RunStore, listing: RunListing, run: RunRecord) -> bool:
     """A fork replays this run's steps, or its parent may still ask for its result."""
-    if await store.list_runs(RunQuery(forked_from=run.run_id, limit=1)):
+    if await listing.list_runs(RunQuery(forked_from=run.run_id, limit=1)):
         return True
     if run.parent_id is not None:
         parent = await store.get_run(run.parent_id)

@@ -39,7 +39,7 @@ from resumable.errors import (
     CorruptCheckpointError,
 )
 from resumable.serde import Serde
-from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.protocol import SnapshotRecord, SnapshotStore
 from resumable.stores.roles import SnapshotRole, pack_namespace, snapshot_role
 
 FULL_EVERY = 64
@@ -93,7 +93,12 @@ class Snapshots:
     """
 
     def __init__(
-        self, store: Store, serde: Serde, *, memo: bool = True, packing: bool = True
+        self,
+        store: SnapshotStore,
+        serde: Serde,
+        *,
+        memo: bool = True,
+        packing: bool = True,
     ) -> None:
         self.store, self.codec = store, SnapshotCodec(serde, memo=memo)
         self.serde = serde
@@ -313,12 +318,11 @@ class Snapshots:
         transaction (a collection between a put and the swap could take them);
         elsewhere no packer can move `old`, and an upsert will do.
         """
-        if not self.packs.packing:
+        swaps = self.packs.swaps
+        if swaps is None:
             await self.store.save_snapshot(new, chunks=chunks)
             return True
-        return await self.store.swap_snapshots(
-            old.thread_id, [old], by=new, chunks=chunks
-        )
+        return await swaps.swap_snapshots(old.thread_id, [old], by=new, chunks=chunks)
 
     def metadata(self, record: SnapshotRecord) -> Any:
         """The snapshot's decoded metadata (None if it has none)."""

@@ -7,8 +7,9 @@ snapshot records into public `Checkpoint`s; `Snapshots` stores and reads them.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Final
 
 from resumable._engine.clock import Clock, datetime_of
 from resumable._engine.conversation import NAMESPACE as CONVERSATION
@@ -17,18 +18,27 @@ from resumable._engine.deletes import delete_states
 from resumable._engine.snapshots import Checkpoint, Snapshots
 from resumable.errors import CheckpointNotFound
 from resumable.serde import Serde
-from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.protocol import SnapshotRecord, SnapshotStore
 from resumable.stores.roles import SnapshotRole, packed_namespace
 
 MISSING: Any = object()
 """No value given (where None is a value: `load_state(default=None)`)."""
 
 
+class EveryState(enum.Enum):
+    """The default of `state_history(namespace=)`: every saved state of the thread."""
+
+    EVERY_STATE = "every state"
+
+
+EVERY_STATE: Final = EveryState.EVERY_STATE
+
+
 class States:
     """One Engine's thread states."""
 
     def __init__(
-        self, store: Store, serde: Serde, clock: Clock, *, packing: bool = True
+        self, store: SnapshotStore, serde: Serde, clock: Clock, *, packing: bool = True
     ) -> None:
         self.snapshots = Snapshots(store, serde, packing=packing)
         self._store, self._clock = store, clock
@@ -171,9 +181,18 @@ class States:
         *,
         limit: int | None,
         before: str | None,
-        namespace: str | None,
+        namespace: str | EveryState | None,
     ) -> list[Checkpoint]:
-        """`Engine.state_history`: the thread's checkpoints, newest first."""
+        """`Engine.state_history`: the thread's checkpoints, newest first.
+
+        EVERY_STATE: those of every namespace, without LangGraph's pending writes.
+        """
+        if namespace is EVERY_STATE:
+            found = await self.history(
+                thread_id, limit=None, before=before, namespace=None
+            )
+            saved = [cp for cp in found if cp.role is SnapshotRole.CHECKPOINT]
+            return saved if limit is None else saved[:limit]
         records = await self.snapshots.packs.history(
             thread_id, namespace=namespace, before=before, limit=limit
         )

@@ -479,7 +479,10 @@ def _encoded_calls(
 ) -> bytes | None:
     if not calls:
         return None
-    return ctx.runtime.serde.dumps(ledger.encode_entries(calls), place=place + " usage")
+    # plain JSON (str, int, float, None, bool): the same bytes as `dumps`, without its walk
+    return ctx.runtime.serde.dumps_json(
+        ledger.encode_entries(calls), place=place + " usage"
+    )
 
 
 def check_budget(ctx: RunContext, step: str) -> None:

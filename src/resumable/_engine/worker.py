@@ -19,7 +19,7 @@ from resumable._engine.clock import Clock
 from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError
 from resumable.stores.capabilities import Capabilities
-from resumable.stores.protocol import Lease, QueuePolicy, Store
+from resumable.stores.protocol import Lease, QueuePolicy, RunStore
 
 log = logging.getLogger("resumable.worker")
 
@@ -27,7 +27,7 @@ log = logging.getLogger("resumable.worker")
 class Engine(Protocol):
     """What a worker needs of its `resumable.Engine` (which is one)."""
 
-    store: Store
+    store: RunStore
     owner: str
     clock: Clock
     capabilities: Capabilities
@@ -38,8 +38,8 @@ class Engine(Protocol):
         """How long a lease lasts without a heartbeat."""
         ...
 
-    async def resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
-        """Drive a run this worker claimed to its end."""
+    async def _resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
+        """Drive a run this worker claimed to its end (the Engine's, for its workers)."""
         ...
 
 
@@ -149,7 +149,7 @@ class Worker:
         taken = "" if lease.taken_from is None else f" from {lease.taken_from}"
         log.info("run %r claimed%s", run_id, taken, extra={"run_id": run_id})
         try:
-            await self.engine.resume_claimed(
+            await self.engine._resume_claimed(
                 run_id, taken_over=lease.taken_from is not None
             )
         except ResumableError as exc:  # the run's own outcome is recorded in the store

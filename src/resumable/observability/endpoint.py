@@ -17,7 +17,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from resumable.errors import ResumableError
 from resumable.observability.metrics import Metrics
-from resumable.stores.protocol import Store
+from resumable.stores.capabilities import Capabilities
+from resumable.stores.protocol import RunStore
 
 __all__ = ["HEALTH_WINDOW_S", "MetricsEndpoint"]
 
@@ -34,11 +35,13 @@ class MetricsEndpoint:
 
     Args:
         metrics: The collector the engine feeds.
-        store: The engine's store: counted for `resumable_runs`, probed for health.
+        store: The engine's store: probed for health, and counted for
+            `resumable_runs` if it implements `RunListing`.
     """
 
-    def __init__(self, metrics: Metrics, store: Store) -> None:
+    def __init__(self, metrics: Metrics, store: RunStore) -> None:
         self.metrics, self.store = metrics, store
+        self._capabilities = Capabilities.of(store)
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(metrics)
         self._server: asyncio.Server | None = None
@@ -79,8 +82,11 @@ class MetricsEndpoint:
                 status, kind, body = "405 Method Not Allowed", "text/plain", b""
             elif path == b"/metrics":
                 with contextlib.suppress(ResumableError, TimeoutError):
+                    listing = self._capabilities.listing_part(
+                        self.store, call="the /metrics run counts"
+                    )
                     await asyncio.wait_for(
-                        self.metrics.refresh_runs(self.store), _PROBE_TIMEOUT_S
+                        self.metrics.refresh_runs(listing), _PROBE_TIMEOUT_S
                     )
                 status, kind = "200 OK", CONTENT_TYPE_LATEST
                 body = generate_latest(self.registry)

@@ -34,7 +34,7 @@ from resumable.usage import Usage
 
 if TYPE_CHECKING:
     from resumable._engine.retention import GcReport
-    from resumable.stores.protocol import Store
+    from resumable.stores.protocol import RunListing
 
 __all__ = ["COUNTED_STATUSES", "METRIC_NAMES", "Metrics"]
 
@@ -317,7 +317,7 @@ class Metrics(Observer, Collector):
                 family = HistogramMetricFamily(name, doc, labels=list(labels))
             yield family
 
-    async def refresh_runs(self, store: Store) -> None:
+    async def refresh_runs(self, store: RunListing) -> None:
         """Count the store's runs by status and queued runs by queue (one count query)."""
         counts: dict[tuple[str, ...], float] = {
             (status,): 0 for status in COUNTED_STATUSES

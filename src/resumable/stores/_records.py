@@ -1,4 +1,4 @@
-"""Checks on what a store reads back, before it becomes a record the engine trusts.
+"""Checks the built-in stores make on what they read back (see also `stores.checks`).
 
 A store's rows are data anyone with write access can change. A value of the wrong
 type or out of range is reported as damage (StoreError or CorruptCheckpointError,
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from resumable.errors import CorruptCheckpointError, StoreError
-from resumable.stores.protocol import RUN_STATUSES, RunRecord, StepRecord, ThreadRecord
+from resumable.stores.checks import is_stored_ms
+from resumable.stores.protocol import ThreadRecord
 
 
 def schema_version_of(value: object, *, store: str) -> int:
@@ -37,98 +38,6 @@ def schema_version_of(value: object, *, store: str) -> int:
     return int(text)
 
 
-# a time in ms that datetime can show (years 1970-9999)
-_MAX_MS = 253_402_300_800_000
-_STEP_STATUSES = frozenset({"ok", "failed", "retrying", "waiting"})
-
-
-def _is_int(value: object, *, low: int = 0, high: int = 2**63 - 1) -> bool:
-    return type(value) is int and low <= value <= high
-
-
-def _is_ms(value: object) -> bool:
-    return type(value) is int and 0 <= value < _MAX_MS
-
-
-def _optional(check: Callable[[object], bool], value: object) -> bool:
-    return value is None or check(value)
-
-
-def _is_text(value: object) -> bool:
-    return type(value) is str
-
-
-def run_problem(run: RunRecord) -> str | None:
-    """What is wrong with a run read back from a store, or None if nothing."""
-    checks: tuple[tuple[str, bool], ...] = (
-        ("run_id", _is_text(run.run_id)),
-        ("workflow", _is_text(run.workflow)),
-        ("status", run.status in RUN_STATUSES),
-        ("created_at_ms", _is_ms(run.created_at_ms)),
-        ("updated_at_ms", _is_ms(run.updated_at_ms)),
-        ("parent_id", _optional(_is_text, run.parent_id)),
-        ("forked_from", _optional(_is_text, run.forked_from)),
-        ("fork_seq", _optional(_is_int, run.fork_seq)),
-        ("queue", _optional(_is_text, run.queue)),
-        ("lease_owner", _optional(_is_text, run.lease_owner)),
-        ("lease_expires_at_ms", _is_int(run.lease_expires_at_ms)),
-        ("fence", _is_int(run.fence)),
-        ("wake_at_ms", _optional(_is_int, run.wake_at_ms)),
-        ("expires_at_ms", _optional(_is_int, run.expires_at_ms)),
-        ("version", _optional(_is_text, run.version)),
-    )
-    bad = [name for name, ok in checks if not ok]
-    if not bad:
-        return None
-    return ", ".join(f"{name}={getattr(run, name)!r:.40}" for name in bad)
-
-
-def step_problem(step: StepRecord) -> str | None:
-    """What is wrong with a journal entry read back from a store, or None."""
-    if (
-        type(step.seq) is int
-        and type(step.name) is str
-        and type(step.fingerprint) is str
-        and step.status in _STEP_STATUSES
-        and _is_int(step.attempts)
-        and _is_ms(step.started_at_ms)
-        and _is_ms(step.finished_at_ms)
-    ):
-        return None
-    fields = ("seq", "name", "fingerprint", "status", "attempts", "started_at_ms")
-    return ", ".join(f"{name}={getattr(step, name)!r:.40}" for name in fields)
-
-
-def checked_run(run: RunRecord) -> RunRecord:
-    """The run, if its stored fields have the types and ranges this library writes.
-
-    Raises:
-        CorruptCheckpointError: They do not (the row was altered).
-    """
-    problem = run_problem(run)
-    if problem is not None:
-        raise CorruptCheckpointError(
-            place=f"run {run.run_id!r}", detail=f"its stored row is damaged ({problem})"
-        )
-    return run
-
-
-def checked_steps(run_id: str, steps: list[StepRecord]) -> list[StepRecord]:
-    """The journal entries, if each has the types and ranges this library writes.
-
-    Raises:
-        CorruptCheckpointError: One does not (its row was altered).
-    """
-    for step in steps:
-        problem = step_problem(step)
-        if problem is not None:
-            raise CorruptCheckpointError(
-                place=f"run {run_id!r} step #{step.seq!r:.20}",
-                detail=f"its stored row is damaged ({problem})",
-            )
-    return steps
-
-
 def checked_thread(
     thread_id: object, updated_at_ms: object, unescape: Callable[[str], str] = str
 ) -> ThreadRecord:
@@ -139,7 +48,7 @@ def checked_thread(
     Raises:
         CorruptCheckpointError: They are not (a snapshot row or index was altered).
     """
-    if type(thread_id) is str and _is_ms(updated_at_ms):
+    if type(thread_id) is str and is_stored_ms(updated_at_ms):
         return ThreadRecord(
             thread_id=unescape(thread_id), updated_at_ms=cast("int", updated_at_ms)
         )

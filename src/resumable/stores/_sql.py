@@ -7,7 +7,7 @@ import re
 import reprlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, Protocol
 
 from resumable.stores._records import converter
@@ -124,16 +124,15 @@ STEP_COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One numbered schema change, as read from `migrations/<dialect>/NNNN_name.sql`."""
+    """One numbered schema change, as read from its `NNNN_name.sql` file."""
 
     version: int
     name: str
     sql: str
 
 
-def migrations(dialect: str) -> list[Migration]:
-    """The dialect's migrations in version order."""
-    folder = resources.files("resumable.stores.migrations") / dialect
+def read_migrations(folder: Traversable) -> list[Migration]:
+    """The migrations (`NNNN_name.sql`) in `folder`, in version order."""
     found = []
     for entry in folder.iterdir():
         match = _MIGRATION_NAME.match(entry.name)
@@ -143,11 +142,6 @@ def migrations(dialect: str) -> list[Migration]:
             )
     found.sort(key=lambda m: m.version)
     return found
-
-
-def latest_version(dialect: str) -> int:
-    """The schema version this resumable writes for `dialect`."""
-    return max(m.version for m in migrations(dialect))
 
 
 def split_statements(sql: str) -> list[str]:

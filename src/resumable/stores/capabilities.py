@@ -13,26 +13,35 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `SupportsWakeUp` | `async wait_for_work(timeout_s)` | workers wake on new work, not a poll |
 | `RunsOnAnyLoop` | `any_loop = True` | sync callers drive it on their own thread |
 | `ReportsCommitBatches` | `add_commit_listener` | the commit batch size metric |
+| `StreamsPayloads` | `streams`, `stream_with`, `put_sealed` | large results move a chunk at a time |
+| `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
 
 `Capabilities.of(store)` checks them all once, when the engine (or `open_store`)
 takes the store, and whoever needs one is handed the typed reference it holds,
-instead of probing the store with `getattr` at each use. A store that wraps
-another (`WrapsStore`, like `OffloadStore`) offers the optional capabilities of
-the store it wraps.
+instead of probing the store with `getattr` at each use. A call that needs a part
+the store lacks asks `Capabilities.snapshot_part` (`listing_part`,
+`maintenance_part`, `full_store`), which raises `CapabilityMissing` naming the
+part, the call and the store. A store that wraps another (`WrapsStore`, like
+`OffloadStore`) offers the parts and the optional capabilities of the store it
+wraps, and the payload streams it adds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
+from resumable.errors import CapabilityMissing
+from resumable.stores.archive import Archived
+from resumable.stores.offload_stream import Opener, Sealed
 from resumable.stores.protocol import (
     Maintenance,
     PacksSnapshots,
     RunListing,
     RunStore,
     SnapshotStore,
+    Store,
 )
 
 
@@ -100,11 +109,76 @@ class ReportsCommitBatches(Protocol):
 
 
 @runtime_checkable
+class StreamsPayloads(Protocol):
+    """A store that moves large payloads a chunk at a time (`OffloadStore`).
+
+    Down: a large result is read through the frame reader `stream_with` gave it
+    (the engine's `Serde.reader`), never whole in memory. Up, when `streams` is
+    True (its object store streams): the engine seals a large result on demand
+    and hands it to `put_sealed`, which uploads it as it is made and returns what
+    the row keeps in its place; the row commits only after that returns.
+    """
+
+    @property
+    def streams(self) -> bool:
+        """Whether `put_sealed` uploads a frame a chunk at a time."""
+        ...
+
+    def stream_with(self, opener: Opener) -> None:
+        """Read large results and run payloads through `opener`'s sinks."""
+        ...
+
+    async def put_sealed(
+        self, sealed: Sealed, *, run_id: str, seq: int | None
+    ) -> bytes:
+        """Upload a frame made on demand; what the row keeps in its place.
+
+        Raises:
+            CheckpointWriteError: the object store did not take it.
+        """
+        ...
+
+
+@runtime_checkable
+class KeepsObjects(Protocol):
+    """A store whose payloads may live in an object store (`OffloadStore`).
+
+    `Engine.gc` deletes the objects no row references any more; `Engine.archive`
+    moves finished runs' journals and cold threads' snapshots into it, and
+    `unarchive`/`unarchive_thread` put them back.
+    """
+
+    async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
+        """Delete unreferenced objects older than `older_than_ms`; how many."""
+        ...
+
+    async def archive_finished(
+        self,
+        *,
+        updated_before_ms: int,
+        limit: int,
+        now_ms: int,
+        prepare: Callable[[str], Awaitable[Collection[tuple[str, str]] | None]]
+        | None = None,
+    ) -> list[Archived]:
+        """Archive up to `limit` finished runs and `limit` threads gone cold."""
+        ...
+
+    async def restore_archived(self, run_id: str) -> object | None:
+        """Put an archived run's rows back; None if it was not archived."""
+        ...
+
+    async def restore_archived_thread(self, thread_id: str) -> object | None:
+        """Put a thread's archived snapshots back; None if none was archived."""
+        ...
+
+
+@runtime_checkable
 class WrapsStore(Protocol):
     """A store that adds to another, as `OffloadStore` does.
 
-    Its optional capabilities (open, wake-up, any loop, commit batches) are those
-    of `inner`.
+    Its parts (snapshots, packs, listing, maintenance) and optional capabilities
+    (open, wake-up, any loop, commit batches) are those of `inner`.
     """
 
     inner: RunStore
@@ -132,27 +206,89 @@ class Capabilities:
     commit_batches: ReportsCommitBatches | None = None
     """Where to add a commit listener, if the store groups commits."""
 
+    payload_streams: StreamsPayloads | None = None
+    """Where to hand the frame reader and large results, if the store streams
+    payloads (`StreamsPayloads`: an `OffloadStore`)."""
+    objects: KeepsObjects | None = None
+    """Where to collect and archive to, if the store keeps payloads in an object
+    store (`KeepsObjects`: an `OffloadStore`)."""
+
     @classmethod
     def of(cls, store: RunStore) -> Capabilities:
         """Check every capability of `store` (once: keep the result)."""
         optional = store
         while isinstance(optional, WrapsStore):
             optional = optional.inner
+
+        def has(part: type) -> bool:
+            # a wrapper forwards a part to the store it wraps: both must have it
+            return isinstance(store, part) and isinstance(optional, part)
+
         return cls(
-            snapshots=isinstance(store, SnapshotStore),
-            # a wrapper swaps through the store it wraps: that one must pack
-            packs=isinstance(store, SnapshotStore)
-            and isinstance(store, PacksSnapshots)
-            and isinstance(optional, PacksSnapshots),
-            listing=isinstance(store, RunListing),
-            maintenance=isinstance(store, Maintenance),
+            snapshots=has(SnapshotStore),
+            packs=has(SnapshotStore) and has(PacksSnapshots),
+            listing=has(RunListing),
+            maintenance=has(Maintenance),
             any_loop=isinstance(optional, RunsOnAnyLoop) and optional.any_loop is True,
             opener=optional if isinstance(optional, NeedsOpen) else None,
             wake_up=optional if isinstance(optional, SupportsWakeUp) else None,
             commit_batches=(
                 optional if isinstance(optional, ReportsCommitBatches) else None
             ),
+            payload_streams=store if isinstance(store, StreamsPayloads) else None,
+            objects=store if isinstance(store, KeepsObjects) else None,
         )
+
+    def snapshot_part(self, store: RunStore, *, call: str) -> SnapshotStore:
+        """`store` as the `SnapshotStore` it was found to be.
+
+        Raises:
+            CapabilityMissing: it is not one; the message names `call`.
+        """
+        if not self.snapshots:
+            raise CapabilityMissing(
+                store=store.url, capability="SnapshotStore", call=call
+            )
+        return cast("SnapshotStore", store)  # the isinstance check `of` made
+
+    def listing_part(self, store: RunStore, *, call: str) -> RunListing:
+        """`store` as the `RunListing` it was found to be.
+
+        Raises:
+            CapabilityMissing: it is not one; the message names `call`.
+        """
+        if not self.listing:
+            raise CapabilityMissing(store=store.url, capability="RunListing", call=call)
+        return cast("RunListing", store)  # the isinstance check `of` made
+
+    def maintenance_part(self, store: RunStore, *, call: str) -> Maintenance:
+        """`store` as the `Maintenance` it was found to be.
+
+        Raises:
+            CapabilityMissing: it is not one; the message names `call`.
+        """
+        if not self.maintenance:
+            raise CapabilityMissing(
+                store=store.url, capability="Maintenance", call=call
+            )
+        return cast("Maintenance", store)  # the isinstance check `of` made
+
+    def full_store(self, store: RunStore, *, call: str) -> Store:
+        """`store` as the full `Store` it was found to be (every part).
+
+        Raises:
+            CapabilityMissing: it lacks a part; the message names the first.
+        """
+        parts = {
+            "SnapshotStore": self.snapshots,
+            "PacksSnapshots": self.packs,
+            "RunListing": self.listing,
+            "Maintenance": self.maintenance,
+        }
+        for part, present in parts.items():
+            if not present:
+                raise CapabilityMissing(store=store.url, capability=part, call=call)
+        return cast("Store", store)  # the isinstance checks `of` made
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -166,5 +302,7 @@ class Capabilities:
             "NeedsOpen": self.opener is not None,
             "SupportsWakeUp": self.wake_up is not None,
             "ReportsCommitBatches": self.commit_batches is not None,
+            "StreamsPayloads": self.payload_streams is not None,
+            "KeepsObjects": self.objects is not None,
         }
         return tuple(name for name, present in found.items() if present)

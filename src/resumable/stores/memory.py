@@ -11,7 +11,8 @@ from collections.abc import Collection, Mapping, Sequence
 
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules, claims, packing
-from resumable.stores._records import checked_run, checked_thread
+from resumable.stores._records import checked_thread
+from resumable.stores.checks import checked_run
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,

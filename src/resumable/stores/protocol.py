@@ -432,6 +432,9 @@ class RunStore(Protocol):
 class SnapshotStore(Protocol):
     """Saved states (`save_state`, LangGraph): content-addressed chunks, snapshots, threads."""
 
+    url: str
+    """Where the store lives, as `RunStore.url` (errors about a thread name it)."""
+
     async def put_chunks(self, chunks: Mapping[str, bytes]) -> None:
         """Store chunks by content hash; a hash already present is left alone."""
         ...

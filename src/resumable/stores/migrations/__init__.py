@@ -1,1 +1,0 @@
-"""Numbered schema migrations, one folder per SQL dialect."""

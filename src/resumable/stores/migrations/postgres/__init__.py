@@ -1,1 +1,0 @@
-"""PostgreSQL migrations: NNNN_name.sql, applied in order, `{schema}` replaced by the store's schema."""

@@ -1,1 +1,0 @@
-"""SQLite migrations: NNNN_name.sql, applied in order."""
