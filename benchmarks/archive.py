@@ -20,7 +20,7 @@ fresh store each):
 With `--threads N` it measures threads instead: N conversation threads, each
 saved SAVES times (`engine.save_state`, a message of MESSAGE_CHARS characters of
 prose appended per save; with `--workload draft` also a draft rewritten per
-save), archived (`stores.coldthreads`: all but each thread's
+save), archived (`stores.archive`: all but each thread's
 newest snapshot move into one object per thread). Figures as above, and the ms
 to read a thread's history (`engine.state_history`), to load an old state
 (`load_state(checkpoint_id=)`, the tenth save) and to load the latest, by a

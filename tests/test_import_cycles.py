@@ -98,7 +98,7 @@ def test_the_graph_counts_lazy_and_type_checking_imports() -> None:
     # create_store imports the offload wrapper only when a URL asks for it
     assert "resumable.stores.offload" in graph["resumable.stores"]
     # archiving names the records it moves only under TYPE_CHECKING
-    assert "resumable.stores.protocol" in graph["resumable.stores.archiving"]
+    assert "resumable.stores.protocol" in graph["resumable.stores.stubs"]
 
 
 def test_the_cycle_finder_finds_a_cycle_and_only_its_members() -> None:

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from resumable import Engine
-from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import SnapshotRecord, Store
+from resumable.stores.stubs import SupportsThreadArchive
 from resumable.testing import FakeClock
 
 

@@ -19,11 +19,11 @@ import pytest
 from resumable import Engine
 from resumable._engine import packs
 from resumable._engine.snapshots import Checkpoint
-from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobs import FileBlobs
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import NO_CHUNKS, SnapshotRecord, Store
 from resumable.stores.roles import pack_namespace
+from resumable.stores.stubs import SupportsThreadArchive
 from resumable.testing import FakeClock
 
 

@@ -2,7 +2,7 @@
 
 `ResumableSaver` on a store with `?blobs=`, on SQLite, PostgreSQL and Redis: after
 `resumable archive` moved the thread's older checkpoints and writes into one
-object (`stores.coldthreads`), the saver's `get_tuple` and `list`, `resumable
+object (`stores.archive`), the saver's `get_tuple` and `list`, `resumable
 threads`, `resumable show-thread` and the dashboard's thread pages show what they
 showed before, the graph goes on, and `resumable archive --restore-thread` puts
 the rows back.
@@ -27,8 +27,8 @@ from resumable import Engine
 from resumable.cli import main
 from resumable.integrations.langgraph import ResumableSaver
 from resumable.stores import create_store
-from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.offload import OffloadStore
+from resumable.stores.stubs import SupportsThreadArchive
 from resumable.ui.app import create_app
 
 BACKENDS = [

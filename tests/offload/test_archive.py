@@ -6,16 +6,18 @@ import asyncio
 import os
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from offload.s3server import MotoS3
 from resumable import Engine, current_run, step, wait_for, workflow
 from resumable.cli import main
-from resumable.errors import CorruptCheckpointError, UsageError
-from resumable.stores.archive import is_member
-from resumable.stores.archiving import SupportsArchive, SupportsThreadArchive
+from resumable.errors import CapabilityMissing, CorruptCheckpointError, UsageError
+from resumable.stores.blobref import is_member
+from resumable.stores.memory import MemoryStore
 from resumable.stores.offload import OffloadStore
+from resumable.stores.stubs import SupportsArchive, SupportsThreadArchive
 
 RAN: Counter[str] = Counter()
 
@@ -173,7 +175,7 @@ async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
         store = engine.store
         assert isinstance(store, OffloadStore)
         rows = await store.inner.list_snapshots("cold-thread", namespace=None)
-        # the built-in stores archive threads by row (stores.coldthreads): the
+        # the built-in stores archive threads by row (stores.archive): the
         # older rows left and one stub stands; the newest stays live, full
         assert [r.checkpoint_id for r in rows] == [history[0][0]]
         inner = store.inner
@@ -192,3 +194,38 @@ async def test_a_cold_threads_saved_states_move_into_one_object_and_read_back(
         first = history[-1][0]
         old = await engine.load_state("cold-thread", checkpoint_id=first)
         assert len(old["notes"]) == 1
+
+
+class _KeepsNoStub(MemoryStore):
+    """A full store that declares neither archive capability (a method set to
+    None blocks it, as `typing.Protocol` documents)."""
+
+    archive_journal = None  # type: ignore[assignment]  # None blocks the capability
+    load_archive_stub = None  # type: ignore[assignment]  # None blocks the capability
+    restore_journal = None  # type: ignore[assignment]  # None blocks the capability
+    list_archive_stubs = None  # type: ignore[assignment]  # None blocks the capability
+    archive_snapshots = None  # type: ignore[assignment]  # None blocks the capability
+    load_thread_stub = None  # type: ignore[assignment]  # None blocks the capability
+    restore_snapshots = None  # type: ignore[assignment]  # None blocks the capability
+    list_thread_stubs = None  # type: ignore[assignment]  # None blocks the capability
+
+
+@workflow(name="archive.double")
+async def double(n: int) -> int:
+    return n * 2
+
+
+async def test_archive_on_a_store_that_keeps_no_stub_raises_naming_both_capabilities(
+    tmp_path: Path,
+) -> None:
+    # the payload-level archive that moved such a store's payloads is gone (#37)
+    store = _KeepsNoStub()
+    declared: object = store  # what isinstance finds at run time, not its class
+    assert not isinstance(declared, SupportsArchive | SupportsThreadArchive)
+    async with Engine(store, blobs=f"file://{tmp_path}") as engine:
+        await engine.run(double, 2, run_id="done")
+        with pytest.raises(CapabilityMissing, match="SupportsArchive") as archiving:
+            await engine.archive(older_than=timedelta(0))
+        assert archiving.value.capability == "SupportsArchive or SupportsThreadArchive"
+        assert not await engine.unarchive("done")
+    assert not any(tmp_path.iterdir())  # nothing was written to the object store

@@ -24,12 +24,12 @@ from resumable.errors import (
     WorkflowFailed,
 )
 from resumable.stores import create_store
-from resumable.stores.archiving import ArchiveStub, SupportsArchive
 from resumable.stores.blobs import FileBlobs
-from resumable.stores.coldruns import ColdRun, decode_cold_run, encode_cold_run
+from resumable.stores.cold import ColdRun, decode_cold_run, encode_cold_run
 from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import InputRecord, StepRecord, Store
+from resumable.stores.stubs import ArchiveStub, SupportsArchive
 from resumable.ui.app import create_app
 
 RAN: Counter[str] = Counter()

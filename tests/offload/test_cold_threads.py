@@ -19,10 +19,10 @@ from resumable import Engine
 from resumable.cli import main
 from resumable.errors import CheckpointNotFound, CorruptCheckpointError, StoreError
 from resumable.stores import create_store
-from resumable.stores.archiving import SupportsThreadArchive
 from resumable.stores.blobs import BlobUnavailable, FileBlobs
 from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import Store
+from resumable.stores.stubs import SupportsThreadArchive
 
 
 @pytest.fixture(

@@ -17,8 +17,8 @@ from psycopg import sql
 
 from conftest import service_url, store_url
 from resumable.stores import create_store
-from resumable.stores.archiving import ThreadStub
 from resumable.stores.postgres import PostgresStore
+from resumable.stores.stubs import ThreadStub
 from resumable.testing.contract.records import snapshot_record
 
 pytestmark = pytest.mark.postgres

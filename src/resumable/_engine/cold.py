@@ -1,6 +1,6 @@
 """Readying a thread gone cold for its archive (`Engine.archive`).
 
-Before a thread's snapshots are moved to an object (`stores.coldthreads`), each
+Before a thread's snapshots are moved to an object (`stores.archive`), each
 namespace keeps its newest snapshot live, and that one must load on its own:
 
 - its older loose rows are packed first (all but the newest), so that the

@@ -811,11 +811,11 @@ class Engine:
         Runs that finished more than `older_than` ago keep their run row (listed
         and returning their result as before) but their journal records and
         inputs move into one compressed object each and one stub row stays; they
-        are shown, forked, checked and priced as before (`resumable.stores.coldruns`,
+        are shown, forked, checked and priced as before (`resumable.stores.archive`,
         `unarchive` puts them back). The saved states of threads whose newest save
         is that old move into one object per thread too, but for the newest
         snapshot of each namespace, which stays live, so loading a thread's
-        latest state never reads the object store (`resumable.stores.coldthreads`;
+        latest state never reads the object store (`resumable.stores.archive`;
         `unarchive_thread` puts them back). Saving to an archived thread adds live
         rows beside its stub.
 

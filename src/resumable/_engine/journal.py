@@ -10,10 +10,10 @@ from __future__ import annotations
 from resumable._engine.map_items import item_seqs
 from resumable.errors import CorruptCheckpointError, RunNotFound, UsageError
 from resumable.serde import Serde
-from resumable.stores.archiving import SupportsArchive
 from resumable.stores.checks import checked_run, checked_steps
 from resumable.stores.kinds import JournalKind
 from resumable.stores.protocol import RunRecord, RunStore, StepRecord
+from resumable.stores.stubs import SupportsArchive
 from resumable.stores.urls import redact
 
 

@@ -12,7 +12,6 @@ from collections.abc import Collection, Mapping, Sequence
 from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules, claims, packing
 from resumable.stores._records import checked_thread
-from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.checks import checked_run
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
@@ -30,6 +29,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 
 class MemoryStore:

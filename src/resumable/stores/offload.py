@@ -39,22 +39,28 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
 from resumable.errors import CheckpointWriteError, StoreError
-from resumable.stores.archive import ArchiveReader, is_member
-from resumable.stores.archiving import SupportsArchive, SupportsThreadArchive
+from resumable.stores.archive import (
+    Archived,
+    ColdReader,
+    Prepare,
+    archive_due,
+    restore_run,
+    restore_thread,
+)
 from resumable.stores.blobref import (
     REFERENCE_MAGIC,
     REFERENCE_SIZE,
     BlobRef,
+    is_member,
     is_reference,
+    points_away,
 )
 from resumable.stores.blobs import (
     BlobStore,
     BlobUnavailable,
     StreamingBlobs,
 )
-from resumable.stores.coldruns import ColdReader, restore_run
-from resumable.stores.coldthreads import ColdThreads
-from resumable.stores.offload_archive import OffloadMaintenance
+from resumable.stores.offload_gc import collect_garbage, referenced_keys
 from resumable.stores.offload_stream import (
     STREAM_READ_OVER,
     Opener,
@@ -63,7 +69,6 @@ from resumable.stores.offload_stream import (
     fetch,
     upload,
 )
-from resumable.stores.offload_swap import as_stored
 from resumable.stores.places import payload_place, run_place, step_place
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -81,12 +86,17 @@ from resumable.stores.protocol import (
     Store,
     ThreadRecord,
 )
+from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 __all__ = [
     "DEFAULT_OFFLOAD_OVER",
     "REFERENCE_MAGIC",
+    "ArchiveStub",
+    "Archived",
     "BlobRef",
     "OffloadStore",
+    "Prepare",
+    "ThreadStub",
     "is_reference",
 ]
 
@@ -96,12 +106,7 @@ DEFAULT_OFFLOAD_OVER: Final = 256 * 1024
 _FETCH_BATCH: Final = 16
 
 
-def _points_away(data: object) -> bool:
-    """Whether a stored payload lives in the object store (offloaded or archived)."""
-    return is_reference(data) or is_member(data)
-
-
-class OffloadStore(OffloadMaintenance):
+class OffloadStore:
     """A Store whose large payloads live in a `BlobStore` (see the module docstring).
 
     Args:
@@ -126,15 +131,7 @@ class OffloadStore(OffloadMaintenance):
         self.blobs = blobs
         self.offload_over = offload_over
         self.url = inner.url
-        self._archives = ArchiveReader(blobs)
-        self._cold = (
-            ColdReader(inner, blobs) if isinstance(inner, SupportsArchive) else None
-        )
-        self._threads = (
-            ColdThreads(inner, blobs)
-            if isinstance(inner, SupportsThreadArchive)
-            else None
-        )
+        self._cold = ColdReader(inner, blobs)
         self._opener: Opener | None = None
         # asked at every step's commit: a Protocol check is worth doing once
         self._streams = isinstance(blobs, StreamingBlobs)
@@ -202,7 +199,7 @@ class OffloadStore(OffloadMaintenance):
         gave, and its opened body is returned instead.
         """
         if is_member(data):
-            return await self._archives.member(bytes(data), place=place)
+            return await self._cold.member(bytes(data), place=place)
         if not is_reference(data):
             return data  # a frame (or damage), for the engine's envelope to judge
         ref = BlobRef.decode(bytes(data), place=place)
@@ -216,7 +213,7 @@ class OffloadStore(OffloadMaintenance):
         return await fetch(self.blobs, ref, place=place)
 
     async def _resolve_run(self, run: RunRecord) -> RunRecord:
-        if not (_points_away(run.input) or _points_away(run.output)):
+        if not (points_away(run.input) or points_away(run.output)):
             return run
         data, output = await asyncio.gather(
             self._resolve(run.input, place=run_place(run.run_id, "input"), stream=True),
@@ -227,7 +224,7 @@ class OffloadStore(OffloadMaintenance):
         return dataclasses.replace(run, input=data, output=output)
 
     async def _resolve_step(self, step: StepRecord) -> StepRecord:
-        if not (_points_away(step.output) or _points_away(step.usage)):
+        if not (points_away(step.output) or points_away(step.usage)):
             return step
         place = step_place(step.run_id, step.seq, step.name)
         output, usage = await asyncio.gather(
@@ -297,10 +294,10 @@ class OffloadStore(OffloadMaintenance):
         )
 
     async def reopen_run(self, run_id: str, *, now_ms: int) -> bool:
-        if isinstance(self.inner, SupportsArchive):
+        if self._cold.runs is not None:
             # a retried run writes its journal again: its rows come back first, or
             # the new ones would hide the archived ones from every later replay
-            await restore_run(self.inner, self.blobs, run_id)
+            await restore_run(self._cold.runs, self.blobs, run_id)
         return await self.inner.reopen_run(run_id, now_ms=now_ms)
 
     async def claim_runs(
@@ -333,9 +330,9 @@ class OffloadStore(OffloadMaintenance):
         self, run_id: str, *, up_to_seq: int | None = None
     ) -> list[StepRecord]:
         steps = await self.inner.load_journal(run_id, up_to_seq=up_to_seq)
-        if not steps and self._cold is not None:  # archived, or no step yet
+        if not steps and self._cold.runs is not None:  # archived, or no step yet
             steps = await self._cold.steps(run_id, up_to_seq)
-        if not any(_points_away(s.output) or _points_away(s.usage) for s in steps):
+        if not any(points_away(s.output) or points_away(s.usage) for s in steps):
             return steps
         return list(await asyncio.gather(*(self._resolve_step(s) for s in steps)))
 
@@ -356,7 +353,7 @@ class OffloadStore(OffloadMaintenance):
 
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         inputs = await self.inner.get_inputs(run_id)
-        if not inputs and self._cold is not None:
+        if not inputs and self._cold.runs is not None:
             inputs = {r.key: r.value for r in await self._cold.inputs(run_id)}
         keys = list(inputs)
         values = await asyncio.gather(
@@ -369,7 +366,7 @@ class OffloadStore(OffloadMaintenance):
 
     async def list_inputs(self, run_id: str) -> list[InputRecord]:
         records = await self.inner.list_inputs(run_id)
-        if not records and self._cold is not None:
+        if not records and self._cold.runs is not None:
             records = await self._cold.inputs(run_id)
         values = await asyncio.gather(
             *(
@@ -414,7 +411,7 @@ class OffloadStore(OffloadMaintenance):
         return dataclasses.replace(snapshot, manifest=manifest, metadata=metadata)
 
     async def _resolve_snapshot(self, snapshot: SnapshotRecord) -> SnapshotRecord:
-        if not (_points_away(snapshot.manifest) or _points_away(snapshot.metadata)):
+        if not (points_away(snapshot.manifest) or points_away(snapshot.metadata)):
             return snapshot
         place = f"thread {snapshot.thread_id!r} checkpoint {snapshot.checkpoint_id!r}"
         manifest, metadata = await asyncio.gather(
@@ -428,10 +425,10 @@ class OffloadStore(OffloadMaintenance):
 
     async def get_chunks(self, hashes: Collection[str]) -> dict[str, bytes]:
         chunks = await self.inner.get_chunks(hashes)
-        if self._threads is not None and len(chunks) < len(set(hashes)):
+        if self._cold.threads is not None and len(chunks) < len(set(hashes)):
             # chunks of archived snapshots: in the objects those were read from
-            chunks |= await self._threads.chunks(set(hashes) - chunks.keys())
-        if not any(_points_away(data) for data in chunks.values()):
+            chunks |= await self._cold.chunks(set(hashes) - chunks.keys())
+        if not any(points_away(data) for data in chunks.values()):
             return chunks
         digests = list(chunks)
         data = await asyncio.gather(
@@ -453,10 +450,7 @@ class OffloadStore(OffloadMaintenance):
         snapshot = await self.inner.load_snapshot(
             thread_id, namespace=namespace, checkpoint_id=checkpoint_id
         )
-        if self._threads is not None:
-            snapshot = await self._threads.load(
-                thread_id, namespace, checkpoint_id, snapshot
-            )
+        snapshot = await self._cold.load(thread_id, namespace, checkpoint_id, snapshot)
         return None if snapshot is None else await self._resolve_snapshot(snapshot)
 
     async def list_snapshots(
@@ -470,10 +464,9 @@ class OffloadStore(OffloadMaintenance):
         snapshots = await self.inner.list_snapshots(
             thread_id, namespace=namespace, before=before, limit=limit
         )
-        if self._threads is not None:
-            snapshots = await self._threads.merge(
-                thread_id, namespace, before, limit, snapshots
-            )
+        snapshots = await self._cold.merge(
+            thread_id, namespace, before, limit, snapshots
+        )
         return list(
             await asyncio.gather(*(self._resolve_snapshot(s) for s in snapshots))
         )
@@ -487,7 +480,7 @@ class OffloadStore(OffloadMaintenance):
         chunks: Mapping[str, bytes] = NO_CHUNKS,
         durable: bool = True,
     ) -> bool:
-        stored = await as_stored(self.inner, thread_id, old)
+        stored = await self._as_stored(thread_id, old)
         if stored is None:
             return False
         new = None if by is None else await self._offload_snapshot(by)
@@ -498,6 +491,32 @@ class OffloadStore(OffloadMaintenance):
             chunks=await self._offload_chunks(chunks),
             durable=durable,
         )
+
+    async def _as_stored(
+        self, thread_id: str, old: Sequence[SnapshotRecord]
+    ) -> list[SnapshotRecord] | None:
+        """`old` as the wrapped store holds them; None if one is gone or changed.
+
+        The engine names the records a swap replaces as it read them: resolved,
+        their manifests the frames themselves. The wrapped store holds each
+        manifest either as that frame or as the reference to its object, and
+        compares what it holds.
+        """
+        held: dict[tuple[str, str], bytes] = {}
+        for namespace in dict.fromkeys(record.namespace for record in old):
+            for row in await self.inner.list_snapshots(thread_id, namespace=namespace):
+                held[namespace, row.checkpoint_id] = row.manifest
+        stored: list[SnapshotRecord] = []
+        for record in old:
+            raw = held.get((record.namespace, record.checkpoint_id))
+            if raw is None:
+                return None
+            if raw != record.manifest:
+                if not is_reference(raw) or raw != BlobRef.of(record.manifest).encode():
+                    return None
+                record = dataclasses.replace(record, manifest=raw)  # noqa: PLW2901 - as stored
+            stored.append(record)
+        return stored
 
     async def delete_snapshots(
         self, thread_id: str, keys: Collection[tuple[str, str]]
@@ -528,7 +547,7 @@ class OffloadStore(OffloadMaintenance):
             dataclasses.replace(
                 p, data=await self._resolve(p.data, place=payload_place(p))
             )
-            if _points_away(p.data)
+            if points_away(p.data)
             else p
             for p in payloads
         ]
@@ -545,6 +564,50 @@ class OffloadStore(OffloadMaintenance):
         if await self.inner.replace_payload(referenced, data=new):
             return True
         return await self.inner.replace_payload(payload, data=new)
+
+    # --- archive and collection -------------------------------------------------
+    async def archive_finished(
+        self,
+        *,
+        updated_before_ms: int,
+        limit: int,
+        now_ms: int,
+        prepare: Prepare | None = None,
+    ) -> list[Archived]:
+        """Archive up to `limit` finished runs and threads gone cold (`archive_due`)."""
+        return await archive_due(
+            self.inner,
+            self.blobs,
+            updated_before_ms=updated_before_ms,
+            limit=limit,
+            now_ms=now_ms,
+            prepare=prepare,
+        )
+
+    async def restore_archived(self, run_id: str) -> ArchiveStub | None:
+        """Put an archived run's rows back (`archive.restore_run`); None if not archived."""
+        if self._cold.runs is None:
+            return None
+        return await restore_run(self._cold.runs, self.blobs, run_id)
+
+    async def restore_archived_thread(self, thread_id: str) -> ThreadStub | None:
+        """Put a thread's archived rows back (`archive.restore_thread`); None if none."""
+        if self._cold.threads is None:
+            return None
+        return await restore_thread(self._cold.threads, self.blobs, thread_id)
+
+    async def referenced_keys(self) -> set[str]:
+        """The keys of every object a row or stub of the wrapped store references now."""
+        return await referenced_keys(self.inner)
+
+    async def collect_garbage(self, *, older_than_ms: int, now_ms: int) -> int:
+        """Delete objects no row references, older than `older_than_ms` (`offload_gc`)."""
+        return await collect_garbage(
+            await self.referenced_keys(),
+            self.blobs,
+            older_than_ms=older_than_ms,
+            now_ms=now_ms,
+        )
 
     async def close(self) -> None:
         try:

@@ -13,6 +13,7 @@ from collections.abc import Collection
 from typing import Final
 
 from resumable.errors import StoreError
+from resumable.stores.blobref import key_of
 from resumable.stores.blobs import (
     BlobInfo,
     BlobMissing,
@@ -20,9 +21,9 @@ from resumable.stores.blobs import (
     BlobUnavailable,
     SegmentedBlobs,
 )
-from resumable.stores.coldruns import key_of
 from resumable.stores.protocol import PAYLOAD_KINDS, Store
 from resumable.stores.segments import MANIFEST_MAX, SEGMENT_PREFIX
+from resumable.stores.stubs import SupportsArchive, SupportsThreadArchive
 
 __all__ = ["collect_garbage", "referenced_keys"]
 
@@ -30,11 +31,11 @@ _SCAN_PAGE: Final = 500
 
 
 async def referenced_keys(inner: Store) -> set[str]:
-    """The keys of every object a payload of the wrapped store references now.
+    """The keys of every object a payload or a stub of the wrapped store references now.
 
-    Not those an archived run's stub names: `ColdReader.referenced_keys` adds them.
+    A stub references its object and the objects its records reference.
     """
-    keys: set[str] = set()
+    keys = await _stub_keys(inner)
     for kind in PAYLOAD_KINDS:
         after: tuple[str | int, ...] | None = None
         while True:
@@ -46,6 +47,29 @@ async def referenced_keys(inner: Store) -> set[str]:
             if len(page) < _SCAN_PAGE:
                 break
             after = page[-1].key
+    return keys
+
+
+async def _stub_keys(inner: Store) -> set[str]:
+    keys: set[str] = set()
+    after: str | None = None
+    while isinstance(inner, SupportsArchive):
+        runs = await inner.list_archive_stubs(after=after, limit=_SCAN_PAGE)
+        for run in runs:
+            keys.add(run.key)
+            keys.update(run.refers_to)
+        if len(runs) < _SCAN_PAGE:
+            break
+        after = runs[-1].run_id
+    after = None
+    while isinstance(inner, SupportsThreadArchive):
+        threads = await inner.list_thread_stubs(after=after, limit=_SCAN_PAGE)
+        for thread in threads:
+            keys.add(thread.key)
+            keys.update(thread.refers_to)
+        if len(threads) < _SCAN_PAGE:
+            break
+        after = threads[-1].thread_id
     return keys
 
 

@@ -1,7 +1,7 @@
 """PostgreSQL: archiving runs and threads, their rows swapped for a stub and back.
 
 A run's journal (steps, inputs) or a thread's older snapshots move to an object
-(RCOLD1, written by `resumable.stores.coldruns`/`coldthreads`); its rows here are
+(RCOLD1/RCOLDT1, written by `resumable.stores.archive`); its rows here are
 swapped for a stub in `resumable_archived_runs` (migration 0003) or
 `resumable_archived_threads` (0004), and back on restore. Each `_txn` function is
 given a connection inside a transaction.
@@ -38,10 +38,10 @@ from psycopg.rows import DictRow
 
 from resumable.stores import _sql
 from resumable.stores._records import converter
-from resumable.stores.archiving import ArchiveStub, ThreadStub, keys_of, namespaces_of
 from resumable.stores.postgres.connection import Conn, composer
 from resumable.stores.postgres.snapshots import snapshot_params
 from resumable.stores.protocol import InputRecord, SnapshotRecord, StepRecord
+from resumable.stores.stubs import ArchiveStub, ThreadStub, keys_of, namespaces_of
 
 _t = _sql.to_text
 

@@ -19,7 +19,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from resumable.errors import CheckpointWriteError, LeaseLost, RunNotFound
 from resumable.stores import _sql
 from resumable.stores._records import checked_thread
-from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.packing import check_swap
 from resumable.stores.postgres import migrations
 from resumable.stores.postgres.archive import (
@@ -63,6 +62,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.stubs import ArchiveStub, ThreadStub
 from resumable.stores.urls import redact
 
 # identifiers are stored escaped (%, NUL, lone surrogates), as in every SQL store

@@ -1,6 +1,6 @@
 """RedisStore's archive: a run's journal, or a thread's older snapshots, swapped for a stub.
 
-The archived rows go to an object (written and read by `resumable.stores.archiving`);
+The archived rows go to an object (written and read by `resumable.stores.archive`);
 the store keeps a stub saying where, and the swaps are scripts, fenced or checked
 so that nothing changed since the rows were read:
 
@@ -21,7 +21,6 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 
 from resumable.stores._records import converter
-from resumable.stores.archiving import ArchiveStub, ThreadStub, keys_of, namespaces_of
 from resumable.stores.protocol import InputRecord, SnapshotRecord, StepRecord
 from resumable.stores.redis.codec import as_bytes, int_or_zero, num, pack, unpack
 from resumable.stores.redis.codec import to_bytes as _b
@@ -29,6 +28,7 @@ from resumable.stores.redis.codec import to_str as _s
 from resumable.stores.redis.connection import RedisClient
 from resumable.stores.redis.runs import step_packed
 from resumable.stores.redis.snapshots import snapshot_packed
+from resumable.stores.stubs import ArchiveStub, ThreadStub, keys_of, namespaces_of
 
 
 # --- runs -----------------------------------------------------------------------

@@ -11,7 +11,6 @@ from collections.abc import Collection, Mapping, Sequence
 
 from redis.asyncio import Redis
 
-from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -29,6 +28,7 @@ from resumable.stores.protocol import (
 )
 from resumable.stores.redis import archive, claims, payloads, runs, snapshots
 from resumable.stores.redis.connection import DEFAULT_PREFIX, RedisClient
+from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 __all__ = ["RedisStore"]
 

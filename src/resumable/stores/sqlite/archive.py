@@ -18,9 +18,9 @@ from typing import Final
 
 from resumable.stores import _sql
 from resumable.stores._records import converter
-from resumable.stores.archiving import ArchiveStub, ThreadStub, keys_of, namespaces_of
 from resumable.stores.protocol import InputRecord, SnapshotRecord, StepRecord
 from resumable.stores.sqlite import snapshots as _snapshots
+from resumable.stores.stubs import ArchiveStub, ThreadStub, keys_of, namespaces_of
 
 _t = _sql.to_text
 Conn = sqlite3.Connection

@@ -11,7 +11,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 
 from resumable.stores import _sql
-from resumable.stores.archiving import ArchiveStub, ThreadStub
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -39,6 +38,7 @@ from resumable.stores.sqlite.connection import (
     fdatasync,
     parse_url,
 )
+from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 _t = _sql.to_text
 

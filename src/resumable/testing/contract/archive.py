@@ -1,16 +1,16 @@
 """`StoreContract`'s archive part: a store declaring `SupportsArchive` swaps rows for stubs.
 
-A store without the capability skips these tests (archiving then moves payloads
-only, `stores.archive`).
+A store without the capability skips these tests (`Engine.archive` then archives
+none of its runs: `stores.archive`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from resumable.stores.archiving import ArchiveStub, SupportsArchive
 from resumable.stores.kinds import JournalKind, seq_of
 from resumable.stores.protocol import InputRecord, RunUpdate, Store
+from resumable.stores.stubs import ArchiveStub, SupportsArchive
 from resumable.testing.contract.records import T0, WEIRD_IDS, run_record, step_record
 
 _KEYED = seq_of(JournalKind.BATCH_ITEM, 12345)  # a map_steps item

@@ -1,7 +1,7 @@
 """`StoreContract`'s thread archive part: `SupportsThreadArchive` swaps snapshots for a stub.
 
-A store without the capability skips these tests (archiving then moves a thread's
-payloads only, `stores.archive`).
+A store without the capability skips these tests (`Engine.archive` then archives
+none of its threads: `stores.archive`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 
 from resumable.errors import ChunksMissing
-from resumable.stores.archiving import SupportsThreadArchive, ThreadStub
 from resumable.stores.protocol import (
     PacksSnapshots,
     SnapshotRecord,
@@ -17,6 +16,7 @@ from resumable.stores.protocol import (
     Store,
 )
 from resumable.stores.roles import pack_namespace
+from resumable.stores.stubs import SupportsThreadArchive, ThreadStub
 from resumable.testing.contract.records import T0, WEIRD_IDS, needs, snapshot_record
 
 PACKS = pack_namespace("")

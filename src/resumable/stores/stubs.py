@@ -1,8 +1,10 @@
-"""The optional archiving capability: a store that swaps a finished run's rows for a stub.
+"""What a store keeps of archived history (stubs), and the capabilities that keep it.
 
-Declared apart from `Store` so the core protocol stays small; this module builds on
-`protocol`, never the reverse. `resumable.stores.coldruns` writes the object and
-drives the swap.
+`SupportsArchive` swaps a finished run's journal and inputs for an `ArchiveStub`,
+`SupportsThreadArchive` a thread's older snapshots for a `ThreadStub`; each stub
+names the one object the records moved into. Declared apart from `Store` so the
+core protocol stays small; this module builds on `protocol`, never the reverse.
+`resumable.stores.cold` writes the objects and drives the swaps.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 class ArchiveStub:
     """What stays of a finished run's journal and inputs moved to an object store.
 
-    See `resumable.stores.coldruns`.
+    See `resumable.stores.cold`.
     """
 
     run_id: str
@@ -51,7 +53,7 @@ def keys_of(value: object) -> tuple[str, ...]:
 class SupportsArchive(Protocol):
     """An optional capability: a store that swaps a finished run's journal for a stub.
 
-    The object holding the rows is written by the caller (`coldruns.archive_run`)
+    The object holding the rows is written by the caller (`cold.archive_run`)
     before `archive_journal` is called, so a crash leaves either the rows or the
     stub, never neither. `delete_runs` deletes a run's stub with the run.
     """
@@ -94,7 +96,7 @@ class SupportsArchive(Protocol):
 class ThreadStub:
     """What stays of a thread's older saved states moved to an object store.
 
-    See `resumable.stores.coldthreads`. The thread's newest snapshot of each
+    See `resumable.stores.cold`. The thread's newest snapshot of each
     namespace stays a live row beside it.
     """
 
@@ -131,7 +133,7 @@ def namespaces_of(value: object) -> tuple[tuple[str, str], ...]:
 class SupportsThreadArchive(Protocol):
     """An optional capability: a store that swaps a thread's older snapshots for a stub.
 
-    The object holding them is written by the caller (`coldthreads.archive_thread`)
+    The object holding them is written by the caller (`cold.archive_thread`)
     before `archive_snapshots` is called, so a crash leaves either the rows or the
     stub, never neither. `delete_thread` deletes the thread's stub with its rows.
     """
