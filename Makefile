@@ -9,7 +9,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 STAMP      := $(VENV)/.installed
 EXTRAS     := openai,postgres,redis,langgraph,encryption,zstd,parquet,otel,prometheus,s3,ui
 
-.PHONY: demo test lint bench clean docs docs-tables
+.PHONY: demo test coverage lint bench clean docs docs-tables
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,9 +26,23 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(DEMO_STAMP)
 	$(BIN)/resumable demo
 
+# The tests run in parallel (pytest-xdist, one worker per CPU), except the few that
+# stop or restart the shared PostgreSQL/Redis: those run alone afterwards, so no other
+# test sees its server go away. Exit status 5 is "no test selected" (a PYTEST_ARGS
+# that picks none of them), which is not a failure.
+PYTEST_WORKERS ?= auto
+define run_tests
+	$(1) -n $(PYTEST_WORKERS) -m "not restarts_server" $(PYTEST_ARGS)
+	$(1) -m restarts_server $(PYTEST_ARGS) || [ $$? -eq 5 ]
+endef
+
 test: $(STAMP)
+	$(call run_tests,$(BIN)/python -m pytest)
+
+# the same tests under coverage (workers and the CLI subprocesses included), then a report
+coverage: $(STAMP)
 	$(BIN)/coverage erase
-	$(BIN)/coverage run -m pytest $(PYTEST_ARGS)
+	$(call run_tests,$(BIN)/coverage run -m pytest)
 	$(BIN)/coverage combine --quiet
 	$(BIN)/coverage report --skip-covered --skip-empty --sort=cover | tail -n 25
 

@@ -565,6 +565,7 @@ class _CountingFailures:
 
 
 @pytest.mark.slow
+@pytest.mark.restarts_server
 @pytest.mark.timeout(120)
 async def test_a_run_survives_a_server_restart_mid_run(
     new_store: Factory, base_url: str

@@ -450,6 +450,7 @@ def restartable() -> Iterator[None]:
             _start_server()
 
 
+@pytest.mark.restarts_server
 @pytest.mark.usefixtures("restartable")
 async def test_restart_without_persistence_loses_runs_yet_the_store_reconnects(
     store: RedisStore,
@@ -472,6 +473,7 @@ async def test_restart_without_persistence_loses_runs_yet_the_store_reconnects(
     assert len(await store.load_journal("after")) == 1
 
 
+@pytest.mark.restarts_server
 @pytest.mark.usefixtures("restartable")
 async def test_engine_retries_through_a_restart_of_a_persisting_server(
     store: RedisStore, admin: Redis
