@@ -53,6 +53,26 @@ def test_an_engine_serves_consecutive_event_loops_and_closes_from_any(
     gc.collect()  # a client left on a closed loop would warn (an error here) now
 
 
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_loop_after_loop_never_waits_on_a_connection_being_made(
+    backend: str, tmp_path: Path
+) -> None:
+    # asyncio.run cancels the tasks a loop leaves and waits for them: a pool
+    # task still connecting then (psycopg's retries a cancelled connect) hung
+    # the third or so of these loops
+    url = store_url(backend, tmp_path)
+    try:
+        for i in range(12):
+            engine = Engine(url)
+            assert asyncio.run(engine.run(add, i, run_id=f"r{i}")) == i + 1
+            assert asyncio.run(_statuses(engine))[f"r{i}"] == "succeeded"
+            asyncio.run(engine.close())
+    finally:
+        asyncio.run(_drop(url))
+    gc.collect()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_engine_closed_inside_a_later_loop_closes_cleanly(
     backend: str, tmp_path: Path

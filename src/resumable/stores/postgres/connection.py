@@ -184,10 +184,22 @@ class Connections:
         self.work = WorkListener(options.conninfo, options.schema)
         self._loop_end = LoopEnd()  # the pool is closed with the loop it runs on
 
-    async def open(self) -> Pool | None:
-        """Prepare the schema and start the pool (idempotent); None if closed meanwhile."""
+    async def open(
+        self, *, run_id: str | None = None, seq: int | None = None
+    ) -> Pool | None:
+        """Prepare the schema and start the pool (idempotent); None if closed meanwhile.
+
+        Failing to connect is a CheckpointWriteError for a write of run `run_id`,
+        else a StoreError.
+        """
         if self.pool is not None and not self._loop_end.is_stale():
             return self.pool
+        try:
+            return await self._open()
+        except DRIVER_ERRORS as exc:
+            raise self._error(exc, run_id, seq) from exc
+
+    async def _open(self) -> Pool | None:
         async with self._opening:
             if self._loop_end.is_stale():  # its loop closed without shutting down
                 self.pool, self._purge = None, None
@@ -209,7 +221,16 @@ class Connections:
                     name=f"resumable:{self._options.schema}",
                     open=False,
                 )
-                await pool.open()
+                try:
+                    # the first connection is made here, in this call, and not by
+                    # a pool task that may still be connecting when the loop ends:
+                    # psycopg's pool retries a cancelled connect, so asyncio.run,
+                    # which cancels the tasks left and waits for them, would wait
+                    # for that one forever
+                    await pool.open(wait=True, timeout=self._options.pool_timeout_s)
+                except DRIVER_ERRORS:
+                    await pool.close()
+                    raise
                 self.pool = pool
         return self.pool
 
@@ -235,7 +256,7 @@ class Connections:
 
         Errors of a write for a run are CheckpointWriteError, all others StoreError.
         """
-        pool = self.pool or await self.open()
+        pool = self.pool or await self.open(run_id=run_id, seq=seq)
         if pool is None:  # closed while opening
             raise StoreError(store=self.url, detail="the store is closed")
         try:
@@ -243,9 +264,15 @@ class Connections:
                 yield conn
         except DRIVER_ERRORS as exc:
             self.on_failure(exc)
-            if run_id is not None:
-                raise write_error(run_id, seq, exc) from exc
-            raise StoreError(store=self.url, detail=f"postgresql: {exc}") from exc
+            raise self._error(exc, run_id, seq) from exc
+
+    def _error(
+        self, exc: BaseException, run_id: str | None, seq: int | None
+    ) -> StoreError | CheckpointWriteError:
+        """A driver error as ours: CheckpointWriteError for a write of a run."""
+        if run_id is not None:
+            return write_error(run_id, seq, exc)
+        return StoreError(store=self.url, detail=f"postgresql: {exc}")
 
     def on_failure(self, exc: BaseException) -> None:
         """After a lost connection, test every idle one so the pool replaces the dead."""

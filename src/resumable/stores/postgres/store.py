@@ -248,7 +248,7 @@ class PostgresStore:
 
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
         if self._db.pool is None:
-            await self._db.open()
+            await self._db.open(run_id=step.run_id, seq=step.seq)
         await self._commits.commit(step, fence)
 
     def add_commit_listener(self, listener: Callable[[int], None]) -> None:
