@@ -148,8 +148,11 @@ class Engine:
         lease_ttl_s: How long a run's lease lasts without a heartbeat; a crashed
             worker's runs are taken over after at most this long.
         store_retry_s: How long a run's store write may take, retries included,
-            before the run stops with CheckpointWriteError: an attempt that hangs
-            (a pool waiting for a server that is gone) is cut off at this too.
+            before the run stops with CheckpointWriteError: on a store that waits on
+            a server, an attempt that hangs (a pool waiting for a server that is
+            gone) is cut off at this too; the embedded stores' writes
+            (`LocalWrites`) are not, and SQLite's wait for a lock is bounded by its
+            `busy_timeout_ms`.
         clock: Where time comes from (tests pass `resumable.testing.FakeClock`).
         prices: Model prices for the ledger and dollar budgets (default: the
             built-in table, `resumable.pricing`).
