@@ -1,4 +1,4 @@
-"""An archive stub's `refers_to` nested 200,000 deep fails safe on every store.
+"""An archive stub's `refers_to` nested 200,000 deep, or 2,000,000 keys long, fails safe.
 
 The stub of an archived run or thread lists, as JSON, the objects its archive
 references (so a collection keeps them). Reading it back parses that JSON: nested
@@ -10,6 +10,7 @@ hold JSON, and are damaged here.)
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,11 @@ from tamper.offload import ArchivingTamperSuite, offload_subject
 from tamper.subjects import postgres_subject, redis_subject, sqlite_subject
 
 NESTED = "[" * 200_000 + "]" * 200_000
+KEYS = [f"blobs/{i % 256:02x}/{i:064x}" for i in range(500_000)]
+LONG = {"json": json.dumps(KEYS), "lines": "\n".join(KEYS)}
+"""Well-formed keys, far more than the archive's records could reference: 40 MB of
+text, which parsed would pass the suite's memory bound (a longer row could not
+even be fetched within it)."""
 
 
 async def _subject(backend: str, folder: Path) -> TamperSubject:
@@ -36,13 +42,21 @@ async def _subject(backend: str, folder: Path) -> TamperSubject:
     return offload_subject(rows, folder / "objects", offload_over=1 << 30)
 
 
-def _damaged(field: StoredField) -> object | None:
-    """`field` with its refers_to nested deep; None if it holds none."""
+def _damaged(field: StoredField, refers_to: str = NESTED) -> object | None:
+    """`field` with `refers_to` as its stub's list; None if it holds none."""
     if field.column == "refers_to":
-        return NESTED
+        return refers_to
     if field.table == "tstub" and field.row[-1] == "stub":  # Redis: a packed stub
         *rest, _refers_to = unpack(field.value)
-        return pack([*rest, NESTED.encode()])
+        return pack([*rest, refers_to.encode()])
+    if (
+        field.table == "archived"
+        and field.row[1] == "string"
+        and refers_to == LONG["json"]
+    ):
+        # Redis keeps a run's stub packed, its keys a line each (which cannot nest)
+        *rest, _refers_to = unpack(field.value)
+        return pack([*rest, LONG["lines"].encode()])
     return None
 
 
@@ -54,25 +68,27 @@ def _damaged(field: StoredField) -> object | None:
         pytest.param("redis", marks=pytest.mark.redis),
     ],
 )
-async def test_an_archive_stub_whose_refers_to_is_nested_200000_deep_fails_safe(
-    backend: str, tmp_path: Path
+@pytest.mark.parametrize("damage", ["nested 200,000 deep", "500,000 keys long"])
+async def test_an_archive_stub_whose_refers_to_is_nested_deep_or_long_fails_safe(
+    backend: str, damage: str, tmp_path: Path
 ) -> None:
+    refers_to = NESTED if damage.startswith("nested") else LONG["json"]
     template = await _subject(backend, tmp_path)
     report, damaged = TamperReport(), []
     try:
         await ArchivingTamperSuite.fill(template)
         for at, stored in enumerate(await template.fields()):
-            if _damaged(stored) is None:
+            if _damaged(stored, refers_to) is None:
                 continue
             subject = await template.clone()
             try:
                 field = (await subject.fields())[at]  # its rows (a Redis clone: keys)
-                value = _damaged(field)
+                value = _damaged(field, refers_to)
                 if not await subject.write(field, value):
                     continue  # the store's own types refuse it
                 damaged.append(f"{field.table}.{field.column}")
                 await ArchivingTamperSuite(_never).examine(
-                    report, subject, field, "refers_to nested 200,000 deep"
+                    report, subject, field, f"refers_to {damage}"
                 )
                 async with Engine(await subject.reopen()) as engine:
                     try:  # gc reads every stub's refers_to to keep those objects

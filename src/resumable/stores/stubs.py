@@ -9,10 +9,11 @@ core protocol stays small; this module builds on `protocol`, never the reverse.
 
 from __future__ import annotations
 
+import json
 import reprlib
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from resumable.stores.protocol import InputRecord, SnapshotRecord, StepRecord
@@ -42,10 +43,46 @@ class ArchiveStub:
     collection of garbage must keep while the stub exists."""
 
 
-def keys_of(value: object) -> tuple[str, ...]:
-    """`ArchiveStub.refers_to` from its stored JSON list; ValueError if it is not one."""
-    if not isinstance(value, list) or not all(isinstance(k, str) for k in value):
-        raise ValueError(f"not a list of object keys: {reprlib.repr(value)}")
+MAX_KEY_CHARS: Final = 256
+"""The longest object key a stub lists (ours are content addresses, under 100)."""
+
+
+def most_run_refs(steps: int, inputs: int) -> int:
+    """How many keys a run's stub may list: one per payload its object holds."""
+    return 2 * steps + inputs  # each step's output and usage, each input's value
+
+
+def most_thread_refs(snapshots: int, chunks: int) -> int:
+    """How many keys a thread's stub may list: one per payload its object holds."""
+    return 2 * snapshots + chunks  # each snapshot's manifest and metadata, each chunk
+
+
+def keys_of(text: str | bytes, *, most: int, lines: bool = False) -> tuple[str, ...]:
+    """A stub's `refers_to` from its stored text, at most `most` keys.
+
+    The text is a JSON list of keys, or with `lines` one key a line. It is measured before it is parsed, so a damaged row costs no more than
+    the longest list of `most` keys would.
+
+    Raises:
+        ValueError: it is not such a list.
+    """
+    if len(text) > 2 + max(most, 0) * (MAX_KEY_CHARS + 4):
+        raise ValueError(
+            f"{len(text):,} characters of object keys, for at most {most:,} keys"
+        )
+    if lines:
+        listed = text.decode() if isinstance(text, bytes) else text
+        value: object = listed.split("\n") if listed else []
+    else:
+        value = json.loads(text)
+    if (
+        not isinstance(value, list)
+        or len(value) > most
+        or not all(type(k) is str and 0 < len(k) <= MAX_KEY_CHARS for k in value)
+    ):
+        raise ValueError(
+            f"not a list of at most {most:,} object keys: {reprlib.repr(value)}"
+        )
     return tuple(value)
 
 

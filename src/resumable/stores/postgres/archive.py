@@ -41,7 +41,14 @@ from resumable.stores._records import converter
 from resumable.stores.postgres.connection import Conn, composer
 from resumable.stores.postgres.snapshots import snapshot_params
 from resumable.stores.protocol import InputRecord, SnapshotRecord, StepRecord
-from resumable.stores.stubs import ArchiveStub, ThreadStub, keys_of, namespaces_of
+from resumable.stores.stubs import (
+    ArchiveStub,
+    ThreadStub,
+    keys_of,
+    most_run_refs,
+    most_thread_refs,
+    namespaces_of,
+)
 
 _t = _sql.to_text
 
@@ -223,7 +230,9 @@ def run_stub_from_row(row: DictRow) -> ArchiveStub:
         inputs=row["inputs"],
         fence=row["fence"],
         archived_at_ms=row["archived_at_ms"],
-        refers_to=keys_of(json.loads(row["refers_to"])),
+        refers_to=keys_of(
+            row["refers_to"], most=most_run_refs(row["steps"], row["inputs"])
+        ),
     )
 
 
@@ -270,7 +279,9 @@ def thread_stub_from_row(row: DictRow) -> ThreadStub:
         chunks=row["chunks"],
         archived_at_ms=row["archived_at_ms"],
         newest=namespaces_of(json.loads(row["newest"])),
-        refers_to=keys_of(json.loads(row["refers_to"])),
+        refers_to=keys_of(
+            row["refers_to"], most=most_thread_refs(row["snapshots"], row["chunks"])
+        ),
     )
 
 

@@ -28,7 +28,14 @@ from resumable.stores.redis.codec import to_str as _s
 from resumable.stores.redis.connection import RedisClient
 from resumable.stores.redis.runs import step_packed
 from resumable.stores.redis.snapshots import snapshot_packed
-from resumable.stores.stubs import ArchiveStub, ThreadStub, keys_of, namespaces_of
+from resumable.stores.stubs import (
+    ArchiveStub,
+    ThreadStub,
+    keys_of,
+    most_run_refs,
+    most_thread_refs,
+    namespaces_of,
+)
 
 
 # --- runs -----------------------------------------------------------------------
@@ -51,15 +58,18 @@ def stub_packed(stub: ArchiveStub) -> bytes:
 def stub_from_packed(run_id: str, packed: bytes) -> ArchiveStub:
     """The run's archive stub back from `stub_packed`."""
     key, size, steps, inputs, fence, archived, refers_to = unpack(packed)
+    records, values = int_or_zero(steps), int_or_zero(inputs)
     return ArchiveStub(
         run_id=run_id,
         key=_s(key or b""),
         size=int_or_zero(size),
-        steps=int_or_zero(steps),
-        inputs=int_or_zero(inputs),
+        steps=records,
+        inputs=values,
         fence=int_or_zero(fence),
         archived_at_ms=int_or_zero(archived),
-        refers_to=tuple(_s(refers_to or b"").split("\n")) if refers_to else (),
+        refers_to=keys_of(
+            refers_to or b"", most=most_run_refs(records, values), lines=True
+        ),
     )
 
 
@@ -160,15 +170,16 @@ def thread_stub_packed(stub: ThreadStub) -> bytes:
 def thread_stub_from_packed(thread_id: str, packed: bytes) -> ThreadStub:
     """The thread's archive stub back from `thread_stub_packed`."""
     key, size, snapshots, chunks, archived, newest, refers_to = unpack(packed)
+    held, pieces = int_or_zero(snapshots), int_or_zero(chunks)
     return ThreadStub(
         thread_id=thread_id,
         key=_s(key or b""),
         size=int_or_zero(size),
-        snapshots=int_or_zero(snapshots),
-        chunks=int_or_zero(chunks),
+        snapshots=held,
+        chunks=pieces,
         archived_at_ms=int_or_zero(archived),
         newest=namespaces_of(json.loads(newest or b"[]")),
-        refers_to=keys_of(json.loads(refers_to or b"[]")),
+        refers_to=keys_of(refers_to or b"[]", most=most_thread_refs(held, pieces)),
     )
 
 

@@ -20,7 +20,14 @@ from resumable.stores import _sql
 from resumable.stores._records import converter
 from resumable.stores.protocol import InputRecord, SnapshotRecord, StepRecord
 from resumable.stores.sqlite import snapshots as _snapshots
-from resumable.stores.stubs import ArchiveStub, ThreadStub, keys_of, namespaces_of
+from resumable.stores.stubs import (
+    ArchiveStub,
+    ThreadStub,
+    keys_of,
+    most_run_refs,
+    most_thread_refs,
+    namespaces_of,
+)
 
 _t = _sql.to_text
 Conn = sqlite3.Connection
@@ -93,15 +100,16 @@ def archive_journal_txn(conn: Conn, stub: ArchiveStub) -> bool:
 @converter("archive stub", lambda row: f"run {row[0]!r} archive stub")
 def _run_stub(row: Sequence[object]) -> ArchiveStub:
     run_id, key, size, steps, inputs, fence, archived, refers_to = row
+    records, values = int(str(steps)), int(str(inputs))
     return ArchiveStub(
         run_id=_sql.from_text(str(run_id)),
         key=str(key),
         size=int(str(size)),
-        steps=int(str(steps)),
-        inputs=int(str(inputs)),
+        steps=records,
+        inputs=values,
         fence=int(str(fence)),
         archived_at_ms=int(str(archived)),
-        refers_to=keys_of(json.loads(str(refers_to))),
+        refers_to=keys_of(str(refers_to), most=most_run_refs(records, values)),
     )
 
 
@@ -186,15 +194,16 @@ _RESTORE_SNAPSHOT: Final = (
 @converter("thread archive stub", lambda row: f"thread {row[0]!r} archive stub")
 def _thread_stub(row: Sequence[object]) -> ThreadStub:
     thread_id, key, size, snapshots, chunks, archived, newest, refers_to = row
+    held, pieces = int(str(snapshots)), int(str(chunks))
     return ThreadStub(
         thread_id=_sql.from_text(str(thread_id)),
         key=str(key),
         size=int(str(size)),
-        snapshots=int(str(snapshots)),
-        chunks=int(str(chunks)),
+        snapshots=held,
+        chunks=pieces,
         archived_at_ms=int(str(archived)),
         newest=namespaces_of(json.loads(str(newest))),
-        refers_to=keys_of(json.loads(str(refers_to))),
+        refers_to=keys_of(str(refers_to), most=most_thread_refs(held, pieces)),
     )
 
 
