@@ -215,3 +215,17 @@ def test_an_opened_body_someone_holds_a_view_of_keeps_its_buffer() -> None:
         assert serde.loads(opened, place=PLACE) == value
         assert len(opened) == len(held)
     assert opened.body() == bytes(opened)
+
+
+def test_a_damaged_compressed_body_is_corrupt_checkpoint_error() -> None:
+    # zstd may find the damage before the CRC at the end does: either is ours
+    envelope = ENVELOPES["plain"]
+    body = bytes.fromhex("00ff") * 8 + TEXT.encode()
+    frame = b"".join(
+        seal_chunks(envelope, len(body), lambda: iter((body,)), place=PLACE).chunks()
+    )
+    for start in (20, 30, len(frame) // 3, len(frame) // 2):
+        damaged = bytearray(frame)
+        damaged[start : start + 64] = b"\xff" * 64
+        with pytest.raises(CorruptCheckpointError):
+            _read(envelope, bytes(damaged), 1 << 20)

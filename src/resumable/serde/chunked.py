@@ -323,8 +323,15 @@ class FrameReader:
                 return
             data, self._zstd_head = memoryview(bytes(self._zstd_head)), bytearray()
             decompressor = self._start_decompressing(data)
-        for at in range(0, len(data), SLICE):
-            decompressor.write(data[at : at + SLICE])
+        self._decompress(decompressor, data)
+
+    def _decompress(self, decompressor: Any, data: memoryview) -> None:
+        """Feed `data` to the zstd writer; damage zstd finds is CorruptCheckpointError."""
+        try:
+            for at in range(0, len(data), SLICE):
+                decompressor.write(data[at : at + SLICE])
+        except _zstd().ZstdError as exc:  # the CRC, checked at the end, comes later
+            raise self._corrupt(f"its compressed body is damaged ({exc})") from exc
 
     def _start_decompressing(self, first: memoryview) -> Any:
         """The zstd writer into the body, once the size it declares is allowed."""
@@ -383,7 +390,7 @@ class FrameReader:
                 raise self._corrupt("checksum mismatch")
         if self._zstd_head:  # a compressed body shorter than a zstd header
             head, self._zstd_head = memoryview(bytes(self._zstd_head)), bytearray()
-            self._start_decompressing(head).write(head)
+            self._decompress(self._start_decompressing(head), head)
         body = self._body
         if body is None or self._filled != len(body):
             raise self._corrupt("the body is shorter than its frame says")
