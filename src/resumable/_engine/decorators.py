@@ -7,7 +7,6 @@ inside a run a call takes the next seq and runs through `steps.execute_step`
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import typing
@@ -155,11 +154,7 @@ def _journaled(
             ctx = active_run()
             if ctx is None:
                 return fn(*args, **kwargs)
-            try:  # inline, not running_loop(): every step call passes here
-                loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-            except RuntimeError:  # a sync workflow's thread
-                loop = None
-            if loop is not ctx.loop:
+            if running_loop() is not ctx.loop:
                 raise TypeError(
                     f"async {what} was called from a sync workflow; make the workflow "
                     f"`async def`, or this a plain `def`"

@@ -136,20 +136,14 @@ class Serde:
             CorruptCheckpointError: The frame fails its checks or does not decode.
             SerializationError: The data names a type that is not registered.
         """
-        if type(data) is bytes and len(data) <= STREAM_OVER:  # the usual payload
-            body: bytes | memoryview | Opened = self.envelope.open(data, place=place)
-        elif type(data) is Opened:  # a body a FrameReader already checked and opened
-            body = data
-        elif not isinstance(data, bytes | bytearray | memoryview):
+        if type(data) is Opened:  # a body a FrameReader already checked and opened
+            return self.decode(data, place=place)
+        if not isinstance(data, bytes | bytearray | memoryview):
             raise _not_bytes(data, place)
-        elif len(data) <= STREAM_OVER:
-            body = self.envelope.open(data, place=place)
-        else:  # a large payload: its body is decoded from a view of the frame, not a copy
-            body = self.envelope.open_view(data, place=place)
-        try:  # as `decode`, without its call: every replayed step decodes here
-            return self.codec.decode(body)
-        except (DecodeError, MemoryError) as exc:
-            raise _undecodable(exc, place) from exc
+        if len(data) <= STREAM_OVER:
+            return self.decode(self.envelope.open(data, place=place), place=place)
+        # a large payload: its body is decoded from a view of the frame, not a copy
+        return self.decode(self.envelope.open_view(data, place=place), place=place)
 
     def decode(self, body: bytes | memoryview | Opened, *, place: str) -> Any:
         """Decode a body `Envelope.open` returned for `place`, with typed errors only.
@@ -160,8 +154,12 @@ class Serde:
         """
         try:
             return self.codec.decode(body)
-        except (DecodeError, MemoryError) as exc:
-            raise _undecodable(exc, place) from exc
+        except DecodeError as exc:
+            raise CorruptCheckpointError(place=place, detail=str(exc)) from exc
+        except MemoryError as exc:  # within the size limit, yet too much to build
+            raise CorruptCheckpointError(
+                place=place, detail="decoding it ran out of memory"
+            ) from exc
 
     def view(self, data: bytes | bytearray, *, place: str) -> Any:
         """Open bytes written by `dumps` and return their generic view.
@@ -185,15 +183,6 @@ class Serde:
     def view_opened(self, body: bytes, *, place: str) -> Any:
         """`view` of a body its envelope was already opened for (a snapshot chunk)."""
         return view_body(body, place=place, limits=self._view_limits)
-
-
-def _undecodable(exc: Exception, place: str) -> CorruptCheckpointError:
-    """A body that does not decode: not a payload the codec wrote, or too much to build."""
-    if isinstance(exc, MemoryError):  # within the size limit, yet too much to build
-        return CorruptCheckpointError(
-            place=place, detail="decoding it ran out of memory"
-        )
-    return CorruptCheckpointError(place=place, detail=str(exc))
 
 
 def _not_bytes(data: object, place: str) -> CorruptCheckpointError:

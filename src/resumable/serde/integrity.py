@@ -246,9 +246,7 @@ class Envelope:
         ):  # the common frame (plaintext, uncompressed), checked in one go
             body = data[_PLAIN_HEADER_SIZE:]
             if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0]:
-                limit = self._max_body_bytes
-                if limit is not None and len(body) > limit:
-                    self._within_limit(body, place)  # raises
+                self._within_limit(body, place)
                 return body
         opened = self._open(data, place)
         return opened if type(opened) is bytes else bytes(opened)
