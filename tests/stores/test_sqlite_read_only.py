@@ -116,3 +116,27 @@ async def test_a_read_only_open_sees_what_a_live_writer_committed(
             assert {run.run_id for run in await reader.runs()} == {"first", "second"}
         await writer.run(twice, 3, run_id="third")  # the writer carries on
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.db"]
+
+
+async def test_two_readers_that_overlap_leave_no_file_whichever_closes_last(
+    tmp_path: Path,
+) -> None:
+    # the second reader finds the first one's (empty) WAL beside the file; read as
+    # "a writer's WAL" it opened mode=ro and, closing last, could not remove the
+    # WAL files: two read-only CLI commands at once left state.db-wal behind
+    db = tmp_path / "state.db"
+    async with Engine(f"sqlite:///{db}") as engine:
+        await engine.run(twice, 21, run_id="done")
+    before = (_digest(db), sorted(p.name for p in tmp_path.iterdir()))
+    for first_closes_first in (True, False):
+        first = Engine(f"sqlite:///{db}?mode=ro")
+        await first.__aenter__()
+        assert [run.run_id for run in await first.runs()] == ["done"]
+        assert (tmp_path / "state.db-wal").stat().st_size == 0  # the empty one
+        async with Engine(f"sqlite:///{db}?mode=ro") as second:
+            assert [run.run_id for run in await second.runs()] == ["done"]
+            if first_closes_first:
+                await first.__aexit__(None, None, None)
+        if not first_closes_first:
+            await first.__aexit__(None, None, None)
+        assert (_digest(db), sorted(p.name for p in tmp_path.iterdir())) == before

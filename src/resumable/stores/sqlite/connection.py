@@ -9,7 +9,7 @@ for why (group commit on a dedicated thread, the inline connection, WAL syncs).
 How a URL's `mode` opens the file: `rwc` creates the file and its folder; `rw` and
 `ro` open an existing file only, and say which absolute path they looked at when
 there is none. `ro` never writes: where the file and its folder could be written
-and no WAL is beside it, it opens them with writes refused by SQLite
+and no WAL with frames in it is beside it, it opens them with writes refused by SQLite
 (`query_only`), so the WAL files SQLite makes meanwhile are removed when it closes;
 elsewhere (a live writer's WAL is there, or nothing may be written) with SQLite's
 `mode=ro`, falling back to `immutable` where no WAL index can be shared (a
@@ -144,12 +144,23 @@ def target(url: str, path: Path, mode: str) -> Target:
     if mode == "rw":
         return Target(f"{absolute.as_uri()}?mode=rw", uri=True, query_only=False)
     writable = os.access(absolute, os.W_OK) and os.access(absolute.parent, os.W_OK)
-    # with no WAL beside it, closing a query_only connection writes nothing to the
-    # file and removes the WAL files it made; with one (a live writer's, or left
-    # by a crash) it could checkpoint it: mode=ro shares it instead
-    if writable and not Path(f"{absolute}-wal").exists():
+    # with no WAL beside it, or an empty one (another reader's, made as it opened),
+    # closing a query_only connection writes nothing to the file, and the last one
+    # to close removes the WAL files; with frames in it (a live writer's, or left
+    # by a crash) it could checkpoint them: mode=ro shares it instead. (An empty
+    # WAL read as "a WAL" sent a second reader to mode=ro, which cannot remove
+    # the files when it closes last.)
+    if writable and _wal_bytes(absolute) == 0:
         return Target(f"{absolute.as_uri()}?mode=rw", uri=True, query_only=True)
     return Target(f"{absolute.as_uri()}?mode=ro", uri=True, query_only=False)
+
+
+def _wal_bytes(database: Path) -> int:
+    """The size of the WAL beside `database`, 0 when there is none."""
+    try:
+        return Path(f"{database}-wal").stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def connect(
