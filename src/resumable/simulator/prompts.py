@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,6 +29,7 @@ class Turn:
     role: Role
     text: str
     tool_name: str | None = None  # for role "tool": which tool produced it, if known
+    calls: tuple[str, ...] = ()  # for role "assistant": the tools it called, by name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,10 +114,20 @@ def _parse_chat(body: dict[str, object], model: str) -> Prompt:
             raise InvalidRequest("each message must be an object")
         role = _role(message.get("role"))
         text = text_of(message.get("content"))
+        calls: tuple[str, ...] = ()
         if role == "assistant" and isinstance(message.get("tool_calls"), list):
             text = (text + " " + text_of(message.get("tool_calls"))).strip()
+            calls = _names(
+                call.get("function") if isinstance(call, dict) else None
+                for call in _list(message.get("tool_calls"))
+            )
         turns.append(
-            Turn(role=role, text=text, tool_name=_str_or_none(message.get("name")))
+            Turn(
+                role=role,
+                text=text,
+                tool_name=_str_or_none(message.get("name")),
+                calls=calls,
+            )
         )
     tools = tuple(
         ToolSpec(
@@ -200,6 +211,7 @@ def _responses_item(item: object) -> Turn:
         return Turn(
             role="assistant",
             text=f"{item.get('name', '')} {text_of(item.get('arguments'))}".strip(),
+            calls=_names([item]),
         )
     return Turn(role=_role(item.get("role")), text=text_of(item.get("content")))
 
@@ -223,7 +235,9 @@ def _parse_messages(body: dict[str, object], model: str) -> Prompt:
         # A user message made of tool_result blocks is Anthropic's tool turn.
         if role == "user" and _is_tool_result(content):
             role = "tool"
-        turns.append(Turn(role=role, text=text_of(content)))
+        uses = [b for b in _list(content) if isinstance(b, dict)]
+        calls = _names(b for b in uses if b.get("type") == "tool_use")
+        turns.append(Turn(role=role, text=text_of(content), calls=calls))
     tools = tuple(
         ToolSpec(
             name=str(tool.get("name", "tool")),
@@ -290,6 +304,15 @@ def _role(value: object) -> Role:
             return "tool"
         case _:
             raise InvalidRequest(f"unknown message role {value!r}")
+
+
+def _names(blocks: Iterable[object]) -> tuple[str, ...]:
+    """The string `name` of each object among `blocks` that has one."""
+    return tuple(
+        name
+        for block in blocks
+        if isinstance(block, dict) and isinstance(name := block.get("name"), str)
+    )
 
 
 def _list(value: object) -> Sequence[object]:

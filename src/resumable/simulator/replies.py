@@ -5,7 +5,14 @@ every process, unlike `hash()`), mentions words of the last user message, and
 is cut at the requested max tokens. A request that names a JSON schema
 (structured outputs: `response_format` or `text.format`, what the SDKs'
 `parse()` sends) is answered with a JSON object of that schema, its string
-fields holding the answer. Tokens are approximated as one per four
+fields holding the answer.
+
+Tool calls follow the instructions, so an agent's path is scripted by its
+prompt: every offered tool whose name the system prompt or the last user
+message spells out (as a whole word) is called, in the order the names first
+appear there, once each after that user message; then the model answers in
+text. Without such a name, a question about the weather calls the first tool
+offered (the examples' agent loop). Tokens are approximated as one per four
 characters, the usual rule of thumb for English text.
 """
 
@@ -103,13 +110,17 @@ def make_reply(prompt: Prompt) -> Reply:
         )
         input_tokens += count_tokens(schemas)
     last = prompt.last_turn
+    tool = _next_named_tool(prompt)
     if (
-        prompt.tools
+        tool is None
+        and prompt.tools
         and last is not None
         and last.role == "user"
         and _WEATHER.search(last.text)
     ):
-        call = _tool_call(prompt.tools[0], last.text, prompt.digest)
+        tool = prompt.tools[0]
+    if tool is not None:
+        call = _tool_call(tool, prompt.last_user_text, prompt.digest)
         output_tokens = count_tokens(call.name + call.arguments_json)
         usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
         return Reply(text="", tool_call=call, is_truncated=False, usage=usage)
@@ -123,6 +134,27 @@ def make_reply(prompt: Prompt) -> Reply:
         text = text[: prompt.max_tokens * 4]
     usage = Usage(input_tokens=input_tokens, output_tokens=count_tokens(text))
     return Reply(text=text, tool_call=None, is_truncated=is_truncated, usage=usage)
+
+
+def _next_named_tool(prompt: Prompt) -> ToolSpec | None:
+    """The first tool the instructions name that was not called since the last user turn."""
+    if not prompt.tools:
+        return None
+    asked = max(
+        (i for i, turn in enumerate(prompt.turns) if turn.role == "user"), default=-1
+    )
+    instructions = " ".join(
+        turn.text
+        for i, turn in enumerate(prompt.turns)
+        if turn.role == "system" or i == asked
+    )
+    called = {name for turn in prompt.turns[asked + 1 :] for name in turn.calls}
+    named = []
+    for tool in prompt.tools:
+        found = re.search(rf"(?<![\w]){re.escape(tool.name)}(?![\w])", instructions)
+        if found is not None and tool.name not in called:
+            named.append((found.start(), tool))
+    return min(named, key=lambda pair: pair[0])[1] if named else None
 
 
 def _answer_text(prompt: Prompt) -> str:
