@@ -5,9 +5,10 @@ may list any number of well-formed hashes for one snapshot: every action of the
 tamper suite must still end as on a healthy store or with a typed error, within
 its time limit and memory bound. Each store keeps the list its own way: SQLite as
 a JSON array in the snapshot's row, PostgreSQL as one row per chunk in
-`resumable_snapshot_chunks`, Redis as the tail of the snapshot's packed record
-(which it refuses once it lists more chunks than the store holds: 141 MiB to load
-before that check).
+`resumable_snapshot_chunks`, Redis as the tail of the snapshot's packed record.
+PostgreSQL and Redis refuse a snapshot listing more chunks than the store holds
+(before, loading its state allocated 141 MiB on Redis, and took 13 s on PostgreSQL
+under load, where the suite allows 20 s per action).
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ async def test_a_snapshot_listing_500000_chunks_fails_safe(
     assert not report.failures, "\n".join(
         f"{f.table}.{f.column} / {f.action}: {f.problem}" for f in report.failures
     )
-    if backend == "redis":  # its record lists more chunks than the store holds
+    if backend != "sqlite":  # it lists more chunks than the store holds: refused
         assert report.typed_errors["CorruptCheckpointError"] > 0, report.summary()
 
 

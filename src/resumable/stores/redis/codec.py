@@ -56,7 +56,9 @@ def unpack(data: bytes) -> list[bytes | None]:
     return items
 
 
-def unpack_ids(data: bytes, *, skip: int, most: int) -> tuple[str, ...]:
+def unpack_ids(
+    data: bytes, *, skip: int, most: int, what: str = "ids"
+) -> tuple[str, ...]:
     """The items `pack` packed after the first `skip`, as ids: at most `most` of them.
 
     Each id is decoded straight from `data`, with no `bytes` copy of it on the way:
@@ -65,13 +67,14 @@ def unpack_ids(data: bytes, *, skip: int, most: int) -> tuple[str, ...]:
     reads every journal record, where a generator's frames would show.)
 
     Raises:
-        ValueError: more than `most` items, an item that is None, or not UTF-8.
+        ValueError: more than `most` items ("more than `most` `what`"), an item
+            that is None, or not UTF-8.
     """
     ids: list[str] = []
     with memoryview(data) as view:
         for start, end in itertools.islice(_spans(data), skip, None):
             if len(ids) == most:
-                raise ValueError(f"more than {most:,} items after the first {skip}")
+                raise ValueError(f"more than {most:,} {what}")
             if end is None:
                 raise ValueError(f"item {skip + len(ids)} is None, not an id")
             ids.append(str(view[start:end], "utf-8", "surrogatepass"))

@@ -90,7 +90,9 @@ def snapshot_from_packed(
         checkpoint_id=checkpoint_id,
         parent_id=text_or_none(parent),
         manifest=manifest or b"",
-        chunk_refs=unpack_ids(data, skip=_HEAD, most=stored),
+        chunk_refs=unpack_ids(
+            data, skip=_HEAD, most=stored, what="chunks, which the store holds"
+        ),
         created_at_ms=int_or_zero(created),
         namespace=namespace,
         label=text_or_none(label),
