@@ -23,6 +23,7 @@ from conftest import service_url
 from resumable import Engine, step, workflow
 from resumable.errors import (
     CheckpointWriteError,
+    CorruptCheckpointError,
     LeaseLost,
     SchemaVersionError,
     StoreError,
@@ -414,6 +415,38 @@ async def test_one_unstorable_record_does_not_fail_its_batch_mates(
         (4, "lone \udc80"),
     ]
     assert await store.get_run("nul\x00") is None
+
+
+# --- snapshots -----------------------------------------------------------------------
+async def test_a_snapshot_listing_more_chunks_than_are_stored_is_corrupt(
+    new_store: Factory, base_url: str
+) -> None:
+    store = await new_store().open()
+    await store.put_chunks({"a": b"A", "b": b"B"})
+    await store.save_snapshot(
+        SnapshotRecord(
+            thread_id="t1",
+            checkpoint_id="0001",
+            parent_id=None,
+            manifest=b"m",
+            chunk_refs=("a", "b"),
+            created_at_ms=T0,
+        )
+    )
+    refs = sql.SQL("{}.resumable_snapshot_chunks").format(sql.Identifier(store.schema))
+    async with await psycopg.AsyncConnection.connect(base_url, autocommit=True) as db:
+        await db.execute(
+            sql.SQL("INSERT INTO {} VALUES ('t1', '', '0001', 'c')").format(refs)
+        )
+    expected = "thread 't1' checkpoint '0001'.*3 chunks listed, more than the 2"
+    with pytest.raises(CorruptCheckpointError, match=expected):
+        await store.load_snapshot("t1")
+    with pytest.raises(CorruptCheckpointError, match=expected):
+        await store.list_snapshots("t1")
+    await store.put_chunks({"c": b"C"})  # now it could list them all
+    loaded = await store.load_snapshot("t1")
+    assert loaded is not None
+    assert loaded.chunk_refs == ("a", "b", "c")
 
 
 # --- wake-ups ------------------------------------------------------------------------

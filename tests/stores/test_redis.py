@@ -44,6 +44,7 @@ from resumable.stores.protocol import (
     StepRecord,
 )
 from resumable.stores.redis import RedisStore, parse_url
+from resumable.stores.redis.snapshots import snapshot_packed
 from resumable.testing import T0, run_record, step_record
 
 pytestmark = pytest.mark.redis
@@ -849,6 +850,57 @@ async def test_a_chunk_lives_while_any_snapshot_references_it(
     assert await store.delete_thread("t2") == 1
     assert await store.delete_unreferenced_chunks(10) == 1
     assert await store.get_chunks(["shared", "mine", "loose"]) == {}
+
+
+async def test_a_chunk_named_twice_is_listed_and_released_once(
+    store: RedisStore,
+) -> None:
+    await store.put_chunks({"shared": b"S"})
+    snap = SnapshotRecord(
+        thread_id="t1",
+        checkpoint_id="0001",
+        parent_id=None,
+        manifest=b"m",
+        chunk_refs=("shared", "shared"),
+        created_at_ms=T0,
+    )
+    await store.save_snapshot(snap)
+    # one stored chunk bounds the refs a record may list: listed once, it loads
+    loaded = await store.load_snapshot("t1")
+    assert loaded is not None
+    assert loaded.chunk_refs == ("shared",)
+    listed = await store.list_snapshots("t1")
+    assert [s.chunk_refs for s in listed] == [("shared",)]
+    assert await store.delete_thread("t1") == 1
+    assert await store.delete_unreferenced_chunks(10) == 1  # counted once, released
+
+
+async def test_a_record_listing_more_chunks_than_are_stored_is_corrupt(
+    store: RedisStore, admin: Redis
+) -> None:
+    await store.put_chunks({"a": b"A", "b": b"B"})
+    snap = SnapshotRecord(
+        thread_id="t1",
+        checkpoint_id="0001",
+        parent_id=None,
+        manifest=b"m",
+        chunk_refs=("a", "b"),
+        created_at_ms=T0,
+    )
+    await store.save_snapshot(snap)
+    records = b"{" + store.prefix.encode() + b"}cp:2:t1"  # thread t1, namespace ""
+    damaged = dataclasses.replace(snap, chunk_refs=("a", "b", "c"))
+    await admin.hset(records, b"0001", snapshot_packed(damaged))
+    with pytest.raises(CorruptCheckpointError, match="thread 't1' checkpoint '0001'"):
+        await store.load_snapshot("t1")
+    with pytest.raises(
+        CorruptCheckpointError, match="more than 2 chunks, which the store holds"
+    ):
+        await store.list_snapshots("t1")
+    await store.put_chunks({"c": b"C"})  # now it could list them all
+    loaded = await store.load_snapshot("t1")
+    assert loaded is not None
+    assert loaded.chunk_refs == ("a", "b", "c")
 
 
 async def test_snapshot_history_merges_namespaces_and_pages(store: RedisStore) -> None:

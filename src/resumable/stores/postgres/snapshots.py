@@ -19,6 +19,7 @@ from psycopg.rows import DictRow
 
 from resumable.errors import ChunksMissing
 from resumable.stores import _sql
+from resumable.stores._records import converter
 from resumable.stores.postgres.connection import composer
 from resumable.stores.protocol import SnapshotRecord
 
@@ -135,29 +136,51 @@ _GET_CHUNKS: Final = (
 )
 
 
-_SNAPSHOT_COLUMNS: Final = """
-SELECT s.*, ARRAY(SELECT c.hash FROM {schema}.resumable_snapshot_chunks c
-                   WHERE c.thread_id = s.thread_id AND c.namespace = s.namespace
-                     AND c.checkpoint_id = s.checkpoint_id ORDER BY c.hash) AS chunk_refs
-  FROM {schema}.resumable_snapshots s
-"""
-_LOAD_SNAPSHOT: Final = (
-    _SNAPSHOT_COLUMNS
-    + """
- WHERE s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
-   AND (%(checkpoint_id)s::text IS NULL OR s.checkpoint_id = %(checkpoint_id)s::text)
- ORDER BY s.checkpoint_id DESC LIMIT 1
-"""
+# A snapshot lists each chunk once (the primary key) and only stored ones (a save
+# naming a missing chunk is refused, a collection deletes only chunks none lists),
+# so it lists at most as many as are stored: `listed` counts its rows, `stored`
+# the chunks up to the most any row found lists (never the whole table), and its
+# hashes are read only if they fit, else NULL (`snapshot_from_row` refuses it).
+def _with_chunk_refs(found: LiteralString) -> LiteralString:
+    """The snapshots the query `found` selects, each with its chunk_refs."""
+    return f"""
+WITH found AS ({found}
+), counted AS (
+    SELECT f.*, (SELECT count(*) FROM {{schema}}.resumable_snapshot_chunks c
+                  WHERE c.thread_id = f.thread_id AND c.namespace = f.namespace
+                    AND c.checkpoint_id = f.checkpoint_id) AS listed
+      FROM found f
+), stored AS (
+    SELECT count(*) AS stored FROM (
+        SELECT k.hash FROM {{schema}}.resumable_chunks k ORDER BY k.hash
+         LIMIT (SELECT coalesce(max(listed), 0) FROM counted)) k
 )
-_LIST_SNAPSHOTS: Final = (
-    _SNAPSHOT_COLUMNS
-    + """
- WHERE s.thread_id = %(thread_id)s
-   AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s::text)
-   AND (%(before)s::text IS NULL OR s.checkpoint_id < %(before)s::text)
- ORDER BY s.checkpoint_id DESC, s.namespace DESC
- LIMIT %(limit)s::bigint
-"""
+SELECT f.*, stored.stored,
+       CASE WHEN f.listed <= stored.stored THEN ARRAY(
+           SELECT c.hash FROM {{schema}}.resumable_snapshot_chunks c
+            WHERE c.thread_id = f.thread_id AND c.namespace = f.namespace
+              AND c.checkpoint_id = f.checkpoint_id ORDER BY c.hash) END AS chunk_refs
+  FROM counted f CROSS JOIN stored
+ ORDER BY f.checkpoint_id DESC, f.namespace DESC
+"""  # noqa: S608 - constant SQL; `found` is one of the constants below
+
+
+_LOAD_SNAPSHOT: Final = _with_chunk_refs(
+    """
+    SELECT * FROM {schema}.resumable_snapshots s
+     WHERE s.thread_id = %(thread_id)s AND s.namespace = %(namespace)s
+       AND (%(checkpoint_id)s::text IS NULL
+            OR s.checkpoint_id = %(checkpoint_id)s::text)
+     ORDER BY s.checkpoint_id DESC LIMIT 1"""
+)
+_LIST_SNAPSHOTS: Final = _with_chunk_refs(
+    """
+    SELECT * FROM {schema}.resumable_snapshots s
+     WHERE s.thread_id = %(thread_id)s
+       AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s::text)
+       AND (%(before)s::text IS NULL OR s.checkpoint_id < %(before)s::text)
+     ORDER BY s.checkpoint_id DESC, s.namespace DESC
+     LIMIT %(limit)s::bigint"""
 )
 # one row per thread, grouped off the primary key's (thread_id, ...) order
 _LIST_THREADS: Final = """
@@ -229,8 +252,21 @@ class SnapshotStatements:
         self.delete_unreferenced = compose(_DELETE_UNREFERENCED)
 
 
+@converter(
+    "snapshot",
+    lambda row: f"thread {row['thread_id']!r} checkpoint {row['checkpoint_id']!r}",
+)
 def snapshot_from_row(row: DictRow) -> SnapshotRecord:
-    """The snapshot a row of resumable_snapshots holds."""
+    """The snapshot a row of `_with_chunk_refs` holds.
+
+    Raises:
+        CorruptCheckpointError: it lists more chunks than the store holds.
+    """
+    if row["chunk_refs"] is None:
+        raise ValueError(
+            f"{row['listed']:,} chunks listed, more than the {row['stored']:,} "
+            "the store holds"
+        )
     return _sql.snapshot_from_row(row, row["chunk_refs"])
 
 

@@ -27,7 +27,7 @@ from resumable.stores.redis.codec import to_bytes as _b
 from resumable.stores.redis.codec import to_str as _s
 from resumable.stores.redis.connection import RedisClient
 from resumable.stores.redis.runs import step_packed
-from resumable.stores.redis.snapshots import snapshot_packed
+from resumable.stores.redis.snapshots import refs_argv, snapshot_packed
 from resumable.stores.stubs import (
     ArchiveStub,
     ThreadStub,
@@ -242,8 +242,7 @@ async def restore_snapshots(
                 _b(snapshot.checkpoint_id),
                 snapshot_packed(snapshot),
                 num(snapshot.created_at_ms),
-                num(len(snapshot.chunk_refs)),
-                *(_b(ref) for ref in snapshot.chunk_refs),
+                *refs_argv(snapshot),
             ]
     done = await conn.script(
         "restore_snapshots",

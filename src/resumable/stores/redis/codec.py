@@ -9,8 +9,9 @@ UTF-8 with surrogatepass. Numbers are stored as decimal text, as Lua's
 
 from __future__ import annotations
 
+import itertools
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
 _LEN: Final = struct.Struct(">I")
@@ -53,6 +54,52 @@ def unpack(data: bytes) -> list[bytes | None]:
         items.append(data[pos : pos + size])
         pos += size
     return items
+
+
+def unpack_ids(
+    data: bytes, *, skip: int, most: int, what: str = "ids"
+) -> tuple[str, ...]:
+    """The items `pack` packed after the first `skip`, as ids: at most `most` of them.
+
+    Each id is decoded straight from `data`, with no `bytes` copy of it on the way:
+    `n` ids cost their `n` strings, and a record listing more than `most` costs no
+    more than one listing `most` would. (`unpack` stays a loop of its own: it
+    reads every journal record, where a generator's frames would show.)
+
+    Raises:
+        ValueError: more than `most` items ("more than `most` `what`"), an item
+            that is None, or not UTF-8.
+    """
+    ids: list[str] = []
+    with memoryview(data) as view:
+        for start, end in itertools.islice(_spans(data), skip, None):
+            if len(ids) == most:
+                raise ValueError(f"more than {most:,} {what}")
+            if end is None:
+                raise ValueError(f"item {skip + len(ids)} is None, not an id")
+            ids.append(str(view[start:end], "utf-8", "surrogatepass"))
+    return tuple(ids)
+
+
+def unpack_first(data: bytes, count: int) -> list[bytes | None]:
+    """The first `count` items `pack` packed (fewer if it packed fewer)."""
+    return [
+        None if end is None else data[start:end]
+        for start, end in itertools.islice(_spans(data), count)
+    ]
+
+
+def _spans(data: bytes) -> Iterator[tuple[int, int | None]]:
+    """Where each packed item lies in `data`: (start, end), end None for a None."""
+    pos = 0
+    while pos < len(data):
+        (size,) = _LEN.unpack_from(data, pos)
+        pos += _LEN.size
+        if size == _NONE_LEN:
+            yield pos, None
+            continue
+        yield pos, pos + size
+        pos += size
 
 
 def escape_glob(pattern: bytes) -> bytes:

@@ -27,7 +27,8 @@ from resumable.stores.redis.codec import (
     num,
     pack,
     text_or_none,
-    unpack,
+    unpack_first,
+    unpack_ids,
 )
 from resumable.stores.redis.codec import to_bytes as _b
 from resumable.stores.redis.codec import to_str as _s
@@ -38,8 +39,12 @@ _HMGET_SLICE: Final = 1000
 _PUT_BATCH_BYTES: Final = 4 << 20
 
 
+_HEAD: Final = 5
+"""A packed snapshot's items before its chunk refs (lib.lua's snapshot_refs)."""
+
+
 def snapshot_packed(snapshot: SnapshotRecord) -> bytes:
-    """A snapshot as its namespace's records hash holds it."""
+    """A snapshot as its namespace's records hash holds it: each chunk listed once."""
     # refs come last: lib.lua's snapshot_refs() skips the first five items
     return pack(
         [
@@ -48,28 +53,46 @@ def snapshot_packed(snapshot: SnapshotRecord) -> bytes:
             num(snapshot.created_at_ms),
             None if snapshot.label is None else _b(snapshot.label),
             snapshot.metadata,
-            *(_b(ref) for ref in snapshot.chunk_refs),
+            *refs_argv(snapshot)[1:],
         ]
     )
 
 
+def refs_argv(snapshot: SnapshotRecord) -> list[bytes]:
+    """A snapshot's chunk refs as the scripts take them: how many, then each once.
+
+    Listed once, as in its record, so a script counts one reference per chunk
+    both when it saves the record and when it deletes it.
+    """
+    refs = [_b(ref) for ref in dict.fromkeys(snapshot.chunk_refs)]
+    return [num(len(refs)), *refs]
+
+
 @converter(
     "snapshot",
-    lambda thread_id, namespace, checkpoint_id, data: (
+    lambda thread_id, namespace, checkpoint_id, *_: (
         f"thread {thread_id!r} checkpoint {checkpoint_id!r}"
     ),
 )
 def snapshot_from_packed(
-    thread_id: str, namespace: str, checkpoint_id: str, data: bytes
+    thread_id: str, namespace: str, checkpoint_id: str, data: bytes, stored: int
 ) -> SnapshotRecord:
-    """The snapshot `snapshot_packed` packed."""
-    parent, manifest, created, label, metadata, *refs = unpack(data)
+    """The snapshot `snapshot_packed` packed, in a store holding `stored` chunks.
+
+    A record lists each of its chunks once, and only stored ones (a save naming
+    a missing chunk is refused, and a collection deletes only chunks no record
+    lists), so it lists at most `stored`: one listing more is damaged, refused
+    before more than `stored` refs are decoded.
+    """
+    parent, manifest, created, label, metadata = unpack_first(data, _HEAD)
     return SnapshotRecord(
         thread_id=thread_id,
         checkpoint_id=checkpoint_id,
         parent_id=text_or_none(parent),
         manifest=manifest or b"",
-        chunk_refs=tuple(_s(ref or b"") for ref in refs),
+        chunk_refs=unpack_ids(
+            data, skip=_HEAD, most=stored, what="chunks, which the store holds"
+        ),
         created_at_ms=int_or_zero(created),
         namespace=namespace,
         label=text_or_none(label),
@@ -135,8 +158,7 @@ async def save_snapshot(
             _b(snapshot.checkpoint_id),
             snapshot_packed(snapshot),
             _b(snapshot.namespace),
-            str(len(snapshot.chunk_refs)).encode(),
-            *(_b(ref) for ref in snapshot.chunk_refs),
+            *refs_argv(snapshot),
             _b(snapshot.thread_id),
             num(snapshot.created_at_ms),
             *itertools.chain.from_iterable(
@@ -162,7 +184,7 @@ async def load_snapshot(
     """The thread's newest snapshot in `namespace`, or the one named."""
     result = await conn.script(
         "load_snapshot",
-        list(conn.keys.snapshots(thread_id, namespace)),
+        [*conn.keys.snapshots(thread_id, namespace), conn.keys.chunks],
         [
             b"0" if checkpoint_id is None else b"1",
             _b(checkpoint_id or ""),
@@ -170,7 +192,9 @@ async def load_snapshot(
     )
     if not result:
         return None
-    return snapshot_from_packed(thread_id, namespace, _s(result[0]), result[1])
+    return snapshot_from_packed(
+        thread_id, namespace, _s(result[0]), result[1], int(result[2])
+    )
 
 
 async def list_snapshots(
@@ -195,9 +219,12 @@ async def list_snapshots(
             num(-1 if limit is None else limit),
         ],
     )
+    stored = int(flat[0])
     found = [
-        snapshot_from_packed(thread_id, _s(flat[i]), _s(flat[i + 1]), flat[i + 2])
-        for i in range(0, len(flat), 3)
+        snapshot_from_packed(
+            thread_id, _s(flat[i]), _s(flat[i + 1]), flat[i + 2], stored
+        )
+        for i in range(1, len(flat), 3)
     ]
     found.sort(key=lambda snap: (snap.checkpoint_id, snap.namespace), reverse=True)
     return found if limit is None else found[:limit]
@@ -225,8 +252,7 @@ async def swap_snapshots(
             _b(by.checkpoint_id),
             snapshot_packed(by),
             num(by.created_at_ms),
-            str(len(by.chunk_refs)).encode(),
-            *(_b(ref) for ref in by.chunk_refs),
+            *refs_argv(by),
         ]
     replaced = await conn.script(
         "swap_snapshots",
