@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from resumable.serde import Serde
     from resumable.stores.capabilities import StreamsPayloads
     from resumable.stores.protocol import RunRecord, RunStore, StepRecord
-    from resumable.stores.step_cache import SupportsStepCache
+    from resumable.stores.step_cache import CacheEntry, SupportsStepCache
 
 
 class Observer:
@@ -194,6 +194,10 @@ class RunContext:
     """Writes of values `now()`, `uuid4()`, `random()` drew in an async workflow,
     in flight until `commits.recorded_first` awaits them."""
     """How many replays the execution's ledger entry already counts."""
+    cache_entries: list[CacheEntry] = field(default_factory=list)
+    """Step cache entries to write (`step_cache.write_entries`), in one batch when
+    the execution ends: off the steps' path, since an entry lost to a crash is
+    only a later miss."""
     spent: Spend = field(default_factory=Spend)
     """What the run has incurred so far, in every execution (for budgets)."""
     spend_sinks: dict[int, Callable[[list[Usage]], None]] = field(default_factory=dict)

@@ -109,13 +109,35 @@ async def cached_call(
         created_at_ms=now_ms,
         expires_at_ms=None if ttl_ms is None else now_ms + ttl_ms,
     )
-    try:
-        await index.put_cache_entry(entry)
-    except ResumableError as exc:  # the result is committed; only the index missed it
-        log.warning(
-            "run %r, step %r: cache entry not written (%s)", ctx.run_id, spec.name, exc
-        )
+    # the result is committed; the entry only indexes it, written in a batch later
+    ctx.cache_entries.append(entry)
+    if len(ctx.cache_entries) >= _BATCH:
+        await write_entries(ctx)
     return result
+
+
+_BATCH = 500
+"""Entries an execution keeps before it writes them (else at its end)."""
+
+
+async def write_entries(ctx: RunContext) -> None:
+    """Write the execution's pending cache entries in one batch.
+
+    A failure is logged, never raised: later calls with those keys then miss.
+    """
+    index, entries = ctx.runtime.step_cache, ctx.cache_entries
+    if index is None or not entries:
+        return
+    ctx.cache_entries = []
+    try:
+        await index.put_cache_entries(entries)
+    except ResumableError as exc:
+        log.warning(
+            "run %r: %d step cache entries not written (%s)",
+            ctx.run_id,
+            len(entries),
+            exc,
+        )
 
 
 class _Miss(Exception):

@@ -16,7 +16,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `ReportsCommitBatches` | `add_commit_listener` | the commit batch size metric |
 | `StreamsPayloads` | `streams`, `stream_with`, `put_sealed` | large results move a chunk at a time |
 | `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
-| `SupportsStepCache` | `put_cache_entry`, `lookup_cache`, `clear_cache` | `@step(cache=...)`, `rerun` |
+| `SupportsStepCache` | `put_cache_entries`, `lookup_cache`, `clear_cache` | `@step(cache=...)`, `rerun` |
 
 `Capabilities.of(store)` checks them all once, when the engine (or `open_store`)
 takes the store, and whoever needs one is handed the typed reference it holds,

@@ -224,8 +224,9 @@ class MemoryStore:
         return True
 
     # --- step cache (SupportsStepCache) ------------------------------------------
-    async def put_cache_entry(self, entry: CacheEntry) -> None:
-        self._cache[entry.key] = entry
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        for entry in entries:
+            self._cache[entry.key] = entry
 
     async def lookup_cache(
         self, key: str, *, now_ms: int

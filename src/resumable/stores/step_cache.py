@@ -13,6 +13,7 @@ one transaction, and time is passed in, never read from a clock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -45,8 +46,11 @@ class CacheEntry:
 class SupportsStepCache(Protocol):
     """An optional capability: a store that keeps the step cache's index."""
 
-    async def put_cache_entry(self, entry: CacheEntry) -> None:
-        """Record `entry`, replacing any entry of the same key (the last write wins)."""
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        """Record `entries` in one transaction.
+
+        Each replaces any entry of its key (the last write wins).
+        """
         ...
 
     async def lookup_cache(

@@ -280,8 +280,17 @@ class PostgresStore:
         return bool(row["sent"])
 
     # --- step cache (SupportsStepCache, statements in cache.py) -----------------
-    async def put_cache_entry(self, entry: CacheEntry) -> None:
-        await self._db.write_count(self._cache.put, entry_params(entry))
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        if not entries:
+            return
+        async with (
+            self._db.connection() as conn,
+            conn.transaction(),
+            conn.cursor() as cursor,
+        ):
+            await cursor.executemany(
+                self._cache.put, [entry_params(entry) for entry in entries]
+            )
 
     async def lookup_cache(
         self, key: str, *, now_ms: int

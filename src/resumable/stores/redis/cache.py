@@ -7,6 +7,8 @@ removes entries, and a lookup whose row is gone is a miss.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from resumable.errors import CorruptCheckpointError
 from resumable.stores.protocol import StepRecord
 from resumable.stores.redis.codec import as_bytes, pack, unpack
@@ -55,11 +57,14 @@ def _entry(key: str, data: bytes) -> CacheEntry:
         ) from exc
 
 
-async def put_cache_entry(conn: RedisClient, entry: CacheEntry) -> None:
-    """`SupportsStepCache.put_cache_entry`: HSET (the last write wins)."""
+async def put_cache_entries(conn: RedisClient, entries: Sequence[CacheEntry]) -> None:
+    """`SupportsStepCache.put_cache_entries`: one HSET (the last write of a key wins)."""
+    if not entries:
+        return
     client = await conn.ready()
-    with conn.boundary("put cache entry"):
-        await client.hset(_index(conn), entry.key, _packed(entry))
+    fields: dict[str | bytes, bytes] = {e.key: _packed(e) for e in entries}
+    with conn.boundary("put cache entries"):
+        await client.hset(_index(conn), mapping=fields)  # type: ignore[arg-type]
 
 
 async def lookup_cache(

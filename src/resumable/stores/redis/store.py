@@ -170,8 +170,8 @@ class RedisStore:
         await runs.commit_step(self._conn, step, fence=fence)
 
     # --- step cache (SupportsStepCache, in cache) --------------------------------
-    async def put_cache_entry(self, entry: CacheEntry) -> None:
-        await cache.put_cache_entry(self._conn, entry)
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        await cache.put_cache_entries(self._conn, entries)
 
     async def lookup_cache(
         self, key: str, *, now_ms: int

@@ -6,6 +6,7 @@ Each function runs inside the caller's transaction (`_txn`), on the store's conn
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Final
 
 from resumable.stores import _sql
@@ -35,19 +36,22 @@ _CLEAR: Final = (
 )
 
 
-def put_cache_entry_txn(conn: Conn, entry: CacheEntry) -> None:
-    """Record `entry` (the last write of a key wins)."""
-    conn.execute(
+def put_cache_entries_txn(conn: Conn, entries: Sequence[CacheEntry]) -> None:
+    """Record `entries` (the last write of a key wins)."""
+    conn.executemany(
         _PUT,
-        (
-            entry.key,
-            _t(entry.step),
-            _t(entry.workflow),
-            _t(entry.run_id),
-            entry.seq,
-            entry.created_at_ms,
-            entry.expires_at_ms,
-        ),
+        [
+            (
+                entry.key,
+                _t(entry.step),
+                _t(entry.workflow),
+                _t(entry.run_id),
+                entry.seq,
+                entry.created_at_ms,
+                entry.expires_at_ms,
+            )
+            for entry in entries
+        ],
     )
 
 

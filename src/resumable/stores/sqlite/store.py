@@ -215,8 +215,9 @@ class SQLiteStore:
         await self._call(commit, write=True, run_id=step.run_id, seq=step.seq)
 
     # --- step cache (SupportsStepCache, transactions in cache) -------------------
-    async def put_cache_entry(self, entry: CacheEntry) -> None:
-        await self._call(partial(_cache.put_cache_entry_txn, entry=entry), write=True)
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        put = partial(_cache.put_cache_entries_txn, entries=entries)
+        await self._call(put, write=True)
 
     async def lookup_cache(
         self, key: str, *, now_ms: int

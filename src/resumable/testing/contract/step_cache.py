@@ -55,13 +55,13 @@ class StepCacheContract:
         await _recorded(store, "src", 1, 2, _KEYED)
         assert await cache.lookup_cache("k1", now_ms=T0) is None
         entry = _entry("k1", "src", 2)
-        await cache.put_cache_entry(entry)
+        await cache.put_cache_entries([entry])
         found = await cache.lookup_cache("k1", now_ms=T0 + 5)
         assert found is not None
         assert found[0] == entry
         assert (found[1].run_id, found[1].seq, found[1].output) == ("src", 2, b"v2")
         item = _entry("k2", "src", _KEYED)
-        await cache.put_cache_entry(item)
+        await cache.put_cache_entries([item])
         found = await cache.lookup_cache("k2", now_ms=T0)
         assert found is not None
         assert found[1].seq == _KEYED
@@ -70,8 +70,8 @@ class StepCacheContract:
         cache = _caching(store)
         await _recorded(store, "a", 1)
         await _recorded(store, "b", 1)
-        await cache.put_cache_entry(_entry("k", "a", 1))
-        await cache.put_cache_entry(_entry("k", "b", 1, created_at_ms=T0 + 1))
+        await cache.put_cache_entries([_entry("k", "a", 1)])
+        await cache.put_cache_entries([_entry("k", "b", 1, created_at_ms=T0 + 1)])
         found = await cache.lookup_cache("k", now_ms=T0 + 2)
         assert found is not None
         assert (found[0].run_id, found[1].run_id) == ("b", "b")
@@ -81,12 +81,12 @@ class StepCacheContract:
     ) -> None:
         cache = _caching(store)
         await _recorded(store, "src", 1)
-        await cache.put_cache_entry(_entry("ttl", "src", 1, expires_at_ms=T0 + 100))
+        await cache.put_cache_entries([_entry("ttl", "src", 1, expires_at_ms=T0 + 100)])
         assert await cache.lookup_cache("ttl", now_ms=T0 + 99) is not None
         assert await cache.lookup_cache("ttl", now_ms=T0 + 100) is None
-        await cache.put_cache_entry(_entry("gone", "src", 7))  # no row at seq 7
+        await cache.put_cache_entries([_entry("gone", "src", 7)])  # no row at seq 7
         assert await cache.lookup_cache("gone", now_ms=T0) is None
-        await cache.put_cache_entry(_entry("nothing", "no-such-run", 1))
+        await cache.put_cache_entries([_entry("nothing", "no-such-run", 1)])
         assert await cache.lookup_cache("nothing", now_ms=T0) is None
 
     async def test_clearing_removes_the_entries_of_a_step_or_a_workflow(
@@ -101,8 +101,8 @@ class StepCacheContract:
             _entry("c", weird, 1, workflow=weird),
             _entry("d", weird, 1, step=weird, workflow=weird),
         ]
-        for entry in entries:
-            await cache.put_cache_entry(entry)
+        await cache.put_cache_entries(entries)
+        await cache.put_cache_entries([])  # nothing to write: no error
         found = await cache.lookup_cache("d", now_ms=T0)
         assert found is not None
         assert found[0] == entries[3]
