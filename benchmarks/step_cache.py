@@ -10,8 +10,9 @@
    Dollars are the ledger's incurred (the simulator's usage, priced); seconds
    are wall time. Medians over RUNS rounds, and their ratio.
 2. A miss's cost: STEPS sequential steps of one run on a SQLite file, each with
-   new arguments, with `cache=True` (a lookup that misses, then the entry
-   written) and without (the baseline), alternating; µs per step, medians.
+   new arguments, with `cache=True` (a lookup that misses; the entries written
+   in one batch when the run ends) and without (the baseline), alternating;
+   µs per step, medians.
 """
 
 from __future__ import annotations
