@@ -270,3 +270,15 @@ def test_the_shipped_data_file_is_valid_json_with_units() -> None:
         Path(__file__).parent.parent / "src" / "resumable" / "data" / "overhead.json"
     ).read_text()
     assert json.loads(text)["sqlite"]["us_per_step"] > 0
+
+
+def test_a_cache_hit_rate_takes_its_share_off_the_resumed_llm_spend() -> None:
+    plain = estimate(inputs(), 1000)
+    cached = estimate(inputs(cache_hit_rate=0.75), 1000)
+    assert cached.llm_usd_per_day_resumed == pytest.approx(
+        plain.llm_usd_per_day_resumed * 0.25
+    )
+    assert cached.llm_usd_per_day_restarted == plain.llm_usd_per_day_restarted
+    assert cached.avoided_usd_per_day > plain.avoided_usd_per_day
+    with pytest.raises(ValueError, match="cache hit rate"):
+        inputs(cache_hit_rate=1.5)

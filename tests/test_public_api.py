@@ -36,7 +36,7 @@ from resumable import (
 from resumable.cli import main
 
 PUBLIC = {
-    "Archived", "BudgetExceeded", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
+    "Archived", "BudgetExceeded", "CachePolicy", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
     "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
     "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "JournalPage", "LeaseLost", "Ledger",
     "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "RekeyReport", "ResumableError",

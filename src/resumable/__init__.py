@@ -7,6 +7,7 @@ that dies at step 8 resumes there and replays steps 1-7 from the store for free.
 from __future__ import annotations
 
 from resumable._engine.batch import RateLimit, map_steps
+from resumable._engine.cache_policy import CachePolicy
 from resumable._engine.check import CheckReport, RunCheck
 from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
@@ -65,6 +66,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Archived",
     "BudgetExceeded",
+    "CachePolicy",
     "CapabilityMissing",
     "CheckReport",
     "Checkpoint",

@@ -121,6 +121,9 @@ class Inputs:
     """Write price (0 for a disk you own; set it for a per-request database)."""
     store_usd_per_month: float = 0.0
     """Fixed price of the store (a managed instance), whatever the load."""
+    cache_hit_rate: float = 0.0
+    """Share of step calls served from the step cache (`@step(cache=...)`): a hit
+    makes no LLM call, so it takes its share off the resumed spend."""
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -141,6 +144,10 @@ class Inputs:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if self.lease_ttl_s <= 0:
             raise ValueError(f"lease_ttl_s must be > 0, got {self.lease_ttl_s}")
+        if not 0 <= self.cache_hit_rate <= 1:
+            raise ValueError(
+                f"the cache hit rate must be in [0, 1], got {self.cache_hit_rate}"
+            )
 
     @property
     def llm_usd_per_request(self) -> float:
@@ -254,7 +261,8 @@ def estimate(inputs: Inputs, requests_per_day: int) -> Estimate:
         llm_usd_per_day_restarted=requests_per_day
         * expected_attempts_restarted(costs, inputs.failure_rate),
         llm_usd_per_day_resumed=requests_per_day
-        * expected_attempts_resumed(costs, inputs.failure_rate),
+        * expected_attempts_resumed(costs, inputs.failure_rate)
+        * (1 - inputs.cache_hit_rate),
     )
 
 

@@ -236,7 +236,7 @@ def test_a_fork_made_in_the_page_shows_in_the_lineage_and_the_diff(
     expect(page.locator(".tree a.node")).to_have_text(["origin", "origin-fork"])
     page.locator(".tree").get_by_text("diff with source").click()
     expect(page.locator("table.diff tbody tr td:nth-child(2)")).to_have_text(
-        ["same", "same", "only in A"]
+        ["shared", "shared", "only in A"]
     )
 
 

@@ -20,10 +20,15 @@ from resumable.stores.protocol import (
 
 PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {
-    "memory": {"RunsOnAnyLoop", "LocalWrites"},
-    "sqlite": {"RunsOnAnyLoop", "LocalWrites", "NeedsOpen"},
-    "postgres": {"NeedsOpen", "SupportsWakeUp", "ReportsCommitBatches"},
-    "redis": {"NeedsOpen", "SupportsWakeUp"},
+    "memory": {"RunsOnAnyLoop", "LocalWrites", "SupportsStepCache"},
+    "sqlite": {"RunsOnAnyLoop", "LocalWrites", "NeedsOpen", "SupportsStepCache"},
+    "postgres": {
+        "NeedsOpen",
+        "SupportsWakeUp",
+        "ReportsCommitBatches",
+        "SupportsStepCache",
+    },
+    "redis": {"NeedsOpen", "SupportsWakeUp", "SupportsStepCache"},
 }
 
 

@@ -153,6 +153,7 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "Maintenance",
         "RunsOnAnyLoop",
         "LocalWrites",
+        "SupportsStepCache",
     )
     # a wrapper offers what it wraps (the memory store runs on any loop), and
     # the offload store adds streamed payloads; but its writes are its own: it
@@ -161,13 +162,20 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
     assert found.objects is wrapped
+    assert found.step_cache is not None  # the index lives in the wrapped store
+    assert isinstance(found.step_cache, MemoryStore)
     assert dataclasses.replace(
-        found, payload_streams=None, objects=None
-    ) == dataclasses.replace(memory, local_writes=False)
+        found, payload_streams=None, objects=None, step_cache=None
+    ) == dataclasses.replace(memory, local_writes=False, step_cache=None)
     assert found.names == (
-        *(name for name in memory.names if name != "LocalWrites"),
+        *(
+            name
+            for name in memory.names
+            if name not in {"LocalWrites", "SupportsStepCache"}
+        ),
         "StreamsPayloads",
         "KeepsObjects",
+        "SupportsStepCache",
     )
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from resumable.serde import Serde
     from resumable.stores.capabilities import StreamsPayloads
     from resumable.stores.protocol import RunRecord, RunStore, StepRecord
+    from resumable.stores.step_cache import CacheEntry, SupportsStepCache
 
 
 class Observer:
@@ -116,6 +117,14 @@ class Observer:
     def gc_collected(self, report: GcReport) -> None:
         """A retention pass ended."""
 
+    def cache_looked_up(
+        self, ctx: RunContext, step: str, *, hit: bool, saved: list[Usage]
+    ) -> None:
+        """A cached step's key was looked up: served (`hit`) or executed.
+
+        `saved`: the usage of the calls a hit did not make.
+        """
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Runtime:
@@ -143,6 +152,8 @@ class Runtime:
     uploads: StreamsPayloads | None = None
     """Where large results go as they are sealed, a chunk at a time, if the store
     streams uploads (`StreamsPayloads`): see `commits.dumps_for`."""
+    step_cache: SupportsStepCache | None = None
+    """The step cache's index, if the store keeps one (`@step(cache=...)`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,6 +194,10 @@ class RunContext:
     """Writes of values `now()`, `uuid4()`, `random()` drew in an async workflow,
     in flight until `commits.recorded_first` awaits them."""
     """How many replays the execution's ledger entry already counts."""
+    cache_entries: list[CacheEntry] = field(default_factory=list)
+    """Step cache entries to write (`step_cache.write_entries`), in one batch when
+    the execution ends: off the steps' path, since an entry lost to a crash is
+    only a later miss."""
     spent: Spend = field(default_factory=Spend)
     """What the run has incurred so far, in every execution (for budgets)."""
     spend_sinks: dict[int, Callable[[list[Usage]], None]] = field(default_factory=dict)

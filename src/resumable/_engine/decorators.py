@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar, overload
 
 from resumable._engine.bridge import running_loop, wait_on
+from resumable._engine.cache_policy import CachePolicy, policy_of
 from resumable._engine.children import run_child
 from resumable._engine.context import active_run
 from resumable._engine.ids import check_id
@@ -36,10 +37,20 @@ F = TypeVar("F", bound=Callable[..., Any])
 def step(fn: F, /) -> F: ...
 @overload
 def step(
-    *, name: str | None = None, retry: Retry | None = None
+    *,
+    name: str | None = None,
+    retry: Retry | None = None,
+    cache: bool | CachePolicy = False,
+    version: str | None = None,
 ) -> Callable[[F], F]: ...
 def step(
-    fn: F | None = None, /, *, name: str | None = None, retry: Retry | None = None
+    fn: F | None = None,
+    /,
+    *,
+    name: str | None = None,
+    retry: Retry | None = None,
+    cache: bool | CachePolicy = False,
+    version: str | None = None,
 ) -> F | Callable[[F], F]:
     """Journal every call of this function made inside a run.
 
@@ -52,7 +63,14 @@ def step(
         fn: An `async def` or plain `def` function.
         name: The name recorded in the journal (default: the function's qualname).
         retry: How to retry when the step raises (default: no retry).
+        cache: Share its results across runs (`True`, or a `CachePolicy` with a
+            TTL, a key function, a scope): a call whose key another run
+            recorded is served from that run's journal instead of executing.
+            Only for steps whose result depends on their arguments alone.
+        version: The step's code version in its cache key (default: a hash of
+            its source, so any edit of the function is a miss).
     """
+    policy = policy_of(cache)
 
     def decorate(fn: F) -> F:
         spec = StepSpec(
@@ -60,6 +78,8 @@ def step(
             fn=fn,
             is_async=inspect.iscoroutinefunction(fn),
             retry=retry or NO_RETRY,
+            cache=policy,
+            version=version,
         )
         STEPS[spec.name] = spec
         TYPES.defer(spec.register_types)

@@ -45,6 +45,7 @@ from resumable.stores.protocol import (
     RunStore,
     RunUpdate,
 )
+from resumable.stores.step_cache import SupportsStepCache
 
 _POLL_S = 0.25
 _WAIT_POLL_S = 1.0  # how often a suspended run is re-read when no local send wakes it
@@ -78,6 +79,7 @@ class Driver:
         observer: Observer | None,
         metering: bool = True,
         uploads: StreamsPayloads | None = None,
+        step_cache: SupportsStepCache | None = None,
     ) -> None:
         self.runtime = Runtime(
             store=store,
@@ -91,6 +93,7 @@ class Driver:
             observer=observer,
             metering=metering,
             uploads=uploads,
+            step_cache=step_cache,
             times_out_writes=not writes_locally(store),
         )
         self._active: dict[str, asyncio.Task[Any]] = {}

@@ -218,6 +218,7 @@ class Engine:
             observer=combine(list(observers)),
             metering=metering_by_default() if metering is None else metering,
             uploads=streams if streams is not None and streams.streams else None,
+            step_cache=capabilities.step_cache,
         )
         self._runtime = self._driver.runtime
         report_commit_batches(self._runtime, capabilities.commit_batches)
@@ -368,6 +369,39 @@ class Engine:
             args=args,
             kwargs=kwargs,
         )
+
+    async def rerun(self, source: str, /, *, run_id: str | None = None) -> str:
+        """Run `source`'s workflow again, with its input, on today's code, to its end.
+
+        A new run (recorded as a fork of `source` at step 0: it shares no step);
+        every step declared with `@step(cache=...)` whose key matches an entry
+        (same code version and arguments) is served from the cache instead of
+        executing, so changing one prompt pays for the calls it changes only.
+
+        Returns:
+            The new run's id (its result: `await resume(id)` returns it again).
+
+        Raises:
+            WorkflowFailed: the new run failed (as `resume` raises it).
+        """
+        new_id = await self.fork(source, at_step=0, run_id=run_id)
+        await self.resume(new_id)
+        return new_id
+
+    async def clear_cache(
+        self, *, step: str | None = None, workflow: str | None = None
+    ) -> int:
+        """Delete step cache entries: of `step`, of `workflow`, or all; how many.
+
+        Raises:
+            CapabilityMissing: the store keeps no step cache (`SupportsStepCache`).
+        """
+        index = self.capabilities.step_cache
+        if index is None:
+            raise CapabilityMissing(
+                store=self.store.url, capability="SupportsStepCache", call="clear_cache"
+            )
+        return await index.clear_cache(step=step, workflow=workflow)
 
     async def start(
         self,

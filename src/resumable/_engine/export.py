@@ -22,7 +22,13 @@ from typing import Any
 from resumable._engine.clock import datetime_of
 from resumable._engine.history import in_call_order
 from resumable._engine.journal import load_journal
-from resumable._engine.ledger import Ledger, ledger_of, spend_of, usage_entries
+from resumable._engine.ledger import (
+    Ledger,
+    cached_source,
+    ledger_of,
+    spend_of,
+    usage_entries,
+)
 from resumable.errors import ResumableError, RunNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
@@ -100,6 +106,11 @@ class StepExport:
     """The view of the run's `(args, kwargs)`, when the export asked for it."""
     unreadable: tuple[str, ...]
     """Why a value of this record could not be read (then it is None)."""
+    cached_from_run: str | None = None
+    """For a step served from the step cache: the run whose row it copied (its
+    calls and dollars are then those that run made, reused here, not incurred)."""
+    cached_from_seq: int | None = None
+    """... and that row's stored seq."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON-ready data (times as ISO 8601 text)."""
@@ -296,9 +307,11 @@ def _record(
     place = step_place(step.run_id, step.seq, step.name)
     value = _view(serde, step.output, place, problems)
     usages = []
+    source = None
     if step.usage is not None:
         try:
             raw = serde.loads(step.usage, place=place + " usage")
+            source = cached_source(raw)
             usages = [usage for _, usage in usage_entries(raw, place=place + " usage")]
         except ResumableError as exc:
             problems.append(f"{place} usage: {exc}")
@@ -332,6 +345,8 @@ def _record(
         error=value if failed else None,
         run_input=run_input,
         unreadable=tuple(problems),
+        cached_from_run=None if source is None else source[0],
+        cached_from_seq=None if source is None else source[1],
     )
 
 

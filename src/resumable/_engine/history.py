@@ -15,7 +15,9 @@ from typing import Any
 
 from resumable._engine.clock import datetime_of
 from resumable._engine.journal import load_journal
+from resumable._engine.ledger import cached_source
 from resumable._engine.map_items import item_seqs
+from resumable.errors import ResumableError
 from resumable.serde import Serde
 from resumable.serde.chunked import stored_size
 from resumable.stores.kinds import JournalKind
@@ -44,6 +46,7 @@ class StepView:
     _payload: bytes | None
     _place: str
     _serde: Serde
+    _usage: bytes | None = None
 
     def output(self) -> Any:
         """The recorded result, or for a failed step the recorded error as a dict."""
@@ -59,6 +62,20 @@ class StepView:
             CorruptCheckpointError: The stored value is damaged or over the limit.
         """
         return self._serde.view(self._payload or b"", place=self._place)
+
+    def cached_from(self) -> tuple[str, int] | None:
+        """The (run id, seq) its value was served from by the step cache, or None.
+
+        None too when its usage cannot be read here (damaged, or encrypted with
+        a key this process lacks).
+        """
+        if self._usage is None:
+            return None
+        try:
+            raw = self._serde.loads(self._usage, place=self._place + " usage")
+        except ResumableError:
+            return None
+        return cached_source(raw)
 
 
 async def run_history(store: RunStore, serde: Serde, run: RunRecord) -> list[StepView]:
@@ -119,4 +136,5 @@ def _step_view(
         _payload=record.output,
         _place=step_place(record.run_id, record.seq, record.name),
         _serde=serde,
+        _usage=record.usage,
     )

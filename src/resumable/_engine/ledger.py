@@ -14,6 +14,7 @@ in tokens and reported as unpriced, never guessed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
@@ -83,6 +84,10 @@ class ExecutionSpend:
     replayed_seqs: tuple[tuple[int, int], ...] | None = None
     """The seqs it replayed, as `(first, last)` ranges; None if its entry predates
     this record (then only `replayed_steps` is known)."""
+    cached_steps: int = 0
+    """Steps it served from the step cache (their calls are in `reused` and `cached`)."""
+    cached: Spend = field(default_factory=Spend)
+    """The calls the steps it served from the step cache saved."""
 
     def replayed(self, seq: int) -> bool | None:
         """Whether this execution replayed the call at `seq` (None: not recorded)."""
@@ -99,11 +104,16 @@ class Ledger:
     incurred: Spend
     """Every call the run made, in every execution, failed attempts included."""
     reused: Spend
-    """Every recorded call replayed instead of re-called, summed over executions."""
+    """Every recorded call replayed instead of re-called, summed over executions;
+    the calls saved by steps served from the step cache included."""
     executions: tuple[ExecutionSpend, ...]
     unpriced_models: tuple[str, ...]
     """Models seen with no price in the table: their dollars are not counted."""
     prices_as_of: date = field(default=PRICES_AS_OF)
+    cached: Spend = field(default_factory=Spend)
+    """The calls saved by steps served from the step cache (part of `reused`)."""
+    cached_steps: int = 0
+    """How many steps were served from the step cache."""
 
 
 def spend_of(
@@ -133,11 +143,19 @@ def spend_of(
 def usage_entries(raw: Any, *, place: str) -> list[tuple[int, Usage]]:
     """Decoded `[{"fence": n, ...Usage fields}]` as (fence, Usage) pairs.
 
+    A step served from the step cache (`encode_cached`) gives the calls it saved,
+    under the fence of the execution that was served.
+
     Raises:
         CorruptCheckpointError: `raw` is not what `encode_entries` wrote.
     """
     entries = []
     with reading(place):
+        if isinstance(raw, dict):
+            fence = raw.get("fence", 0)
+            if type(fence) is not int:
+                raise TypeError(f"fence {fence!r} is not a number")
+            return [(fence, Usage.from_dict(dict(u))) for u in raw.get("calls") or ()]
         for item in raw or ():
             data = dict(item)
             fence = data.pop("fence", 0)
@@ -150,6 +168,36 @@ def usage_entries(raw: Any, *, place: str) -> list[tuple[int, Usage]]:
 def encode_entries(entries: Iterable[tuple[int, Usage]]) -> list[dict[str, object]]:
     """(fence, Usage) pairs as plain data for a step record."""
     return [{"fence": fence, **usage.to_dict()} for fence, usage in entries]
+
+
+def encode_cached(
+    *, run_id: str, seq: int, fence: int, calls: Iterable[Usage]
+) -> dict[str, object]:
+    """The usage of a step served from the step cache.
+
+    Where its value came from (run, seq), the execution served (fence), and the
+    calls that saved.
+    """
+    return {
+        "cached_from": [run_id, seq],
+        "fence": fence,
+        "calls": [usage.to_dict() for usage in calls],
+    }
+
+
+def cached_source(raw: Any) -> tuple[str, int] | None:
+    """The (run, seq) a step's value was served from, if decoded usage `raw` says so."""
+    if not isinstance(raw, dict):
+        return None
+    source = raw.get("cached_from")
+    if (
+        isinstance(source, list)
+        and len(source) == 2
+        and isinstance(source[0], str)
+        and type(source[1]) is int
+    ):
+        return source[0], source[1]
+    return None
 
 
 def build(
@@ -166,6 +214,8 @@ def build(
     incurred: dict[int, list[Usage]] = {}
     reused: dict[int, tuple[int, list[Usage]]] = {}
     seqs: dict[int, tuple[tuple[int, int], ...]] = {}
+    cached: dict[int, list[Usage]] = {}
+    served: dict[int, int] = {}
     for record, decoded in records:
         place = f"run {run_id!r} step #{record.seq} usage"
         if record.kind is JournalKind.LEDGER:
@@ -179,6 +229,11 @@ def build(
                     )
             entries = usage_entries(decoded.get("usage"), place=place)
             reused[fence] = (replayed, [usage for _, usage in entries])
+        elif cached_source(decoded) is not None:  # served from the step cache
+            entries = usage_entries(decoded, place=place)
+            fence = decoded["fence"]
+            served[fence] = served.get(fence, 0) + 1
+            cached.setdefault(fence, []).extend(usage for _, usage in entries)
         else:
             for fence, usage in usage_entries(decoded, place=place):
                 incurred.setdefault(fence, []).append(usage)
@@ -189,8 +244,14 @@ def build(
             reused=spend_of(reused.get(fence, (0, []))[1], prices, unpriced),
             replayed_steps=reused.get(fence, (0, []))[0],
             replayed_seqs=seqs.get(fence, () if fence not in reused else None),
+            cached_steps=served.get(fence, 0),
+            cached=spend_of(cached.get(fence, ()), prices, unpriced),
         )
-        for fence in sorted(incurred.keys() | reused.keys())
+        for fence in sorted(incurred.keys() | reused.keys() | cached.keys())
+    )
+    executions = tuple(
+        dataclasses.replace(e, reused=e.reused + e.cached) if e.cached_steps else e
+        for e in executions
     )
     return Ledger(
         run_id=run_id,
@@ -198,6 +259,8 @@ def build(
         reused=sum((e.reused for e in executions), Spend()),
         executions=executions,
         unpriced_models=tuple(sorted(unpriced)),
+        cached=sum((e.cached for e in executions), Spend()),
+        cached_steps=sum(e.cached_steps for e in executions),
     )
 
 

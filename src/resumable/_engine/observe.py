@@ -50,6 +50,12 @@ class Fanout(Observer):
         for observer in self.observers:
             observer.replay_finished(ctx)
 
+    def cache_looked_up(
+        self, ctx: RunContext, step: str, *, hit: bool, saved: list[Usage]
+    ) -> None:
+        for observer in self.observers:
+            observer.cache_looked_up(ctx, step, hit=hit, saved=saved)
+
     def step_started(
         self, ctx: RunContext, seq: int, name: str, attempt: int, *, child: bool
     ) -> Any:

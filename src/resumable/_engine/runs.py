@@ -8,7 +8,7 @@ import logging
 import time
 from typing import Any
 
-from resumable._engine import outcome
+from resumable._engine import outcome, step_cache
 from resumable._engine.awaits import refuse_unawaited_result
 from resumable._engine.commits import dumps_for, durably, put_sealed, recorded_first
 from resumable._engine.context import Budget, RunContext, Runtime, _run
@@ -192,6 +192,8 @@ async def _call_workflow(
         await _settle(ctx)
         with contextlib.suppress(ResumableError):  # a lost write is ctx.failure now
             await recorded_first(ctx)
+        if ctx.cache_entries:  # indexes of results committed: written once, here
+            await step_cache.write_entries(ctx)
         if ctx.failure is None:
             noting = start_noting_replays(ctx)
             if noting is not None:

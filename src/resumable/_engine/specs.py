@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from resumable._engine.cache_policy import CachePolicy, code_version
 from resumable._engine.retry import Retry
 from resumable.serde import TypeRegistry
 
@@ -34,11 +35,22 @@ class StepSpec:
     is_async: bool
     retry: Retry
     annotations_registered: bool = False
+    cache: CachePolicy | None = None
+    """Its results are shared across runs (`@step(cache=...)`): see `step_cache`."""
+    version: str | None = None
+    """Its code version for the cache key (`@step(version=)`); None: its source's hash."""
+    _code_version: str | None = None
 
     @property
     def journal_name(self) -> str:
         """The step name its calls record in the journal."""
         return self.name
+
+    def code_version(self) -> str:
+        """The version the step cache keys its results by (computed once)."""
+        if self._code_version is None:
+            self._code_version = code_version(self.fn, self.version)
+        return self._code_version
 
     def register_types(self) -> bool:
         """Allow the types in the step's annotations to be decoded.

@@ -11,7 +11,7 @@ import logging
 import random
 from typing import TYPE_CHECKING, Any
 
-from resumable._engine import ledger, metering, outcome, replay, retry
+from resumable._engine import ledger, metering, outcome, replay, retry, step_cache
 from resumable._engine.awaits import refuse_unawaited, refuse_unawaited_result
 from resumable._engine.commits import (
     commit,
@@ -56,6 +56,47 @@ async def execute_step(
     )
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
+    if spec.cache is not None:  # the one test a step without a cache pays
+        return await step_cache.cached_call(
+            ctx,
+            seq,
+            spec,
+            fingerprint=fingerprint,
+            args=args,
+            kwargs=kwargs,
+            decision=decision,
+            execute=lambda: _executed(
+                ctx,
+                seq,
+                spec,
+                fingerprint=fingerprint,
+                args=args,
+                kwargs=kwargs,
+                decision=decision,
+            ),
+        )
+    return await _executed(
+        ctx,
+        seq,
+        spec,
+        fingerprint=fingerprint,
+        args=args,
+        kwargs=kwargs,
+        decision=decision,
+    )
+
+
+async def _executed(
+    ctx: RunContext,
+    seq: int,
+    spec: StepSpec,
+    *,
+    fingerprint: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    decision: replay.Execute,
+) -> Any:
+    """Run the call's attempts and commit its outcome (the step's own code runs)."""
     if ctx.recording:  # a value now()/uuid4() drew may be among its arguments
         await recorded_first(ctx)
     task = asyncio.current_task()

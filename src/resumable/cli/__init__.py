@@ -19,6 +19,7 @@ from importlib import metadata
 
 from resumable.cli import (
     archive,
+    cache,
     check,
     costmodel,
     demo,
@@ -41,7 +42,7 @@ __all__ = ["STORE_READERS", "build_parser", "main"]
 
 STORE_READERS = frozenset({"runs", "show", "threads", "show-thread", "export", "check"})
 """Commands that only read a store: it must exist, and is opened read-only."""
-_STORE_USERS = frozenset({"ui"})
+_STORE_USERS = frozenset({"ui", "rerun", "cache"})
 """Commands that never create a store but may write one that exists."""
 _BROKEN_PIPE = 141  # what a shell reports for a process ended by SIGPIPE (128 + 13)
 
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     runs.register(commands, store)
+    cache.register(commands, store)
     demo.register(commands, store)
     simulate.register(commands)
     worker.register(commands, store)

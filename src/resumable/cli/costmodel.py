@@ -66,6 +66,12 @@ def register(commands: Any) -> None:
         "--step-seconds", type=float, help="wall time of a step (default 2)"
     )
     shape.add_argument(
+        "--cache-hit-rate",
+        type=float,
+        default=0.0,
+        help="share of step calls served from the step cache, 0 to 1 (default 0)",
+    )
+    shape.add_argument(
         "--from-store", metavar="URL", help="derive the request from real runs"
     )
     shape.add_argument(
@@ -219,6 +225,7 @@ async def cost_model(args: argparse.Namespace) -> int:
             usd_per_gb_month=args.usd_per_gb_month,
             usd_per_million_writes=args.usd_per_million_writes,
             store_usd_per_month=args.store_usd_per_month,
+            cache_hit_rate=args.cache_hit_rate,
         )
     except ValueError as exc:
         raise UsageError(f"cost-model: {exc}") from exc
@@ -246,6 +253,7 @@ def report_data(
             "usd_per_gb_month": inputs.usd_per_gb_month,
             "usd_per_million_writes": inputs.usd_per_million_writes,
             "store_usd_per_month": inputs.store_usd_per_month,
+            "cache_hit_rate": inputs.cache_hit_rate,
         },
         "overhead": asdict(inputs.overhead),
         "observed": None if seen is None else asdict(seen),
@@ -320,7 +328,12 @@ def _assumptions(inputs: Inputs, seen: Observed | None, kind: str) -> list[str]:
     lines = [
         f"{plural(len(inputs.steps), 'step')}/request ({', '.join(labels)}),",
         f"  LLM {_usd(inputs.llm_usd_per_request)}/request, failure rate "
-        f"{inputs.failure_rate:.2%}/step, {inputs.step_seconds:g} s/step",
+        f"{inputs.failure_rate:.2%}/step, {inputs.step_seconds:g} s/step"
+        + (
+            f", {inputs.cache_hit_rate:.0%} of steps served from the step cache"
+            if inputs.cache_hit_rate
+            else ""
+        ),
         f"store: {kind}, measured {over.us_per_step:g} us/step, "
         f"{over.bytes_per_step:g} B/step + payload, {over.bytes_per_run:g} B/run, "
         f"{over.writes_per_run} writes/run",

@@ -175,6 +175,8 @@ def _schema(pa: Any) -> Any:
         ("error", text),
         ("run_input", text),
         ("unreadable", pa.list_(text)),
+        ("cached_from_run", text),
+        ("cached_from_seq", integer),
     ]
     return pa.schema([pa.field(name, kind) for name, kind in columns])
 

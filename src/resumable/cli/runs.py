@@ -196,6 +196,11 @@ async def show_run(args: argparse.Namespace) -> int:
     if ledger is not None and (ledger.incurred.calls or ledger.reused.calls):
         print(f"incurred  {_spend(ledger.incurred)}")
         print(f"reused    {_spend(ledger.reused)} (replayed instead of re-called)")
+        if ledger.cached_steps:
+            print(
+                f"  of which {plural(ledger.cached_steps, 'step')} served from the "
+                f"step cache: {_spend(ledger.cached)}"
+            )
         for execution in ledger.executions:
             print(
                 f"  execution {execution.fence}: incurred {_spend(execution.incurred)}; "
@@ -265,7 +270,7 @@ def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
     rows = [
         [
             step_label(s),
-            s.name + (f" (from {s.inherited_from})" if s.inherited_from else ""),
+            s.name + _provenance(s),
             s.status,
             str(s.attempts),
             duration(s.duration_ms),
@@ -280,6 +285,14 @@ def _print_journal(steps: list[StepView], *, full: bool, typed: bool) -> None:
     if full:
         for s in steps:
             print(f"\n#{step_label(s)} {s.name}\n{_whole(s, typed=typed)}")
+
+
+def _provenance(step: StepView) -> str:
+    """Where a step's value came from, if not from running it in this run."""
+    if step.inherited_from:
+        return f" (from {step.inherited_from})"
+    source = step.cached_from()
+    return "" if source is None else f" (cached from {source[0]})"
 
 
 def step_label(step: StepView) -> str:

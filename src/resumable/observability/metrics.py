@@ -84,6 +84,13 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Step outcomes returned from the journal without running",
         ("workflow", "step"),
     ),
+    "resumable_step_cache_lookups": (
+        "counter",
+        "Lookups of @step(cache=...) keys, by result (hit: served from another "
+        "run's journal; miss: executed); the calls a hit saved are counted in "
+        "resumable_llm_tokens and resumable_llm_cost_usd with source cached",
+        ("workflow", "step", "result"),
+    ),
     "resumable_step_errors": (
         "counter",
         "Step attempts that raised, by exception class",
@@ -422,6 +429,15 @@ class Metrics(Observer, Collector):
     def usage_replayed(self, ctx: RunContext, calls: Sequence[Usage]) -> None:
         """Count the reused tokens and dollars."""
         self._llm(ctx, calls, "reused")
+
+    def cache_looked_up(
+        self, ctx: RunContext, step: str, *, hit: bool, saved: list[Usage]
+    ) -> None:
+        """Count the lookup, and the tokens and dollars a hit saved."""
+        result = "hit" if hit else "miss"
+        self._add("resumable_step_cache_lookups", (ctx.workflow, step, result))
+        if saved:
+            self._llm(ctx, saved, "cached")
 
     def _llm(self, ctx: RunContext, calls: Sequence[Usage], source: str) -> None:
         prices = ctx.runtime.prices

@@ -16,6 +16,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `ReportsCommitBatches` | `add_commit_listener` | the commit batch size metric |
 | `StreamsPayloads` | `streams`, `stream_with`, `put_sealed` | large results move a chunk at a time |
 | `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
+| `SupportsStepCache` | `put_cache_entries`, `lookup_cache`, `clear_cache` | `@step(cache=...)`, `rerun` |
 
 `Capabilities.of(store)` checks them all once, when the engine (or `open_store`)
 takes the store, and whoever needs one is handed the typed reference it holds,
@@ -44,6 +45,7 @@ from resumable.stores.protocol import (
     SnapshotStore,
     Store,
 )
+from resumable.stores.step_cache import SupportsStepCache
 
 
 @runtime_checkable
@@ -243,6 +245,9 @@ class Capabilities:
     objects: KeepsObjects | None = None
     """Where to collect and archive to, if the store keeps payloads in an object
     store (`KeepsObjects`: an `OffloadStore`)."""
+    step_cache: SupportsStepCache | None = None
+    """Where the step cache's index lives, if the store keeps one
+    (`SupportsStepCache`); without it a cached step always executes."""
 
     @classmethod
     def of(cls, store: RunStore) -> Capabilities:
@@ -269,6 +274,7 @@ class Capabilities:
             ),
             payload_streams=store if isinstance(store, StreamsPayloads) else None,
             objects=store if isinstance(store, KeepsObjects) else None,
+            step_cache=(optional if isinstance(optional, SupportsStepCache) else None),
         )
 
     def snapshot_part(self, store: RunStore, *, call: str) -> SnapshotStore:
@@ -337,5 +343,6 @@ class Capabilities:
             "ReportsCommitBatches": self.commit_batches is not None,
             "StreamsPayloads": self.payload_streams is not None,
             "KeepsObjects": self.objects is not None,
+            "SupportsStepCache": self.step_cache is not None,
         }
         return tuple(name for name, present in found.items() if present)

@@ -29,6 +29,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.step_cache import CacheEntry
 from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 
@@ -48,6 +49,7 @@ class MemoryStore:
         self._snapshots: dict[tuple[str, str], dict[str, SnapshotRecord]] = {}
         self._stubs: dict[str, ArchiveStub] = {}
         self._thread_stubs: dict[str, ThreadStub] = {}
+        self._cache: dict[str, CacheEntry] = {}
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:
@@ -220,6 +222,33 @@ class MemoryStore:
         for record in inputs:
             sent.setdefault(record.key, record)
         return True
+
+    # --- step cache (SupportsStepCache) ------------------------------------------
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        for entry in entries:
+            self._cache[entry.key] = entry
+
+    async def lookup_cache(
+        self, key: str, *, now_ms: int
+    ) -> tuple[CacheEntry, StepRecord] | None:
+        entry = self._cache.get(key)
+        if entry is None or not entry.is_live(now_ms):
+            return None
+        row = self._steps.get(entry.run_id, {}).get(entry.seq)
+        return None if row is None else (entry, row)
+
+    async def clear_cache(
+        self, *, step: str | None = None, workflow: str | None = None
+    ) -> int:
+        doomed = [
+            key
+            for key, entry in self._cache.items()
+            if (step is None or entry.step == step)
+            and (workflow is None or entry.workflow == workflow)
+        ]
+        for key in doomed:
+            del self._cache[key]
+        return len(doomed)
 
     async def list_archive_stubs(
         self, *, after: str | None, limit: int

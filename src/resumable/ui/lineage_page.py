@@ -157,18 +157,23 @@ def _diff_form(run: RunView) -> str:
 
 
 async def render_diff(engine: Engine, a: str, b: str) -> str:
-    """Both journals side by side; rows that differ in step, args or result marked."""
-    left = {s.seq: s async for s in engine.export([a])}
-    right = {s.seq: s async for s in engine.export([b])}
+    """Both journals side by side; rows that differ in step, args or result marked.
+
+    A row is a step, or a `map_steps` item under its call's number and its key;
+    a step one run shares with the other (a fork's prefix) is "shared".
+    """
+    left = {_row_key(s): s async for s in engine.export([a])}
+    right = {_row_key(s): s async for s in engine.export([b])}
     rows = []
     differing = 0
-    for seq in sorted(left.keys() | right.keys()):
-        sa, sb = left.get(seq), right.get(seq)
+    for key in sorted(left.keys() | right.keys(), key=_row_order):
+        sa, sb = left.get(key), right.get(key)
         verdict = _compare(sa, sb)
-        differing += verdict != "same"
+        differing += verdict not in ("same", "shared")
+        seq, item_key = key
         rows.append(
             [
-                str(seq),
+                str(seq) if item_key is None else f"{seq} [{esc(item_key)}]",
                 f'<span class="verdict v-{verdict.replace(" ", "-")}">{esc(verdict)}</span>',
                 _cell(sa),
                 _cell(sb),
@@ -188,9 +193,21 @@ async def render_diff(engine: Engine, a: str, b: str) -> str:
     )
 
 
+def _row_key(step: StepExport) -> tuple[int, str | None]:
+    return step.seq, step.item_key
+
+
+def _row_order(key: tuple[int, str | None]) -> tuple[int, bool, str]:
+    """A call before its items, its items by key."""
+    seq, item_key = key
+    return seq, item_key is not None, item_key or ""
+
+
 def _compare(a: StepExport | None, b: StepExport | None) -> str:
     if a is None or b is None:
         return "only in A" if b is None else "only in B"
+    if _owner(a) == _owner(b):  # one record, read through a fork: never re-executed
+        return "shared"
     if a.step != b.step:
         return "different step"
     if a.args_fingerprint != b.args_fingerprint:
@@ -198,6 +215,11 @@ def _compare(a: StepExport | None, b: StepExport | None) -> str:
     if _value(a) != _value(b) or a.status != b.status:
         return "different result"
     return "same"
+
+
+def _owner(step: StepExport) -> str:
+    """The run that recorded the step (a fork's shared steps: its source)."""
+    return step.inherited_from or step.run_id
 
 
 def _value(step: StepExport) -> str:

@@ -413,6 +413,12 @@ def _steps(
             if s.inherited_from
             else ""
         )
+        if s.cached_from_run is not None:
+            source = url("/run", {"id": s.cached_from_run})
+            inherited += (
+                f' <small class=cached>(cached from <a href="{source}">'
+                f"{esc(s.cached_from_run)}</a>)</small>"
+            )
         rows.append(
             [
                 esc(step_label(s)),

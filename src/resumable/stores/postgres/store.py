@@ -30,6 +30,12 @@ from resumable.stores.postgres.archive import (
     run_stub_from_row,
     thread_stub_from_row,
 )
+from resumable.stores.postgres.cache import (
+    CacheStatements,
+    clear_params,
+    entry_from_row,
+    entry_params,
+)
 from resumable.stores.postgres.claims import ClaimStatements, claim_runs_txn
 from resumable.stores.postgres.connection import Connections, parse_url
 from resumable.stores.postgres.payloads import payload_statements, payloads_from_rows
@@ -62,6 +68,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
+from resumable.stores.step_cache import CacheEntry
 from resumable.stores.stubs import ArchiveStub, ThreadStub
 from resumable.stores.urls import redact
 
@@ -80,6 +87,7 @@ class PostgresStore:
         self._snapshots = SnapshotStatements(self.schema)
         self._claims = ClaimStatements(self.schema)
         self._archive = ArchiveStatements(self.schema)
+        self._cache = CacheStatements(self.schema)
         self._payloads = payload_statements(self.schema)
         self._db = Connections(
             self._options,
@@ -270,6 +278,34 @@ class PostgresStore:
         if not row["found"]:
             raise RunNotFound(run_id=record.run_id)
         return bool(row["sent"])
+
+    # --- step cache (SupportsStepCache, statements in cache.py) -----------------
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        if not entries:
+            return
+        async with (
+            self._db.connection() as conn,
+            conn.transaction(),
+            conn.cursor() as cursor,
+        ):
+            await cursor.executemany(
+                self._cache.put, [entry_params(entry) for entry in entries]
+            )
+
+    async def lookup_cache(
+        self, key: str, *, now_ms: int
+    ) -> tuple[CacheEntry, StepRecord] | None:
+        rows = await self._db.read(self._cache.lookup, (key, now_ms))
+        if not rows:
+            return None
+        return entry_from_row(rows[0]), _sql.step_from_row(rows[0])
+
+    async def clear_cache(
+        self, *, step: str | None = None, workflow: str | None = None
+    ) -> int:
+        return await self._db.write_count(
+            self._cache.clear, clear_params(step, workflow)
+        )
 
     # --- archive (SupportsArchive, transactions in archive.py) -----------------
     async def archive_journal(self, stub: ArchiveStub) -> bool:

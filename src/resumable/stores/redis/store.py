@@ -26,8 +26,9 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
-from resumable.stores.redis import archive, claims, payloads, runs, snapshots
+from resumable.stores.redis import archive, cache, claims, payloads, runs, snapshots
 from resumable.stores.redis.connection import DEFAULT_PREFIX, RedisClient
+from resumable.stores.step_cache import CacheEntry
 from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 __all__ = ["RedisStore"]
@@ -167,6 +168,20 @@ class RedisStore:
 
     async def commit_step(self, step: StepRecord, *, fence: int) -> None:
         await runs.commit_step(self._conn, step, fence=fence)
+
+    # --- step cache (SupportsStepCache, in cache) --------------------------------
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        await cache.put_cache_entries(self._conn, entries)
+
+    async def lookup_cache(
+        self, key: str, *, now_ms: int
+    ) -> tuple[CacheEntry, StepRecord] | None:
+        return await cache.lookup_cache(self._conn, key, now_ms=now_ms)
+
+    async def clear_cache(
+        self, *, step: str | None = None, workflow: str | None = None
+    ) -> int:
+        return await cache.clear_cache(self._conn, step=step, workflow=workflow)
 
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:

@@ -28,6 +28,7 @@ from resumable.stores.protocol import (
     ThreadRecord,
 )
 from resumable.stores.sqlite import archive as _archive
+from resumable.stores.sqlite import cache as _cache
 from resumable.stores.sqlite import claims as _claims
 from resumable.stores.sqlite import runs as _runs
 from resumable.stores.sqlite import snapshots as _snapshots
@@ -38,6 +39,7 @@ from resumable.stores.sqlite.connection import (
     fdatasync,
     parse_url,
 )
+from resumable.stores.step_cache import CacheEntry
 from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 _t = _sql.to_text
@@ -211,6 +213,23 @@ class SQLiteStore:
         params = _runs.commit_step_params(step, fence)
         commit = partial(_runs.commit_step_txn, params=params, step=step, fence=fence)
         await self._call(commit, write=True, run_id=step.run_id, seq=step.seq)
+
+    # --- step cache (SupportsStepCache, transactions in cache) -------------------
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        put = partial(_cache.put_cache_entries_txn, entries=entries)
+        await self._call(put, write=True)
+
+    async def lookup_cache(
+        self, key: str, *, now_ms: int
+    ) -> tuple[CacheEntry, StepRecord] | None:
+        lookup = partial(_cache.lookup_cache_txn, key=key, now_ms=now_ms)
+        return await self._call(lookup, write=False, inline=True)
+
+    async def clear_cache(
+        self, *, step: str | None = None, workflow: str | None = None
+    ) -> int:
+        clear = partial(_cache.clear_cache_txn, step=step, workflow=workflow)
+        return await self._call(clear, write=True)
 
     # --- archive (SupportsArchive, transactions in archive) ----------------------
     async def archive_journal(self, stub: ArchiveStub) -> bool:

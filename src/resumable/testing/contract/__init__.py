@@ -13,6 +13,7 @@ Modules, one per part of the protocol:
 - `maintenance`: deleting runs, scanning and swapping payloads (`Maintenance`)
 - `archive`: a run's rows swapped for a stub and back (`SupportsArchive`)
 - `thread_archive`: a thread's snapshots swapped for a stub (`SupportsThreadArchive`)
+- `step_cache`: the step cache's index, key to journal row (`SupportsStepCache`)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from resumable.testing.contract.records import (
 )
 from resumable.testing.contract.runs import RunStoreContract
 from resumable.testing.contract.snapshots import SnapshotStoreContract
+from resumable.testing.contract.step_cache import StepCacheContract
 from resumable.testing.contract.thread_archive import ThreadArchiveContract
 
 __all__ = ["T0", "StoreContract", "run_record", "snapshot_record", "step_record"]
@@ -38,6 +40,7 @@ class StoreContract(
     MaintenanceContract,
     ArchiveStoreContract,
     ThreadArchiveContract,
+    StepCacheContract,
 ):
     """Behaviour every Store must show. Subclass it and provide a `store` fixture.
 
