@@ -116,6 +116,21 @@ class Observer:
     def gc_collected(self, report: GcReport) -> None:
         """A retention pass ended."""
 
+    def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
+        """A worker starts a schedule's tick (`late`: a missed one caught up).
+
+        What it returns is handed back to `tick_ended`.
+        """
+        return None
+
+    def tick_ended(
+        self, scope: Any, *, run_id: str, created: bool, error: BaseException | None
+    ) -> None:
+        """The tick's run was recorded (`created`: by this worker), or `error`."""
+
+    def ticks_skipped(self, schedule: str, count: int) -> None:
+        """A worker passed over `count` missed ticks (the catch-up policy's)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Runtime:

@@ -119,6 +119,19 @@ class Fanout(Observer):
         for observer in self.observers:
             observer.gc_collected(report)
 
+    def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
+        return [o.tick_started(schedule, tick_ms, late=late) for o in self.observers]
+
+    def tick_ended(
+        self, scope: Any, *, run_id: str, created: bool, error: BaseException | None
+    ) -> None:
+        for observer, inner in reversed(list(zip(self.observers, scope, strict=True))):
+            observer.tick_ended(inner, run_id=run_id, created=created, error=error)
+
+    def ticks_skipped(self, schedule: str, count: int) -> None:
+        for observer in self.observers:
+            observer.ticks_skipped(schedule, count)
+
 
 def combine(observers: Sequence[Observer]) -> Observer | None:
     """What the engine holds: None (no cost), the one observer, or a Fanout."""

@@ -182,6 +182,13 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Payload bytes gc deleted with the runs (inputs, outputs, step results)",
         (),
     ),
+    "resumable_schedule_ticks": (
+        "counter",
+        "Schedule ticks by outcome: fired (this worker started its run on time), "
+        "caught_up (a missed tick started late), skipped (a missed tick passed "
+        "over by the catch-up policy)",
+        ("schedule", "outcome"),
+    ),
     "resumable_runs": (
         "gauge",
         "Runs by status, as of the last refresh (capped at 10000)",
@@ -516,6 +523,21 @@ class Metrics(Observer, Collector):
         for kind in ("runs", "steps", "inputs", "chunks"):
             self._add("resumable_gc_deleted", (kind,), getattr(report, kind))
         self._add("resumable_gc_deleted_bytes", (), report.bytes)
+
+    def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
+        """The outcome label the tick counts under if this worker starts its run."""
+        return (schedule, "caught_up" if late else "fired")
+
+    def tick_ended(
+        self, scope: Any, *, run_id: str, created: bool, error: BaseException | None
+    ) -> None:
+        """Count a tick whose run this worker started (not one another worker had)."""
+        if created and error is None:
+            self._add("resumable_schedule_ticks", scope)
+
+    def ticks_skipped(self, schedule: str, count: int) -> None:
+        """Count missed ticks passed over."""
+        self._add("resumable_schedule_ticks", (schedule, "skipped"), count)
 
 
 def _le(bound: float) -> str:

@@ -16,6 +16,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `ReportsCommitBatches` | `add_commit_listener` | the commit batch size metric |
 | `StreamsPayloads` | `streams`, `stream_with`, `put_sealed` | large results move a chunk at a time |
 | `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
+| `KeepsSchedules` | `save_schedule`, `list_schedules`, `set_schedule_paused`, `mark_schedule_ticked` | scheduled runs |
 
 `Capabilities.of(store)` checks them all once, when the engine (or `open_store`)
 takes the store, and whoever needs one is handed the typed reference it holds,
@@ -41,6 +42,7 @@ from resumable.stores.protocol import (
     PacksSnapshots,
     RunListing,
     RunStore,
+    ScheduleRecord,
     SnapshotStore,
     Store,
 )
@@ -203,6 +205,47 @@ class KeepsObjects(Protocol):
 
 
 @runtime_checkable
+class KeepsSchedules(Protocol):
+    """A store that keeps schedules: their definitions, paused or not, last tick.
+
+    Scheduled runs are started by workers (`resumable._engine.schedules`): each
+    tick's run id is derived from the schedule and the tick, so `create_run`'s
+    uniqueness starts it once however many workers see it due. What this adds is
+    the state every worker and the CLI share.
+    """
+
+    async def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """Record a schedule's definition; what the store now holds.
+
+        A new one is stored as given. One of that name already there takes the
+        definition (`workflow`, `cron`, `tz`, `catch_up`, `updated_at_ms`) and keeps
+        its state (`paused`, `last_tick_ms`, `created_at_ms`).
+        """
+        ...
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        """Every schedule, by name."""
+        ...
+
+    async def set_schedule_paused(
+        self, name: str, *, paused: bool, through_ms: int | None, now_ms: int
+    ) -> ScheduleRecord | None:
+        """Pause or resume a schedule; None if there is none of that name.
+
+        `through_ms`, when given, also marks every tick up to it as passed (as
+        `mark_schedule_ticked` does), so a resumed schedule does not start the
+        ticks that fell due while it was paused.
+        """
+        ...
+
+    async def mark_schedule_ticked(
+        self, name: str, *, tick_ms: int, now_ms: int
+    ) -> None:
+        """Raise `last_tick_ms` to `tick_ms` (never lower it); nothing if no schedule."""
+        ...
+
+
+@runtime_checkable
 class WrapsStore(Protocol):
     """A store that adds to another, as `OffloadStore` does.
 
@@ -243,6 +286,8 @@ class Capabilities:
     objects: KeepsObjects | None = None
     """Where to collect and archive to, if the store keeps payloads in an object
     store (`KeepsObjects`: an `OffloadStore`)."""
+    schedules: KeepsSchedules | None = None
+    """Where schedules are kept, if the store keeps them (`KeepsSchedules`)."""
 
     @classmethod
     def of(cls, store: RunStore) -> Capabilities:
@@ -269,6 +314,7 @@ class Capabilities:
             ),
             payload_streams=store if isinstance(store, StreamsPayloads) else None,
             objects=store if isinstance(store, KeepsObjects) else None,
+            schedules=optional if isinstance(optional, KeepsSchedules) else None,
         )
 
     def snapshot_part(self, store: RunStore, *, call: str) -> SnapshotStore:
@@ -322,6 +368,18 @@ class Capabilities:
                 raise CapabilityMissing(store=store.url, capability=part, call=call)
         return cast("Store", store)  # the isinstance checks `of` made
 
+    def schedule_part(self, store: RunStore, *, call: str) -> KeepsSchedules:
+        """Where the store keeps schedules.
+
+        Raises:
+            CapabilityMissing: it keeps none; the message names `call`.
+        """
+        if self.schedules is None:
+            raise CapabilityMissing(
+                store=store.url, capability="KeepsSchedules", call=call
+            )
+        return self.schedules
+
     @property
     def names(self) -> tuple[str, ...]:
         """The names of the capabilities found, for messages and `resumable info`."""
@@ -337,5 +395,6 @@ class Capabilities:
             "ReportsCommitBatches": self.commit_batches is not None,
             "StreamsPayloads": self.payload_streams is not None,
             "KeepsObjects": self.objects is not None,
+            "KeepsSchedules": self.schedules is not None,
         }
         return tuple(name for name, present in found.items() if present)

@@ -13,6 +13,7 @@ Modules, one per part of the protocol:
 - `maintenance`: deleting runs, scanning and swapping payloads (`Maintenance`)
 - `archive`: a run's rows swapped for a stub and back (`SupportsArchive`)
 - `thread_archive`: a thread's snapshots swapped for a stub (`SupportsThreadArchive`)
+- `schedules`: schedule definitions, paused, last tick (`KeepsSchedules`)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from resumable.testing.contract.records import (
     step_record,
 )
 from resumable.testing.contract.runs import RunStoreContract
+from resumable.testing.contract.schedules import ScheduleStoreContract
 from resumable.testing.contract.snapshots import SnapshotStoreContract
 from resumable.testing.contract.thread_archive import ThreadArchiveContract
 
@@ -38,6 +40,7 @@ class StoreContract(
     MaintenanceContract,
     ArchiveStoreContract,
     ThreadArchiveContract,
+    ScheduleStoreContract,
 ):
     """Behaviour every Store must show. Subclass it and provide a `store` fixture.
 
