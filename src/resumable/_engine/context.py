@@ -128,8 +128,14 @@ class Observer:
     ) -> None:
         """The tick's run was recorded (`created`: by this worker), or `error`."""
 
-    def ticks_skipped(self, schedule: str, count: int) -> None:
-        """A worker passed over `count` missed ticks (the catch-up policy's)."""
+    def ticks_counted(
+        self, schedule: str, *, fired: int, caught_up: int, skipped: int
+    ) -> None:
+        """A schedule's ticks moved on: once per move, by the worker that moved them.
+
+        `fired`: the latest due tick (0 or 1); `caught_up`: missed ticks started
+        late; `skipped`: missed ticks passed over by the catch-up policy.
+        """
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

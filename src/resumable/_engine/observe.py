@@ -128,9 +128,13 @@ class Fanout(Observer):
         for observer, inner in reversed(list(zip(self.observers, scope, strict=True))):
             observer.tick_ended(inner, run_id=run_id, created=created, error=error)
 
-    def ticks_skipped(self, schedule: str, count: int) -> None:
+    def ticks_counted(
+        self, schedule: str, *, fired: int, caught_up: int, skipped: int
+    ) -> None:
         for observer in self.observers:
-            observer.ticks_skipped(schedule, count)
+            observer.ticks_counted(
+                schedule, fired=fired, caught_up=caught_up, skipped=skipped
+            )
 
 
 def combine(observers: Sequence[Observer]) -> Observer | None:

@@ -244,8 +244,6 @@ class Scheduler:
             schedule.cron, after_ms=after, now_ms=now_ms, catch_up=schedule.catch_up
         )
         observer = self._observer
-        if decision.skipped and observer is not None:
-            observer.ticks_skipped(schedule.name, decision.skipped)
         created = 0
         # each run is recorded before the mark: a crash between them leaves the
         # mark behind, and the next worker's create_run finds the runs recorded
@@ -269,7 +267,15 @@ class Scheduler:
                     )
             created += made
         if decision.latest is not None:
-            await self._store.mark_schedule_ticked(
+            moved = await self._store.mark_schedule_ticked(
                 schedule.name, tick_ms=decision.latest, now_ms=now_ms
             )
+            # the worker whose mark moved the schedule on counts its ticks: once
+            if moved and observer is not None:
+                observer.ticks_counted(
+                    schedule.name,
+                    fired=1,
+                    caught_up=len(decision.caught_up),
+                    skipped=decision.skipped,
+                )
         return created

@@ -184,9 +184,10 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     ),
     "resumable_schedule_ticks": (
         "counter",
-        "Schedule ticks by outcome: fired (this worker started its run on time), "
-        "caught_up (a missed tick started late), skipped (a missed tick passed "
-        "over by the catch-up policy)",
+        "Schedule ticks by outcome, counted by the worker that moved the "
+        "schedule on: fired (the latest due tick started), caught_up (a missed "
+        "tick started late), skipped (a missed tick passed over by the catch-up "
+        "policy)",
         ("schedule", "outcome"),
     ),
     "resumable_runs": (
@@ -524,20 +525,17 @@ class Metrics(Observer, Collector):
             self._add("resumable_gc_deleted", (kind,), getattr(report, kind))
         self._add("resumable_gc_deleted_bytes", (), report.bytes)
 
-    def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
-        """The outcome label the tick counts under if this worker starts its run."""
-        return (schedule, "caught_up" if late else "fired")
-
-    def tick_ended(
-        self, scope: Any, *, run_id: str, created: bool, error: BaseException | None
+    def ticks_counted(
+        self, schedule: str, *, fired: int, caught_up: int, skipped: int
     ) -> None:
-        """Count a tick whose run this worker started (not one another worker had)."""
-        if created and error is None:
-            self._add("resumable_schedule_ticks", scope)
-
-    def ticks_skipped(self, schedule: str, count: int) -> None:
-        """Count missed ticks passed over."""
-        self._add("resumable_schedule_ticks", (schedule, "skipped"), count)
+        """Count a schedule's ticks by outcome (each tick once, fleet-wide)."""
+        for outcome, count in (
+            ("fired", fired),
+            ("caught_up", caught_up),
+            ("skipped", skipped),
+        ):
+            if count:
+                self._add("resumable_schedule_ticks", (schedule, outcome), count)
 
 
 def _le(bound: float) -> str:

@@ -240,8 +240,12 @@ class KeepsSchedules(Protocol):
 
     async def mark_schedule_ticked(
         self, name: str, *, tick_ms: int, now_ms: int
-    ) -> None:
-        """Raise `last_tick_ms` to `tick_ms` (never lower it); nothing if no schedule."""
+    ) -> bool:
+        """Raise `last_tick_ms` to `tick_ms` (never lower it); whether it rose.
+
+        False when it was at `tick_ms` or later already (another worker marked
+        it first), or there is no such schedule.
+        """
         ...
 
 

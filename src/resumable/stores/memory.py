@@ -328,14 +328,16 @@ class MemoryStore:
 
     async def mark_schedule_ticked(
         self, name: str, *, tick_ms: int, now_ms: int
-    ) -> None:
+    ) -> bool:
         found = self._schedules.get(name)
-        if found is not None and (
-            found.last_tick_ms is None or tick_ms > found.last_tick_ms
+        if found is None or (
+            found.last_tick_ms is not None and tick_ms <= found.last_tick_ms
         ):
-            self._schedules[name] = dataclasses.replace(
-                found, last_tick_ms=tick_ms, updated_at_ms=now_ms
-            )
+            return False
+        self._schedules[name] = dataclasses.replace(
+            found, last_tick_ms=tick_ms, updated_at_ms=now_ms
+        )
+        return True
 
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:
         return {key: rec.value for key, rec in self._inputs.get(run_id, {}).items()}

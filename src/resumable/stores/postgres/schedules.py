@@ -44,6 +44,7 @@ _TICKED: Final = """
 UPDATE {schema}.resumable_schedules
    SET last_tick_ms = %(tick_ms)s, updated_at_ms = %(now_ms)s
  WHERE name = %(name)s AND (last_tick_ms IS NULL OR last_tick_ms < %(tick_ms)s)
+RETURNING name
 """
 
 
@@ -103,8 +104,9 @@ class Schedules:
         )
         return _sql.schedule_from_row(rows[0]) if rows else None
 
-    async def mark_ticked(self, name: str, *, tick_ms: int, now_ms: int) -> None:
+    async def mark_ticked(self, name: str, *, tick_ms: int, now_ms: int) -> bool:
         """`KeepsSchedules.mark_schedule_ticked`."""
-        await self._write(
+        rows = await self._write(
             self._ticked, {"name": _t(name), "tick_ms": tick_ms, "now_ms": now_ms}
         )
+        return bool(rows)

@@ -290,8 +290,8 @@ class PostgresStore:
 
     async def mark_schedule_ticked(
         self, name: str, *, tick_ms: int, now_ms: int
-    ) -> None:
-        await self._schedules.mark_ticked(name, tick_ms=tick_ms, now_ms=now_ms)
+    ) -> bool:
+        return await self._schedules.mark_ticked(name, tick_ms=tick_ms, now_ms=now_ms)
 
     # --- archive (SupportsArchive, transactions in archive.py) -----------------
     async def archive_journal(self, stub: ArchiveStub) -> bool:

@@ -90,8 +90,9 @@ async def set_schedule_paused(
 
 async def mark_schedule_ticked(
     conn: RedisClient, name: str, *, tick_ms: int, now_ms: int
-) -> None:
+) -> bool:
     """`KeepsSchedules.mark_schedule_ticked`."""
-    await conn.script(
+    raised = await conn.script(
         "mark_schedule_ticked", [conn.keys.schedule(name)], [num(tick_ms), num(now_ms)]
     )
+    return bool(raised == 1)

@@ -104,8 +104,8 @@ class RedisStore:
 
     async def mark_schedule_ticked(
         self, name: str, *, tick_ms: int, now_ms: int
-    ) -> None:
-        await schedules.mark_schedule_ticked(
+    ) -> bool:
+        return await schedules.mark_schedule_ticked(
             self._conn, name, tick_ms=tick_ms, now_ms=now_ms
         )
 

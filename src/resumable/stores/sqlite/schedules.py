@@ -73,6 +73,6 @@ def set_paused_txn(
     return None if row is None else _sql.schedule_from_row(row)
 
 
-def mark_ticked_txn(conn: Conn, name: str, *, tick_ms: int, now_ms: int) -> None:
+def mark_ticked_txn(conn: Conn, name: str, *, tick_ms: int, now_ms: int) -> bool:
     """`KeepsSchedules.mark_schedule_ticked`: raise last_tick_ms, never lower it."""
-    conn.execute(_TICKED, (tick_ms, now_ms, _t(name), tick_ms))
+    return conn.execute(_TICKED, (tick_ms, now_ms, _t(name), tick_ms)).rowcount == 1

@@ -332,8 +332,8 @@ class SQLiteStore:
 
     async def mark_schedule_ticked(
         self, name: str, *, tick_ms: int, now_ms: int
-    ) -> None:
-        await self._call(
+    ) -> bool:
+        return await self._call(
             partial(
                 _schedules.mark_ticked_txn, name=name, tick_ms=tick_ms, now_ms=now_ms
             ),

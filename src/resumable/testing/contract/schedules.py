@@ -87,8 +87,15 @@ class ScheduleStoreContract:
     async def test_the_last_tick_only_moves_forward(self, store: Store) -> None:
         schedules = _keeping(store)
         await schedules.save_schedule(schedule_record("s"))
-        await schedules.mark_schedule_ticked("s", tick_ms=T0 + 2000, now_ms=T0 + 1)
-        await schedules.mark_schedule_ticked("s", tick_ms=T0 + 1000, now_ms=T0 + 2)
+        assert await schedules.mark_schedule_ticked(
+            "s", tick_ms=T0 + 2000, now_ms=T0 + 1
+        )
+        assert not await schedules.mark_schedule_ticked(
+            "s", tick_ms=T0 + 1000, now_ms=T0 + 2
+        )
+        assert not await schedules.mark_schedule_ticked(
+            "s", tick_ms=T0 + 2000, now_ms=T0 + 2
+        )
         (found,) = await schedules.list_schedules()
         assert found.last_tick_ms == T0 + 2000
         # concurrent marks (workers racing) leave the latest
@@ -101,9 +108,11 @@ class ScheduleStoreContract:
         (found,) = await schedules.list_schedules()
         assert found.last_tick_ms == T0 + 9000
 
-    async def test_marking_a_missing_schedule_changes_nothing(self, store: Store) -> None:
+    async def test_marking_a_missing_schedule_changes_nothing(
+        self, store: Store
+    ) -> None:
         schedules = _keeping(store)
-        await schedules.mark_schedule_ticked("nobody", tick_ms=T0, now_ms=T0)
+        assert not await schedules.mark_schedule_ticked("nobody", tick_ms=T0, now_ms=T0)
         assert await schedules.list_schedules() == []
 
     async def test_pause_and_resume_keep_and_raise_the_last_tick(
