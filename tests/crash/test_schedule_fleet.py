@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import os
 import signal
 import subprocess
@@ -130,7 +131,7 @@ async def test_three_worker_processes_run_each_tick_once_through_a_sigkill(
 
 
 def itertools_pairwise(items: list[int]) -> list[tuple[int, int]]:
-    return list(zip(items, items[1:], strict=False))
+    return list(itertools.pairwise(items))
 
 
 def _killed(log: Path) -> str:
