@@ -18,7 +18,7 @@ from resumable._engine.children import run_child
 from resumable._engine.context import active_run
 from resumable._engine.ids import check_id
 from resumable._engine.retry import NO_RETRY, Retry
-from resumable._engine.schedules import declare
+from resumable._engine.schedules import DECLARED, declare
 from resumable._engine.specs import (
     STEPS,
     TYPES,
@@ -137,9 +137,9 @@ def workflow(
             budget_tokens=budget_tokens,
             version=version,
         )
-        if schedule is not None:
-            spec.schedule = declare(spec, schedule, tz=tz, catch_up=catch_up)
         WORKFLOWS.add(spec)
+        if schedule is not None:
+            DECLARED.add(declare(spec, schedule, tz=tz, catch_up=catch_up))
         TYPES.defer(spec.register_types)
         # called inside a run, a workflow is a child run: it takes a seq like a step
         wrapper = _journaled(

@@ -58,9 +58,16 @@ from resumable._engine.metering import metering_by_default
 from resumable._engine.observe import combine, report_commit_batches
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport
-from resumable._engine.schedules import Schedule, Scheduler, ScheduleView, declare, view
+from resumable._engine.schedules import (
+    DECLARED,
+    Schedule,
+    Scheduler,
+    ScheduleView,
+    declare,
+    view,
+)
 from resumable._engine.snapshots import Checkpoint
-from resumable._engine.specs import TYPES, WORKFLOWS, workflow_spec
+from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.states import EVERY_STATE, MISSING, EveryState, States
 from resumable._engine.waits import WAIT_PREFIX
 from resumable._engine.worker import Queue, Worker
@@ -1090,7 +1097,7 @@ class Engine:
         None when there are none (the worker then never looks). Raises
         CapabilityMissing when there are some and the store keeps no schedules.
         """
-        declared = {s.name: s for s in WORKFLOWS.schedules(workflows)}
+        declared = {s.name: s for s in DECLARED.of(workflows)}
         declared.update(self._schedules)
         if not declared:
             return None

@@ -111,6 +111,32 @@ def declare(
     )
 
 
+class DeclaredSchedules:
+    """The schedules of `@workflow(schedule=...)`, by name (the last one wins).
+
+    Process-wide, as the workflow registry is: decorators run at import, and
+    every worker that imports a scheduled workflow starts its ticks.
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Schedule] = {}
+
+    def add(self, schedule: Schedule) -> None:
+        """Declare a schedule (replacing one of the same name)."""
+        self._by_name[schedule.name] = schedule
+
+    def of(self, workflows: list[str] | None) -> list[Schedule]:
+        """The schedules of these workflow names (every one if None)."""
+        return [
+            s
+            for _, s in sorted(self._by_name.items())
+            if workflows is None or s.workflow.name in workflows
+        ]
+
+
+DECLARED = DeclaredSchedules()
+
+
 def run_id_for(name: str, tick_ms: int) -> str:
     """`sched:<name>:<tick as UTC ISO 8601>`, e.g. `sched:digest:2026-11-28T04:15:00Z`."""
     moment = datetime.fromtimestamp(tick_ms / 1000, tz=UTC)

@@ -11,13 +11,10 @@ import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from resumable._engine.retry import Retry
 from resumable.serde import TypeRegistry
-
-if TYPE_CHECKING:
-    from resumable._engine.schedules import Schedule
 
 TYPES = TypeRegistry()
 """Types the program declared: those named in step and workflow annotations, and
@@ -69,8 +66,6 @@ class WorkflowSpec:
     """Other names its runs may have recorded: its default name as the module
     was called when run as a script (`__main__:qualname`), or before `name=`."""
     annotations_registered: bool = field(default=False)
-    schedule: Schedule | None = None
-    """Its `@workflow(schedule=...)`: workers start it at every tick."""
 
     def answers_to(self, name: str) -> bool:
         """Whether a run recorded under `name` is a run of this workflow."""
@@ -123,14 +118,6 @@ class WorkflowRegistry:
     def names(self) -> list[str]:
         """Every registered workflow name."""
         return sorted(self._by_name)
-
-    def schedules(self, names: list[str] | None = None) -> list[Schedule]:
-        """The schedules declared with `@workflow(schedule=)` (of `names` only, if given)."""
-        return [
-            spec.schedule
-            for name, spec in sorted(self._by_name.items())
-            if spec.schedule is not None and (names is None or name in names)
-        ]
 
     def claimable(self) -> list[str]:
         """Every name `get` finds a workflow by: names, and aliases only one has."""
