@@ -20,10 +20,15 @@ from resumable.stores.protocol import (
 
 PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {
-    "memory": {"RunsOnAnyLoop", "LocalWrites"},
-    "sqlite": {"RunsOnAnyLoop", "LocalWrites", "NeedsOpen"},
-    "postgres": {"NeedsOpen", "SupportsWakeUp", "ReportsCommitBatches"},
-    "redis": {"NeedsOpen", "SupportsWakeUp"},
+    "memory": {"RunsOnAnyLoop", "LocalWrites", "KeepsSchedules"},
+    "sqlite": {"RunsOnAnyLoop", "LocalWrites", "NeedsOpen", "KeepsSchedules"},
+    "postgres": {
+        "NeedsOpen",
+        "SupportsWakeUp",
+        "ReportsCommitBatches",
+        "KeepsSchedules",
+    },
+    "redis": {"NeedsOpen", "SupportsWakeUp", "KeepsSchedules"},
 }
 
 
