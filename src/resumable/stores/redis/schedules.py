@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from resumable.errors import StoreError
 from resumable.stores.protocol import ScheduleRecord
 from resumable.stores.redis.codec import (
     as_bytes,
@@ -21,20 +22,34 @@ from resumable.stores.redis.codec import (
 from resumable.stores.redis.connection import RedisClient
 
 
-def schedule_from_hash(name: str, fields: dict[bytes, bytes]) -> ScheduleRecord:
-    """A schedule's hash as its record."""
-    last = fields.get(b"last_tick_ms")
-    return ScheduleRecord(
-        name=name,
-        workflow=to_str(fields[b"workflow"]),
-        cron=to_str(fields[b"cron"]),
-        tz=to_str(fields[b"tz"]),
-        catch_up=int(fields[b"catch_up"]),
-        paused=fields.get(b"paused") == b"1",
-        last_tick_ms=None if last is None else int(last),
-        created_at_ms=int(fields[b"created_at_ms"]),
-        updated_at_ms=int(fields[b"updated_at_ms"]),
-    )
+def schedule_from_hash(
+    store: str, name: str, fields: dict[bytes, bytes]
+) -> ScheduleRecord:
+    """A schedule's hash as its record.
+
+    Raises:
+        StoreError: the hash lacks a field or holds a number that is none (it
+            was changed by hand); the message names the schedule.
+    """
+    try:
+        last = fields.get(b"last_tick_ms")
+        return ScheduleRecord(
+            name=name,
+            workflow=to_str(fields[b"workflow"]),
+            cron=to_str(fields[b"cron"]),
+            tz=to_str(fields[b"tz"]),
+            catch_up=int(fields[b"catch_up"]),
+            paused=fields.get(b"paused") == b"1",
+            last_tick_ms=None if last is None else int(last),
+            created_at_ms=int(fields[b"created_at_ms"]),
+            updated_at_ms=int(fields[b"updated_at_ms"]),
+        )
+    except (KeyError, ValueError) as exc:
+        raise StoreError(
+            store=store,
+            detail=f"schedule {name!r} is damaged ({type(exc).__name__}: {exc}); "
+            f"delete its hash and restart a worker that declares it to save it again",
+        ) from exc
 
 
 async def save_schedule(conn: RedisClient, record: ScheduleRecord) -> ScheduleRecord:
@@ -52,7 +67,7 @@ async def save_schedule(conn: RedisClient, record: ScheduleRecord) -> ScheduleRe
             num(record.updated_at_ms),
         ],
     )
-    return schedule_from_hash(record.name, pairs(flat))
+    return schedule_from_hash(conn.url, record.name, pairs(flat))
 
 
 async def list_schedules(conn: RedisClient) -> list[ScheduleRecord]:
@@ -66,7 +81,7 @@ async def list_schedules(conn: RedisClient) -> list[ScheduleRecord]:
                 pipe.hgetall(conn.keys.schedule(name))
             found: Sequence[dict[bytes, bytes]] = await pipe.execute()
     return [
-        schedule_from_hash(name, bytes_dict(fields))
+        schedule_from_hash(conn.url, name, bytes_dict(fields))
         for name, fields in zip(names, found, strict=True)
         if fields  # a name whose hash is gone (deleted by hand) is no schedule
     ]
@@ -85,7 +100,7 @@ async def set_schedule_paused(
             num(now_ms),
         ],
     )
-    return schedule_from_hash(name, pairs(flat)) if flat else None
+    return schedule_from_hash(conn.url, name, pairs(flat)) if flat else None
 
 
 async def mark_schedule_ticked(
