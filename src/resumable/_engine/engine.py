@@ -1098,7 +1098,11 @@ class Engine:
         CapabilityMissing when there are some and the store keeps no schedules.
         """
         declared = {s.name: s for s in DECLARED.of(workflows)}
-        declared.update(self._schedules)
+        declared.update(
+            (name, s)
+            for name, s in self._schedules.items()
+            if workflows is None or s.workflow.name in workflows
+        )
         if not declared:
             return None
         return Scheduler(
