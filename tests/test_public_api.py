@@ -41,7 +41,8 @@ PUBLIC = {
     "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "JournalPage", "LeaseLost", "Ledger",
     "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "RekeyReport", "ResumableError",
     "Retry", "RunCancelled", "RunCheck", "RunConflict", "RunCounts", "RunFilter",
-    "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunStatus", "RunView", "SchemaVersionError", "SerializationError", "Spend",
+    "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunStatus", "RunView",
+    "Schedule", "ScheduleInvalid", "ScheduleNotFound", "ScheduleView", "SchemaVersionError", "SerializationError", "Spend",
     "StepExport", "StepFailed", "StepView", "StoreError", "ThreadPage", "ThreadView",
     "Usage", "UsageError",
     "WaitTimeout", "Worker", "WorkflowFailed", "WorkflowNotRegistered",
@@ -81,6 +82,8 @@ ERROR_TREE = {
     "WorkflowNotRegistered": "UsageError",
     "CheckpointNotFound": "UsageError",
     "CapabilityMissing": "UsageError",
+    "ScheduleInvalid": "UsageError",
+    "ScheduleNotFound": "UsageError",
 }
 
 

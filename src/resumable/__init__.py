@@ -30,6 +30,7 @@ from resumable._engine.recorded import now, random, uuid4
 from resumable._engine.rekey import RekeyReport
 from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
+from resumable._engine.schedules import Schedule, ScheduleView
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import register
 from resumable._engine.waits import sleep, wait_for
@@ -48,6 +49,8 @@ from resumable.errors import (
     RunCancelled,
     RunConflict,
     RunNotFound,
+    ScheduleInvalid,
+    ScheduleNotFound,
     SchemaVersionError,
     SerializationError,
     StepFailed,
@@ -101,6 +104,10 @@ __all__ = [
     "RunPage",
     "RunStatus",
     "RunView",
+    "Schedule",
+    "ScheduleInvalid",
+    "ScheduleNotFound",
+    "ScheduleView",
     "SchemaVersionError",
     "SerializationError",
     "Spend",

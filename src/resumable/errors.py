@@ -22,7 +22,9 @@ ResumableError
     ├── RunConflict         a run id taken by another workflow or other arguments
     ├── WorkflowNotRegistered  a stored run's workflow is not importable in this process
     ├── CheckpointNotFound  a thread has no such state or checkpoint
-    └── CapabilityMissing   the store does not implement what the call needs
+    ├── CapabilityMissing   the store does not implement what the call needs
+    ├── ScheduleInvalid     a schedule's cron expression or time zone cannot be read
+    └── ScheduleNotFound    no schedule of that name in the store
 ```
 
 Errors of a run's own (`WorkflowFailed`, `StepFailed`, `BudgetExceeded`, ...) come
@@ -324,3 +326,26 @@ class CapabilityMissing(UsageError):
             f"redis://) or add {capability}'s methods to yours (docs/stores.md)"
         )
         self.store, self.capability, self.call = store, capability, call
+
+
+class ScheduleInvalid(UsageError):
+    """A schedule's cron expression or time zone cannot be read; fix the declaration."""
+
+    def __init__(self, *, schedule: str, workflow: str, detail: str) -> None:
+        super().__init__(
+            f"schedule {schedule!r} of workflow {workflow!r}: {detail}; write five "
+            f"cron fields (minute hour day month weekday), or six with seconds last, "
+            f"and an IANA time zone such as 'Europe/Paris'"
+        )
+        self.schedule, self.workflow, self.detail = schedule, workflow, detail
+
+
+class ScheduleNotFound(UsageError):
+    """No schedule of that name is in the store."""
+
+    def __init__(self, *, schedule: str) -> None:
+        super().__init__(
+            f"no schedule {schedule!r} in the store; `resumable schedules list` "
+            f"shows those a worker has run"
+        )
+        self.schedule = schedule

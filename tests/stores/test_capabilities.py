@@ -20,15 +20,22 @@ from resumable.stores.protocol import (
 
 PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {
-    "memory": {"RunsOnAnyLoop", "LocalWrites", "SupportsStepCache"},
-    "sqlite": {"RunsOnAnyLoop", "LocalWrites", "NeedsOpen", "SupportsStepCache"},
+    "memory": {"RunsOnAnyLoop", "LocalWrites", "SupportsStepCache", "KeepsSchedules"},
+    "sqlite": {
+        "RunsOnAnyLoop",
+        "LocalWrites",
+        "NeedsOpen",
+        "SupportsStepCache",
+        "KeepsSchedules",
+    },
     "postgres": {
         "NeedsOpen",
         "SupportsWakeUp",
         "ReportsCommitBatches",
         "SupportsStepCache",
+        "KeepsSchedules",
     },
-    "redis": {"NeedsOpen", "SupportsWakeUp", "SupportsStepCache"},
+    "redis": {"NeedsOpen", "SupportsWakeUp", "SupportsStepCache", "KeepsSchedules"},
 }
 
 
@@ -81,3 +88,16 @@ async def test_a_full_store_is_its_own_parts() -> None:
     assert found.listing_part(store, call="c") is store
     assert found.maintenance_part(store, call="c") is store
     assert found.full_store(store, call="c") is store
+
+
+def test_a_worker_with_schedules_on_a_store_without_them_refuses_to_start() -> None:
+    from resumable import workflow
+
+    @workflow(name="tests.unkept")
+    async def unkept() -> None: ...
+
+    engine = Engine(RunsOnly())
+    engine.worker()  # no schedule: nothing is needed
+    engine.schedule(unkept, "* * * * *")
+    with pytest.raises(CapabilityMissing, match="KeepsSchedules"):
+        engine.worker()

@@ -120,3 +120,22 @@ async def test_a_schema_1_store_gets_its_run_counts_when_opened(url: str) -> Non
         await again.close()
     finally:
         await admin.aclose()
+
+
+async def test_a_damaged_schedule_hash_is_a_store_error_naming_it(url: str) -> None:
+    from resumable.testing.contract.schedules import schedule_record
+
+    store = RedisStore(url)
+    await store.save_schedule(schedule_record("nightly"))
+    base = b"{" + store.prefix.encode() + b"}"
+    admin = Redis.from_url(url.partition("?")[0])
+    try:
+        await admin.hset(base + b"schedule:nightly", "catch_up", "many")
+        with pytest.raises(StoreError, match="schedule 'nightly' is damaged"):
+            await store.list_schedules()
+        await admin.hdel(base + b"schedule:nightly", "cron")
+        with pytest.raises(StoreError, match="schedule 'nightly' is damaged"):
+            await store.list_schedules()
+    finally:
+        await admin.aclose()
+        await store.close()

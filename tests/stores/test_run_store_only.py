@@ -154,6 +154,7 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "RunsOnAnyLoop",
         "LocalWrites",
         "SupportsStepCache",
+        "KeepsSchedules",
     )
     # a wrapper offers what it wraps (the memory store runs on any loop), and
     # the offload store adds streamed payloads; but its writes are its own: it
@@ -162,20 +163,19 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
     assert found.objects is wrapped
-    assert found.step_cache is not None  # the index lives in the wrapped store
-    assert isinstance(found.step_cache, MemoryStore)
+    # the step cache's index and the schedules live in the wrapped store
+    assert found.step_cache is memory_of(wrapped)
+    assert found.schedules is memory_of(wrapped)
     assert dataclasses.replace(
-        found, payload_streams=None, objects=None, step_cache=None
-    ) == dataclasses.replace(memory, local_writes=False, step_cache=None)
+        found, payload_streams=None, objects=None, step_cache=None, schedules=None
+    ) == dataclasses.replace(memory, local_writes=False, step_cache=None, schedules=None)
+    moved = {"LocalWrites", "SupportsStepCache", "KeepsSchedules"}
     assert found.names == (
-        *(
-            name
-            for name in memory.names
-            if name not in {"LocalWrites", "SupportsStepCache"}
-        ),
+        *(name for name in memory.names if name not in moved),
         "StreamsPayloads",
         "KeepsObjects",
         "SupportsStepCache",
+        "KeepsSchedules",
     )
 
 
@@ -298,3 +298,7 @@ async def test_the_tamper_suite_runs_on_a_run_store_alone() -> None:
     report = await TamperSuite(runs_only_subject).run()
     assert report.cases > 50, report.summary()
     assert not report.failures, report.summary()
+
+
+def memory_of(wrapped: OffloadStore) -> object:
+    return wrapped.inner

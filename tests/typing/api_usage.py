@@ -98,3 +98,21 @@ def crash_test_usage() -> None:
     )
     stored: float = estimate(inputs, 1000).storage_bytes_steady
     del boundaries, stored
+
+
+@workflow(name="nightly", schedule="0 2 * * *", tz="Europe/Paris", catch_up=3)
+async def nightly() -> str:
+    return "ok"
+
+
+async def schedule_usage() -> None:
+    from resumable import Engine, Schedule, ScheduleView
+
+    engine = Engine("memory://")
+    declared: Schedule = engine.schedule(
+        pipeline, "*/15 * * * *", tz="UTC", args=(["a"],), name="digest"
+    )
+    views: list[ScheduleView] = await engine.schedules()
+    paused: ScheduleView = await engine.pause_schedule(declared.name)
+    next_ms: tuple[int, ...] = (await engine.resume_schedule("digest")).next_ticks_ms
+    del views, paused, next_ms

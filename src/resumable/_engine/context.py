@@ -125,6 +125,27 @@ class Observer:
         `saved`: the usage of the calls a hit did not make.
         """
 
+    def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
+        """A worker starts a schedule's tick (`late`: a missed one caught up).
+
+        What it returns is handed back to `tick_ended`.
+        """
+        return None
+
+    def tick_ended(
+        self, scope: Any, *, run_id: str, created: bool, error: BaseException | None
+    ) -> None:
+        """The tick's run was recorded (`created`: by this worker), or `error`."""
+
+    def ticks_counted(
+        self, schedule: str, *, fired: int, caught_up: int, skipped: int
+    ) -> None:
+        """A schedule's ticks moved on: once per move, by the worker that moved them.
+
+        `fired`: the latest due tick (0 or 1); `caught_up`: missed ticks started
+        late; `skipped`: missed ticks passed over by the catch-up policy.
+        """
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Runtime:

@@ -19,6 +19,7 @@ from resumable._engine.children import run_child
 from resumable._engine.context import active_run
 from resumable._engine.ids import check_id
 from resumable._engine.retry import NO_RETRY, Retry
+from resumable._engine.schedules import DECLARED, declare
 from resumable._engine.specs import (
     STEPS,
     TYPES,
@@ -99,6 +100,9 @@ def workflow(
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
     version: str | None = None,
+    schedule: str | None = None,
+    tz: str = "UTC",
+    catch_up: int = 0,
 ) -> Callable[[F], F]: ...
 def workflow(
     fn: F | None = None,
@@ -108,6 +112,9 @@ def workflow(
     budget_usd: float | None = None,
     budget_tokens: int | None = None,
     version: str | None = None,
+    schedule: str | None = None,
+    tz: str = "UTC",
+    catch_up: int = 0,
 ) -> F | Callable[[F], F]:
     """Make a function a durable workflow that `Engine.run` can start and resume.
 
@@ -127,6 +134,16 @@ def workflow(
         version: The code's version, recorded on every run it starts (and shown
             by `resumable runs`), so workers of old and new code can each claim
             the runs they can run during a rolling deploy (`Worker(versions=)`).
+        schedule: A cron expression (five fields, or six with seconds last):
+            every worker that imports this workflow starts it, with no
+            arguments, once per tick, as the run `sched:<name>:<UTC tick>`
+            (see docs/guide/schedules.md). Needs `resumable[schedule]`.
+        tz: The IANA time zone the cron fields are read in.
+        catch_up: After downtime, start at most this many missed ticks besides
+            the latest (0: skip them).
+
+    Raises:
+        ScheduleInvalid: `schedule` or `tz` cannot be read (names the workflow).
     """
 
     def decorate(fn: F) -> F:
@@ -141,6 +158,8 @@ def workflow(
             version=version,
         )
         WORKFLOWS.add(spec)
+        if schedule is not None:
+            DECLARED.add(declare(spec, schedule, tz=tz, catch_up=catch_up))
         TYPES.defer(spec.register_types)
         # called inside a run, a workflow is a child run: it takes a seq like a step
         wrapper = _journaled(

@@ -58,12 +58,20 @@ from resumable._engine.metering import metering_by_default
 from resumable._engine.observe import combine, report_commit_batches
 from resumable._engine.rekey import RekeyReport, rekey
 from resumable._engine.retention import GcReport
+from resumable._engine.schedules import (
+    DECLARED,
+    Schedule,
+    Scheduler,
+    ScheduleView,
+    declare,
+    view,
+)
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.states import EVERY_STATE, MISSING, EveryState, States
 from resumable._engine.waits import WAIT_PREFIX
 from resumable._engine.worker import Queue, Worker
-from resumable.errors import CapabilityMissing, RunNotFound
+from resumable.errors import CapabilityMissing, RunNotFound, ScheduleNotFound
 from resumable.pricing import PriceTable
 from resumable.serde import KeyRing, Serde, TypeRegistry
 from resumable.stores import DEFAULT_URL, create_store, redact
@@ -234,6 +242,8 @@ class Engine:
         )
         """Thread states; None on a store without `SnapshotStore`."""
         self._bridge = Bridge()
+        self._schedules: dict[str, Schedule] = {}
+        """Schedules `schedule()` declared: this engine's workers start them."""
 
     def __repr__(self) -> str:
         return f"Engine({redact(self.store.url)!r})"
@@ -438,6 +448,90 @@ class Engine:
             spec, args, kwargs, run_id=run_id, queue=queue, ttl=ttl
         )
         return run.run_id
+
+    def schedule(
+        self,
+        wf: Callable[..., Any],
+        cron: str,
+        /,
+        *,
+        tz: str = "UTC",
+        name: str | None = None,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        catch_up: int = 0,
+        queue: str = "default",
+    ) -> Schedule:
+        """Start `wf(*args, **kwargs)` at every tick of `cron`, in this engine's workers.
+
+        Each tick is one run, `sched:<name>:<UTC tick>`, however many workers
+        share the store. `@workflow(schedule=...)` declares one in the code
+        instead, for every worker that imports it.
+
+        Args:
+            wf: A `@workflow`.
+            cron: Five cron fields, or six with seconds last (croniter's format).
+            tz: The IANA time zone the fields are read in.
+            name: The schedule's name (default: the workflow's).
+            args: Positional arguments of every run.
+            kwargs: Keyword arguments of every run.
+            catch_up: After downtime, start at most this many missed ticks besides
+                the latest (0: skip them).
+            queue: The queue its runs are enqueued on.
+
+        Raises:
+            ScheduleInvalid: the cron expression or the time zone cannot be read.
+            ImportError: croniter is missing: `pip install 'resumable[schedule]'`.
+        """
+        declared = declare(
+            workflow_spec(wf),
+            cron,
+            tz=tz,
+            name=name,
+            args=args,
+            kwargs=kwargs,
+            catch_up=catch_up,
+            queue=queue,
+        )
+        self._schedules[declared.name] = declared
+        return declared
+
+    async def schedules(self) -> list[ScheduleView]:
+        """Every schedule in the store, with its next fire times."""
+        store = self.capabilities.schedule_part(self.store, call="Engine.schedules")
+        now_ms = self.clock.now_ms()
+        return [view(r, now_ms=now_ms) for r in await store.list_schedules()]
+
+    async def pause_schedule(self, name: str) -> ScheduleView:
+        """Stop starting a schedule's ticks, in every worker, until resumed.
+
+        Raises:
+            ScheduleNotFound: no schedule of that name is in the store.
+        """
+        return await self._set_paused(name, paused=True)
+
+    async def resume_schedule(self, name: str) -> ScheduleView:
+        """Start a paused schedule's ticks again, from the next one on.
+
+        The ticks that fell due while it was paused are passed over, not caught up.
+
+        Raises:
+            ScheduleNotFound: no schedule of that name is in the store.
+        """
+        return await self._set_paused(name, paused=False)
+
+    async def _set_paused(self, name: str, *, paused: bool) -> ScheduleView:
+        store = self.capabilities.schedule_part(
+            self.store,
+            call="Engine.pause_schedule" if paused else "Engine.resume_schedule",
+        )
+        now_ms = self.clock.now_ms()
+        record = await store.set_schedule_paused(
+            name, paused=paused, through_ms=None if paused else now_ms, now_ms=now_ms
+        )
+        if record is None:
+            raise ScheduleNotFound(schedule=name)
+        return view(record, now_ms=now_ms)
 
     def worker(
         self,
@@ -1030,6 +1124,44 @@ class Engine:
         (`Lease.taken_from`), one that crashed or stopped while running it.
         """
         return await self._driver.resume_claimed(run_id, taken_over=taken_over)
+
+    def _scheduler(self, workflows: list[str] | None) -> Scheduler | None:
+        """What starts the ticks of the schedules a worker of these workflows runs.
+
+        None when there are none (the worker then never looks). Raises
+        CapabilityMissing when there are some and the store keeps no schedules.
+        """
+        declared = {s.name: s for s in DECLARED.of(workflows)}
+        declared.update(
+            (name, s)
+            for name, s in self._schedules.items()
+            if workflows is None or s.workflow.name in workflows
+        )
+        if not declared:
+            return None
+        return Scheduler(
+            list(declared.values()),
+            store=self.capabilities.schedule_part(
+                self.store, call="a scheduled worker"
+            ),
+            now_ms=self.clock.now_ms,
+            enqueue=self._enqueue_tick,
+            observer=self._runtime.observer,
+        )
+
+    async def _enqueue_tick(self, schedule: Schedule, tick_ms: int) -> bool:
+        """Record the run of a schedule's tick; whether this call created it."""
+        run_id = schedule.run_id(tick_ms)
+        if await self.store.get_run(run_id) is not None:
+            return False  # another worker's, or this one's before a crash
+        await self._driver.create(
+            schedule.workflow,
+            schedule.args,
+            dict(schedule.kwargs),
+            run_id=run_id,
+            queue=schedule.queue,
+        )
+        return True
 
     def _no_states(self, call: str) -> NoReturn:
         raise CapabilityMissing(

@@ -125,6 +125,23 @@ class Fanout(Observer):
         for observer in self.observers:
             observer.gc_collected(report)
 
+    def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
+        return [o.tick_started(schedule, tick_ms, late=late) for o in self.observers]
+
+    def tick_ended(
+        self, scope: Any, *, run_id: str, created: bool, error: BaseException | None
+    ) -> None:
+        for observer, inner in reversed(list(zip(self.observers, scope, strict=True))):
+            observer.tick_ended(inner, run_id=run_id, created=created, error=error)
+
+    def ticks_counted(
+        self, schedule: str, *, fired: int, caught_up: int, skipped: int
+    ) -> None:
+        for observer in self.observers:
+            observer.ticks_counted(
+                schedule, fired=fired, caught_up=caught_up, skipped=skipped
+            )
+
 
 def combine(observers: Sequence[Observer]) -> Observer | None:
     """What the engine holds: None (no cost), the one observer, or a Fanout."""

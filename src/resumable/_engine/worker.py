@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from resumable._engine.clock import Clock
+from resumable._engine.schedules import Scheduler
 from resumable._engine.specs import WORKFLOWS
 from resumable.errors import ResumableError
 from resumable.stores.capabilities import Capabilities
@@ -40,6 +41,10 @@ class Engine(Protocol):
 
     async def _resume_claimed(self, run_id: str, *, taken_over: bool = False) -> Any:
         """Drive a run this worker claimed to its end (the Engine's, for its workers)."""
+        ...
+
+    def _scheduler(self, workflows: list[str] | None) -> Scheduler | None:
+        """What starts the due ticks of the schedules of these workflows, if any."""
         ...
 
 
@@ -94,6 +99,7 @@ class Worker:
         self._active: set[asyncio.Task[Any]] = set()
         self._finished = asyncio.Event()
         self.completed = 0
+        self._scheduler = engine._scheduler(workflows)
 
     async def run(
         self,
@@ -109,6 +115,8 @@ class Worker:
         stop = stop or asyncio.Event()
         try:
             while not stop.is_set() and not (until is not None and until(self)):
+                if self._scheduler is not None:
+                    await self._fire_ticks(self._scheduler)
                 claimed = await self._claim()
                 if not claimed:
                     await self._idle(stop)
@@ -118,6 +126,16 @@ class Worker:
             for task in list(self._active):
                 with contextlib.suppress(BaseException):
                     await task
+
+    async def _fire_ticks(self, scheduler: Scheduler) -> None:
+        """Record the runs of the due ticks; they are claimed like any queued run."""
+        try:
+            await scheduler.fire_due()
+        except ResumableError as exc:  # the store is away: try again after a poll
+            log.warning("schedules not checked: %s", exc)
+            scheduler.next_check_ms = self.engine.clock.now_ms() + int(
+                self.poll_s * 1000
+            )
 
     async def _claim(self) -> int:
         free = self.concurrency - len(self._active)
@@ -169,11 +187,13 @@ class Worker:
         (the fallback where the store cannot notify).
         """
         self._finished.clear()
+        nap_s = self.poll_s
+        if self._scheduler is not None:  # wake for the next tick, not after it
+            due_s = (self._scheduler.next_check_ms - self.engine.clock.now_ms()) / 1000
+            nap_s = max(0.0, min(nap_s, due_s))
         notify = self.engine.capabilities.wake_up
         nap: Awaitable[Any] = (
-            notify.wait_for_work(self.poll_s)
-            if notify is not None
-            else asyncio.sleep(self.poll_s)
+            notify.wait_for_work(nap_s) if notify is not None else asyncio.sleep(nap_s)
         )
         waiters: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(stop.wait()),
@@ -182,7 +202,7 @@ class Worker:
         ]
         try:
             await asyncio.wait(
-                waiters, timeout=self.poll_s, return_when=asyncio.FIRST_COMPLETED
+                waiters, timeout=nap_s, return_when=asyncio.FIRST_COMPLETED
             )
         finally:
             for waiter in waiters:

@@ -27,6 +27,7 @@ from resumable.cli import (
     gc,
     keys,
     runs,
+    schedules,
     simulate,
     threads,
     ui,
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.register(commands, store)
     simulate.register(commands)
     worker.register(commands, store)
+    schedules.register(commands, store)
     gc.register(commands, store)
     keys.register(commands, store)
     threads.register(commands, store)

@@ -189,6 +189,14 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Payload bytes gc deleted with the runs (inputs, outputs, step results)",
         (),
     ),
+    "resumable_schedule_ticks": (
+        "counter",
+        "Schedule ticks by outcome, counted by the worker that moved the "
+        "schedule on: fired (the latest due tick started), caught_up (a missed "
+        "tick started late), skipped (a missed tick passed over by the catch-up "
+        "policy)",
+        ("schedule", "outcome"),
+    ),
     "resumable_runs": (
         "gauge",
         "Runs by status, as of the last refresh (capped at 10000)",
@@ -532,6 +540,18 @@ class Metrics(Observer, Collector):
         for kind in ("runs", "steps", "inputs", "chunks"):
             self._add("resumable_gc_deleted", (kind,), getattr(report, kind))
         self._add("resumable_gc_deleted_bytes", (), report.bytes)
+
+    def ticks_counted(
+        self, schedule: str, *, fired: int, caught_up: int, skipped: int
+    ) -> None:
+        """Count a schedule's ticks by outcome (each tick once, fleet-wide)."""
+        for outcome, count in (
+            ("fired", fired),
+            ("caught_up", caught_up),
+            ("skipped", skipped),
+        ):
+            if count:
+                self._add("resumable_schedule_ticks", (schedule, outcome), count)
 
 
 def _le(bound: float) -> str:

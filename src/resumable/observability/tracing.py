@@ -227,6 +227,37 @@ class Tracing(Observer):
         otel_context.detach(token)
         span.end()
 
+    def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
+        """Start a span for the tick and make it current.
+
+        Current, so the run it records keeps it as the context it was enqueued in
+        (`run_created`): the run's execution spans link back to the tick.
+        """
+        span = self.tracer.start_span(
+            f"resumable.tick {schedule}",
+            attributes={
+                "resumable.schedule": schedule,
+                "resumable.tick_ms": tick_ms,
+                "resumable.tick_late": late,
+            },
+        )
+        return span, otel_context.attach(trace.set_span_in_context(span))
+
+    def tick_ended(
+        self, scope: Any, *, run_id: str, created: bool, error: BaseException | None
+    ) -> None:
+        """End the tick's span with its run id, and whether this worker made it."""
+        span, token = scope
+        attributes: Attributes = {
+            "resumable.run_id": run_id,
+            "resumable.tick_created": created,
+        }
+        if error is not None:
+            _record_error(span, error, attributes)
+        span.set_attributes(attributes)
+        otel_context.detach(token)
+        span.end()
+
     def lease_lost(self, ctx: RunContext) -> None:
         """An event on the execution span."""
         span: Span | None = ctx.observed.get("span")

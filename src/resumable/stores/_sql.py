@@ -15,6 +15,7 @@ from resumable.stores.protocol import (
     InputRecord,
     RunRecord,
     RunUpdate,
+    ScheduleRecord,
     SnapshotRecord,
     StepRecord,
     set_attempts,
@@ -376,3 +377,18 @@ def _chunk_refs(value: Any) -> tuple[str, ...]:
     if not isinstance(refs, list | tuple) or not all(type(r) is str for r in refs):
         raise TypeError(f"chunk_refs is {reprlib.repr(value)}, not a list of hashes")
     return tuple(refs)
+
+
+def schedule_from_row(row: Row) -> ScheduleRecord:
+    """A `resumable_schedules` row as its record (SQLite and PostgreSQL)."""
+    return ScheduleRecord(
+        name=from_text(row["name"]),
+        workflow=from_text(row["workflow"]),
+        cron=row["cron"],
+        tz=row["tz"],
+        catch_up=row["catch_up"],
+        paused=bool(row["paused"]),
+        last_tick_ms=row["last_tick_ms"],
+        created_at_ms=row["created_at_ms"],
+        updated_at_ms=row["updated_at_ms"],
+    )

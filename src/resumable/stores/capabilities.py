@@ -17,6 +17,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `StreamsPayloads` | `streams`, `stream_with`, `put_sealed` | large results move a chunk at a time |
 | `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
 | `SupportsStepCache` | `put_cache_entries`, `lookup_cache`, `clear_cache` | `@step(cache=...)`, `rerun` |
+| `KeepsSchedules` | `save_schedule`, `list_schedules`, `set_schedule_paused`, `mark_schedule_ticked` | scheduled runs |
 
 `Capabilities.of(store)` checks them all once, when the engine (or `open_store`)
 takes the store, and whoever needs one is handed the typed reference it holds,
@@ -42,6 +43,7 @@ from resumable.stores.protocol import (
     PacksSnapshots,
     RunListing,
     RunStore,
+    ScheduleRecord,
     SnapshotStore,
     Store,
 )
@@ -205,6 +207,51 @@ class KeepsObjects(Protocol):
 
 
 @runtime_checkable
+class KeepsSchedules(Protocol):
+    """A store that keeps schedules: their definitions, paused or not, last tick.
+
+    Scheduled runs are started by workers (`resumable._engine.schedules`): each
+    tick's run id is derived from the schedule and the tick, so `create_run`'s
+    uniqueness starts it once however many workers see it due. What this adds is
+    the state every worker and the CLI share.
+    """
+
+    async def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        """Record a schedule's definition; what the store now holds.
+
+        A new one is stored as given. One of that name already there takes the
+        definition (`workflow`, `cron`, `tz`, `catch_up`, `updated_at_ms`) and keeps
+        its state (`paused`, `last_tick_ms`, `created_at_ms`).
+        """
+        ...
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        """Every schedule, by name."""
+        ...
+
+    async def set_schedule_paused(
+        self, name: str, *, paused: bool, through_ms: int | None, now_ms: int
+    ) -> ScheduleRecord | None:
+        """Pause or resume a schedule; None if there is none of that name.
+
+        `through_ms`, when given, also marks every tick up to it as passed (as
+        `mark_schedule_ticked` does), so a resumed schedule does not start the
+        ticks that fell due while it was paused.
+        """
+        ...
+
+    async def mark_schedule_ticked(
+        self, name: str, *, tick_ms: int, now_ms: int
+    ) -> bool:
+        """Raise `last_tick_ms` to `tick_ms` (never lower it); whether it rose.
+
+        False when it was at `tick_ms` or later already (another worker marked
+        it first), or there is no such schedule.
+        """
+        ...
+
+
+@runtime_checkable
 class WrapsStore(Protocol):
     """A store that adds to another, as `OffloadStore` does.
 
@@ -248,6 +295,8 @@ class Capabilities:
     step_cache: SupportsStepCache | None = None
     """Where the step cache's index lives, if the store keeps one
     (`SupportsStepCache`); without it a cached step always executes."""
+    schedules: KeepsSchedules | None = None
+    """Where schedules are kept, if the store keeps them (`KeepsSchedules`)."""
 
     @classmethod
     def of(cls, store: RunStore) -> Capabilities:
@@ -275,6 +324,7 @@ class Capabilities:
             payload_streams=store if isinstance(store, StreamsPayloads) else None,
             objects=store if isinstance(store, KeepsObjects) else None,
             step_cache=(optional if isinstance(optional, SupportsStepCache) else None),
+            schedules=optional if isinstance(optional, KeepsSchedules) else None,
         )
 
     def snapshot_part(self, store: RunStore, *, call: str) -> SnapshotStore:
@@ -328,6 +378,18 @@ class Capabilities:
                 raise CapabilityMissing(store=store.url, capability=part, call=call)
         return cast("Store", store)  # the isinstance checks `of` made
 
+    def schedule_part(self, store: RunStore, *, call: str) -> KeepsSchedules:
+        """Where the store keeps schedules.
+
+        Raises:
+            CapabilityMissing: it keeps none; the message names `call`.
+        """
+        if self.schedules is None:
+            raise CapabilityMissing(
+                store=store.url, capability="KeepsSchedules", call=call
+            )
+        return self.schedules
+
     @property
     def names(self) -> tuple[str, ...]:
         """The names of the capabilities found, for messages and `resumable info`."""
@@ -344,5 +406,6 @@ class Capabilities:
             "StreamsPayloads": self.payload_streams is not None,
             "KeepsObjects": self.objects is not None,
             "SupportsStepCache": self.step_cache is not None,
+            "KeepsSchedules": self.schedules is not None,
         }
         return tuple(name for name, present in found.items() if present)

@@ -25,6 +25,7 @@ from resumable.stores.protocol import (
     RunQuery,
     RunRecord,
     RunUpdate,
+    ScheduleRecord,
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
@@ -50,6 +51,7 @@ class MemoryStore:
         self._stubs: dict[str, ArchiveStub] = {}
         self._thread_stubs: dict[str, ThreadStub] = {}
         self._cache: dict[str, CacheEntry] = {}
+        self._schedules: dict[str, ScheduleRecord] = {}
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:
@@ -318,6 +320,52 @@ class MemoryStore:
         inputs[record.key] = record
         if run.status == "waiting":
             self._runs[run.run_id] = _rules.woken(run, record.sent_at_ms)
+        return True
+
+    # --- schedules (KeepsSchedules) ----------------------------------------------
+    async def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        found = self._schedules.get(record.name)
+        if found is not None:
+            record = dataclasses.replace(
+                found,
+                workflow=record.workflow,
+                cron=record.cron,
+                tz=record.tz,
+                catch_up=record.catch_up,
+                updated_at_ms=record.updated_at_ms,
+            )
+        self._schedules[record.name] = record
+        return record
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return [self._schedules[name] for name in sorted(self._schedules)]
+
+    async def set_schedule_paused(
+        self, name: str, *, paused: bool, through_ms: int | None, now_ms: int
+    ) -> ScheduleRecord | None:
+        found = self._schedules.get(name)
+        if found is None:
+            return None
+        last = found.last_tick_ms
+        if through_ms is not None and (last is None or through_ms > last):
+            last = through_ms
+        record = dataclasses.replace(
+            found, paused=paused, last_tick_ms=last, updated_at_ms=now_ms
+        )
+        self._schedules[name] = record
+        return record
+
+    async def mark_schedule_ticked(
+        self, name: str, *, tick_ms: int, now_ms: int
+    ) -> bool:
+        found = self._schedules.get(name)
+        if found is None or (
+            found.last_tick_ms is not None and tick_ms <= found.last_tick_ms
+        ):
+            return False
+        self._schedules[name] = dataclasses.replace(
+            found, last_tick_ms=tick_ms, updated_at_ms=now_ms
+        )
         return True
 
     async def get_inputs(self, run_id: str) -> dict[str, bytes]:

@@ -246,6 +246,31 @@ class InputRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleRecord:
+    """A schedule as the store keeps it: its definition and where its ticks are.
+
+    The definition comes from the code that declares it (the worker saves it); the
+    state (`paused`, `last_tick_ms`) is changed only by the store's own methods,
+    so every worker and the CLI see the same.
+    """
+
+    name: str
+    workflow: str
+    cron: str
+    """Five cron fields, or six with seconds last (croniter's format)."""
+    tz: str
+    """The IANA time zone the cron fields are read in."""
+    catch_up: int
+    """After downtime, start at most this many missed ticks (0: skip them)."""
+    paused: bool = False
+    last_tick_ms: int | None = None
+    """Every tick at or before this was started or passed over; None: none yet
+    (ticks after `created_at_ms` are due)."""
+    created_at_ms: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotRecord:
     """An explicit save of a state object: a manifest of content-addressed chunks."""
 

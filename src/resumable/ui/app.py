@@ -37,7 +37,14 @@ from resumable._engine.engine import Engine
 from resumable._engine.specs import WORKFLOWS
 from resumable._engine.waits import unawaited
 from resumable.errors import ResumableError, RunNotFound, UsageError
-from resumable.ui import lineage_page, run_page, runs_page, threads_page, workers_page
+from resumable.ui import (
+    lineage_page,
+    run_page,
+    runs_page,
+    schedules_page,
+    threads_page,
+    workers_page,
+)
 from resumable.ui.html import esc, page
 
 logger = logging.getLogger("resumable.ui")
@@ -185,6 +192,13 @@ async def _workers(board: Dashboard, request: Request) -> tuple[str, str]:
     return "Workers", await workers_page.render_workers(board.engine)
 
 
+async def _schedules(board: Dashboard, request: Request) -> tuple[str, str]:
+    note = request.query_params.get("note")
+    return "Schedules", await schedules_page.render_schedules(
+        board.engine, board.csrf, note
+    )
+
+
 _PAGES: tuple[tuple[str, Render], ...] = (
     ("/", _runs),
     ("/run", _run),
@@ -193,6 +207,7 @@ _PAGES: tuple[tuple[str, Render], ...] = (
     ("/threads", _threads),
     ("/thread", _thread),
     ("/workers", _workers),
+    ("/schedules", _schedules),
 )
 
 
@@ -233,6 +248,7 @@ def create_app(
     routes += [
         Route("/login", _login(board), methods=["GET", "POST"]),
         Route("/actions/{action}", _action(board), methods=["POST"]),
+        Route("/schedules/{action}", _schedule_action(board), methods=["POST"]),
         Mount("/static", static),
     ]
 
@@ -298,6 +314,30 @@ def _action(board: Dashboard) -> Handler:
             return _error(board, f"{action} of run {run_id!r} failed: {exc}", 400)
         location = "/run?" + urlencode({"id": target, "note": note})
         return RedirectResponse(location, status_code=303)
+
+    return act
+
+
+def _schedule_action(board: Dashboard) -> Handler:
+    async def act(request: Request) -> Response:
+        try:
+            form = await board.checked_form(request)
+        except PermissionError as exc:
+            return _text(f"refused: {exc}", 403)
+        name, action = form.get("name", ""), request.path_params["action"]
+        try:
+            if action == "pause":
+                await board.engine.pause_schedule(name)
+            elif action == "resume":
+                await board.engine.resume_schedule(name)
+            else:
+                raise UsageError(f"no schedule action {action!r}: pause or resume")
+        except ResumableError as exc:
+            return _error(board, f"{action} of schedule {name!r} failed: {exc}", 400)
+        note = f"schedule {name}: {action}d"
+        return RedirectResponse(
+            "/schedules?" + urlencode({"note": note}), status_code=303
+        )
 
     return act
 

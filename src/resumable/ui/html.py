@@ -22,6 +22,7 @@ _NAV: Final = (
     ("/", "Runs"),
     ("/threads", "Threads"),
     ("/workers", "Workers & queues"),
+    ("/schedules", "Schedules"),
 )
 
 

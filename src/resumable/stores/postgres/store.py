@@ -46,6 +46,7 @@ from resumable.stores.postgres.runs import (
     lease_from_acquired,
     run_filters,
 )
+from resumable.stores.postgres.schedules import Schedules
 from resumable.stores.postgres.snapshots import (
     SnapshotStatements,
     refuse_missing,
@@ -64,6 +65,7 @@ from resumable.stores.protocol import (
     RunQuery,
     RunRecord,
     RunUpdate,
+    ScheduleRecord,
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
@@ -95,6 +97,7 @@ class PostgresStore:
             prepare=functools.partial(migrations.prepare, self._options, url=self.url),
             drain=lambda: self._commits.wait_idle(),  # noqa: PLW0108 - _commits is made below
         )
+        self._schedules = Schedules(self.schema, self._db)
         self._commits = StepCommits(
             url=self.url,
             statements=self._runs,
@@ -306,6 +309,25 @@ class PostgresStore:
         return await self._db.write_count(
             self._cache.clear, clear_params(step, workflow)
         )
+
+    # --- schedules (KeepsSchedules, statements in schedules.py) -----------------
+    async def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        return await self._schedules.save(record)
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return await self._schedules.list()
+
+    async def set_schedule_paused(
+        self, name: str, *, paused: bool, through_ms: int | None, now_ms: int
+    ) -> ScheduleRecord | None:
+        return await self._schedules.set_paused(
+            name, paused=paused, through_ms=through_ms, now_ms=now_ms
+        )
+
+    async def mark_schedule_ticked(
+        self, name: str, *, tick_ms: int, now_ms: int
+    ) -> bool:
+        return await self._schedules.mark_ticked(name, tick_ms=tick_ms, now_ms=now_ms)
 
     # --- archive (SupportsArchive, transactions in archive.py) -----------------
     async def archive_journal(self, stub: ArchiveStub) -> bool:

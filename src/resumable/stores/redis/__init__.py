@@ -45,6 +45,10 @@ slot and a script may touch any of them. Below, `<x>` is an id encoded as UTF-8
                                     "-" (no queue) or "q" + the queue's name
     archived:<id>, archived, tstub:<thread>, tstubs
                               the archive's stubs (see `archive`)
+    schedules                 set   the names of the schedules
+    schedule:<name>           hash  a schedule's definition (workflow, cron, tz,
+                                    catch_up), paused, last_tick_ms, created_at_ms,
+                                    updated_at_ms (no schema change: none is none)
     meta                      hash  schema_version
 
 Lua scripts (`resumable.stores.redis.scripts`) keep the indexes in step with the

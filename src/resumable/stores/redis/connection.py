@@ -88,6 +88,9 @@ _PLAIN_SCRIPTS: Final = (
     "restore_journal",
     "load_snapshot",
     "delete_unreferenced_chunks",
+    "save_schedule",
+    "set_schedule_paused",
+    "mark_schedule_ticked",
 )
 # idle 10 s, then a probe every 5 s, dead after 3 unanswered (where the OS has them)
 _KEEPALIVE: Final = {
@@ -184,6 +187,7 @@ class Keys:
         self.stubs = self.base + b"archived"
         self.meta = self.base + b"meta"
         self.channel = self.base + b"work"
+        self.schedules = self.base + b"schedules"
 
     def of(self, kind: bytes, name: str) -> bytes:
         """The key of family `kind` (e.g. `b"wf:"`) for `name`."""
@@ -200,6 +204,10 @@ class Keys:
     def inputs(self, run_id: str) -> bytes:
         """The run's inputs: key -> packed (value, sent_at_ms)."""
         return self.of(b"inputs:", run_id)
+
+    def schedule(self, name: str) -> bytes:
+        """The schedule's hash: its definition, paused, last_tick_ms."""
+        return self.of(b"schedule:", name)
 
     def stub(self, run_id: str) -> bytes:
         """The packed archive stub of an archived run's journal."""

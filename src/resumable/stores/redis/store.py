@@ -22,11 +22,20 @@ from resumable.stores.protocol import (
     RunQuery,
     RunRecord,
     RunUpdate,
+    ScheduleRecord,
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
 )
-from resumable.stores.redis import archive, cache, claims, payloads, runs, snapshots
+from resumable.stores.redis import (
+    archive,
+    cache,
+    claims,
+    payloads,
+    runs,
+    schedules,
+    snapshots,
+)
 from resumable.stores.redis.connection import DEFAULT_PREFIX, RedisClient
 from resumable.stores.step_cache import CacheEntry
 from resumable.stores.stubs import ArchiveStub, ThreadStub
@@ -80,6 +89,27 @@ class RedisStore:
 
     async def delete_runs(self, run_ids: Collection[str]) -> DeleteResult:
         return await runs.delete_runs(self._conn, run_ids)
+
+    # --- schedules (KeepsSchedules) ----------------------------------------------
+    async def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        return await schedules.save_schedule(self._conn, record)
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return await schedules.list_schedules(self._conn)
+
+    async def set_schedule_paused(
+        self, name: str, *, paused: bool, through_ms: int | None, now_ms: int
+    ) -> ScheduleRecord | None:
+        return await schedules.set_schedule_paused(
+            self._conn, name, paused=paused, through_ms=through_ms, now_ms=now_ms
+        )
+
+    async def mark_schedule_ticked(
+        self, name: str, *, tick_ms: int, now_ms: int
+    ) -> bool:
+        return await schedules.mark_schedule_ticked(
+            self._conn, name, tick_ms=tick_ms, now_ms=now_ms
+        )
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:

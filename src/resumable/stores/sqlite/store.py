@@ -23,6 +23,7 @@ from resumable.stores.protocol import (
     RunQuery,
     RunRecord,
     RunUpdate,
+    ScheduleRecord,
     SnapshotRecord,
     StepRecord,
     ThreadRecord,
@@ -31,6 +32,7 @@ from resumable.stores.sqlite import archive as _archive
 from resumable.stores.sqlite import cache as _cache
 from resumable.stores.sqlite import claims as _claims
 from resumable.stores.sqlite import runs as _runs
+from resumable.stores.sqlite import schedules as _schedules
 from resumable.stores.sqlite import snapshots as _snapshots
 from resumable.stores.sqlite.connection import (
     DEFAULT_PATH,
@@ -324,6 +326,37 @@ class SQLiteStore:
     async def list_inputs(self, run_id: str) -> list[InputRecord]:
         return await self._call(
             partial(_runs.list_inputs_txn, run_id=run_id), write=False, inline=True
+        )
+
+    # --- schedules (KeepsSchedules, transactions in schedules.py) ---------------
+    async def save_schedule(self, record: ScheduleRecord) -> ScheduleRecord:
+        return await self._call(
+            partial(_schedules.save_schedule_txn, record=record), write=True
+        )
+
+    async def list_schedules(self) -> list[ScheduleRecord]:
+        return await self._call(_schedules.list_schedules_txn, write=False)
+
+    async def set_schedule_paused(
+        self, name: str, *, paused: bool, through_ms: int | None, now_ms: int
+    ) -> ScheduleRecord | None:
+        change = partial(
+            _schedules.set_paused_txn,
+            name=name,
+            paused=paused,
+            through_ms=through_ms,
+            now_ms=now_ms,
+        )
+        return await self._call(change, write=True)
+
+    async def mark_schedule_ticked(
+        self, name: str, *, tick_ms: int, now_ms: int
+    ) -> bool:
+        return await self._call(
+            partial(
+                _schedules.mark_ticked_txn, name=name, tick_ms=tick_ms, now_ms=now_ms
+            ),
+            write=True,
         )
 
     # --- snapshots --------------------------------------------------------------

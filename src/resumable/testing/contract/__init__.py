@@ -14,6 +14,7 @@ Modules, one per part of the protocol:
 - `archive`: a run's rows swapped for a stub and back (`SupportsArchive`)
 - `thread_archive`: a thread's snapshots swapped for a stub (`SupportsThreadArchive`)
 - `step_cache`: the step cache's index, key to journal row (`SupportsStepCache`)
+- `schedules`: schedule definitions, paused, last tick (`KeepsSchedules`)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from resumable.testing.contract.records import (
     step_record,
 )
 from resumable.testing.contract.runs import RunStoreContract
+from resumable.testing.contract.schedules import ScheduleStoreContract
 from resumable.testing.contract.snapshots import SnapshotStoreContract
 from resumable.testing.contract.step_cache import StepCacheContract
 from resumable.testing.contract.thread_archive import ThreadArchiveContract
@@ -41,6 +43,7 @@ class StoreContract(
     ArchiveStoreContract,
     ThreadArchiveContract,
     StepCacheContract,
+    ScheduleStoreContract,
 ):
     """Behaviour every Store must show. Subclass it and provide a `store` fixture.
 
