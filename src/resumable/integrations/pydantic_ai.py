@@ -73,6 +73,7 @@ try:
         conversation_id_from_run_id,
     )
     from pydantic_ai.models import Model
+    from pydantic_ai.output import OutputDataT
     from pydantic_ai.tools import (
         AgentDepsT,
         DeferredToolRequests,
@@ -98,6 +99,7 @@ APPROVAL_PREFIX = "approve:"
 """The input key a tool call needing approval waits for: this and its tool_call_id."""
 RESULT_PREFIX = "result:"
 """The input key an externally executed tool call waits for: this and its tool_call_id."""
+
 
 class _StepBackend(JournalCallableOperationBackend[None]):
     """Runs each Pydantic AI durable operation as one step of the current run."""
@@ -274,7 +276,7 @@ def _approval(
     )
 
 
-class ResumableAgent(WrapperAgent[AgentDepsT, Any]):
+class ResumableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
     """An agent whose runs inside a `@workflow` are durable; ordinary outside one.
 
     Wraps any Pydantic AI agent: `run`, `run_sync`, `run_stream` and `iter`
@@ -283,7 +285,7 @@ class ResumableAgent(WrapperAgent[AgentDepsT, Any]):
 
     def __init__(
         self,
-        wrapped: AbstractAgent[AgentDepsT, Any],
+        wrapped: AbstractAgent[AgentDepsT, OutputDataT],
         *,
         name: str | None = None,
         models: Mapping[str, Model] | None = None,
@@ -308,4 +310,3 @@ class ResumableAgent(WrapperAgent[AgentDepsT, Any]):
         return super().iter(
             *args, capabilities=[*(capabilities or ()), self.durability], **kwargs
         )
-
