@@ -55,13 +55,15 @@ from typing import Any, ClassVar
 from resumable._engine.bridge import running_loop
 from resumable._engine.context import RunContext as ResumableRunContext
 from resumable._engine.context import active_run, current_run
+from resumable._engine.engine import Engine
 from resumable._engine.retry import NO_RETRY
+from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
 from resumable._engine.waits import wait_for
 
 try:
-    from pydantic_ai.agent import AbstractAgent, WrapperAgent
+    from pydantic_ai.agent import AbstractAgent, EventStreamHandler, WrapperAgent
     from pydantic_ai.durable_exec import (
         JSON_CODEC,
         BaseDurabilityCapability,
@@ -72,6 +74,7 @@ try:
         RoleBasedOperationConfig,
         conversation_id_from_run_id,
     )
+    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
     from pydantic_ai.models import Model
     from pydantic_ai.output import OutputDataT
     from pydantic_ai.tools import (
@@ -90,11 +93,16 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 __all__ = [
     "APPROVAL_PREFIX",
+    "HISTORY_NAMESPACE",
     "RESULT_PREFIX",
     "ResumableAgent",
     "ResumableDurability",
+    "load_history",
+    "save_history",
 ]
 
+HISTORY_NAMESPACE = "pydantic_ai"
+"""The snapshot namespace a thread's Pydantic AI message history is saved in."""
 APPROVAL_PREFIX = "approve:"
 """The input key a tool call needing approval waits for: this and its tool_call_id."""
 RESULT_PREFIX = "result:"
@@ -194,7 +202,11 @@ class ResumableDurability(BaseDurabilityCapability[AgentDepsT]):
     )
 
     def __init__(
-        self, *, models: Mapping[str, Model] | None = None, name: str | None = None
+        self,
+        *,
+        models: Mapping[str, Model] | None = None,
+        name: str | None = None,
+        event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
     ) -> None:
         """Create the capability.
 
@@ -204,8 +216,13 @@ class ResumableDurability(BaseDurabilityCapability[AgentDepsT]):
             name: The name the agent's steps carry (default: the agent's `name`,
                 which it then must have). Keep it stable: recorded runs find their
                 steps by it.
+            event_stream_handler: Receives the model's events live, inside each
+                model step, on the execution that makes the call (a replayed
+                step delivers none), and each tool event in a step of its own.
         """
-        super().__init__(models=models, name=name)
+        super().__init__(
+            models=models, name=name, event_stream_handler=event_stream_handler
+        )
         self._backend: _StepBackend | None = None
 
     @property
@@ -289,6 +306,7 @@ class ResumableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         *,
         name: str | None = None,
         models: Mapping[str, Model] | None = None,
+        event_stream_handler: EventStreamHandler[AgentDepsT] | None = None,
     ) -> None:
         """Wrap `wrapped`.
 
@@ -296,10 +314,11 @@ class ResumableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
             wrapped: The agent; it needs a `name` (or pass `name=`), which its steps carry.
             name: The name its steps carry, if not the agent's.
             models: Other models runs may select by key (see `ResumableDurability`).
+            event_stream_handler: Receives model events live (see `ResumableDurability`).
         """
         super().__init__(wrapped)
         durability: ResumableDurability[AgentDepsT] = ResumableDurability(
-            models=models, name=name
+            models=models, name=name, event_stream_handler=event_stream_handler
         )
         self.durability = durability.for_agent(wrapped)
 
@@ -310,3 +329,36 @@ class ResumableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         return super().iter(
             *args, capabilities=[*(capabilities or ()), self.durability], **kwargs
         )
+
+
+async def load_history(engine: Engine, thread_id: str) -> list[ModelMessage]:
+    """The thread's Pydantic AI message history as last saved ([] for a new thread).
+
+    Pass it as `message_history=` to the next run. It is read from the thread's
+    state in namespace `HISTORY_NAMESPACE` (`resumable threads` lists it).
+    """
+    state = await engine.load_state(
+        thread_id, namespace=HISTORY_NAMESPACE, default=None
+    )
+    if state is None:
+        return []
+    return ModelMessagesTypeAdapter.validate_python(state["messages"])
+
+
+async def save_history(
+    engine: Engine,
+    thread_id: str,
+    messages: Sequence[ModelMessage],
+    *,
+    label: str | None = None,
+) -> Checkpoint:
+    """Save a thread's message history (`result.all_messages()`) as its new version.
+
+    Messages are stored as JSON through Pydantic AI's `ModelMessagesTypeAdapter`,
+    never pickled; each message is stored once, so saving after every turn
+    writes only the turn's new messages.
+    """
+    dumped = ModelMessagesTypeAdapter.dump_python(list(messages), mode="json")
+    return await engine.save_state(
+        thread_id, {"messages": dumped}, namespace=HISTORY_NAMESPACE, label=label
+    )

@@ -1,0 +1,203 @@
+"""ResumableAgent against the simulated provider: history, streaming, usage, budgets."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    PartDeltaEvent,
+)
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai.tools import RunContext
+
+from conftest import store_url
+from resumable import BudgetExceeded, Engine, workflow
+from resumable.integrations.pydantic_ai import (
+    ResumableAgent,
+    load_history,
+    save_history,
+)
+from resumable.simulator import SimulatedProvider
+
+HISTORY_BACKENDS = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("redis", marks=pytest.mark.redis),
+]
+
+
+@pytest.fixture
+def provider() -> Iterator[SimulatedProvider]:
+    with SimulatedProvider() as provider:
+        yield provider
+
+
+@pytest.fixture
+async def client(provider: SimulatedProvider) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The SDK client the models use, closed with the test's loop."""
+    client = openai.AsyncOpenAI(base_url=provider.openai_base_url, api_key="sk-test")
+    yield client
+    await client.close()
+
+
+def model_of(client: openai.AsyncOpenAI) -> OpenAIChatModel:
+    return OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client))
+
+
+def weather_agent(
+    client: openai.AsyncOpenAI, calls: list[str]
+) -> ResumableAgent[None, str]:
+    agent = Agent(
+        model_of(client),
+        name="weather",
+        instructions="First call lookup_city, then call get_weather.",
+    )
+
+    @agent.tool_plain
+    def lookup_city(name: str) -> str:
+        calls.append("lookup_city")
+        return "Oslo"
+
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        calls.append("get_weather")
+        return "sunny"
+
+    return ResumableAgent(agent)
+
+
+async def test_a_finished_run_replays_its_output_without_a_model_or_tool_call(
+    provider: SimulatedProvider, client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    calls: list[str] = []
+    agent = weather_agent(client, calls)
+
+    @workflow(name="pai.replay")
+    async def ask(question: str) -> str:
+        return (await agent.run(question)).output
+
+    engine = Engine(f"sqlite:///{tmp_path / 'r.db'}")
+    first = await engine.run(ask, "Weather?", run_id="r")
+    steps = [s.name for s in await engine.history("r")]
+    assert steps == [
+        "weather__model.request",
+        "weather__function_toolset__<agent>.call_tool:lookup_city",
+        "weather__model.request",
+        "weather__function_toolset__<agent>.call_tool:get_weather",
+        "weather__model.request",
+    ]
+    # the ledger counts each model call once: the SDK meter, not the returned value
+    ledger = await engine.ledger("r")
+    assert ledger.incurred.calls == len(provider.requests()) == 3
+    forked = await engine.fork("r", at_step=5)
+    assert await engine.resume(forked) == first  # every step replayed
+    assert calls == ["lookup_city", "get_weather"]
+    assert len(provider.requests()) == 3
+    await engine.close()
+
+
+async def test_outside_a_run_the_agent_is_an_ordinary_one(
+    client: openai.AsyncOpenAI,
+) -> None:
+    calls: list[str] = []
+    result = await weather_agent(client, calls).run("Weather?")
+    assert "sunny" in result.output
+    assert calls == ["lookup_city", "get_weather"]
+
+
+async def test_a_budget_stops_the_agent_between_model_calls(
+    provider: SimulatedProvider, client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    calls: list[str] = []
+    agent = weather_agent(client, calls)
+
+    @workflow(name="pai.budget", budget_tokens=50)
+    async def ask(question: str) -> str:
+        return (await agent.run(question)).output
+
+    engine = Engine(f"sqlite:///{tmp_path / 'b.db'}")
+    with pytest.raises(BudgetExceeded):
+        await engine.run(ask, "Weather?", run_id="b")
+    assert len(provider.requests()) == 1  # stopped before the tool, after one call
+    assert calls == []
+    await engine.close()
+
+
+def dumped(messages: Sequence[ModelMessage]) -> bytes:
+    return ModelMessagesTypeAdapter.dump_json(list(messages))
+
+
+@pytest.mark.parametrize("backend", HISTORY_BACKENDS)
+async def test_message_history_survives_a_restart(
+    backend: str, client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    url = store_url(backend, tmp_path)
+    agent = ResumableAgent(Agent(model_of(client), name="chat"))
+    engine = Engine(url)
+    first = await agent.run("Tell me about Oslo")
+    await save_history(engine, "user-42", first.all_messages())
+    await engine.close()
+
+    engine = Engine(url)  # a new process would open the store the same way
+    try:
+        history = await load_history(engine, "user-42")
+        assert dumped(history) == dumped(first.all_messages())
+        second = await agent.run("And Bergen?", message_history=history)
+        await save_history(engine, "user-42", second.all_messages())
+        assert dumped(await load_history(engine, "user-42")) == dumped(
+            second.all_messages()
+        )
+        assert len(second.all_messages()) == 4
+        assert await load_history(engine, "user-7") == []
+    finally:
+        drop = getattr(engine.store, "drop", None)
+        if drop is not None:
+            await drop()
+        await engine.close()
+
+
+async def test_run_stream_streams_the_first_time_and_replays_the_output(
+    provider: SimulatedProvider, client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    deltas: list[Any] = []
+
+    async def handler(
+        ctx: RunContext[Any], events: AsyncIterable[AgentStreamEvent]
+    ) -> None:
+        async for event in events:
+            if isinstance(event, PartDeltaEvent):
+                deltas.append(event)
+
+    agent = ResumableAgent(
+        Agent(model_of(client), name="streamer"), event_stream_handler=handler
+    )
+    texts: list[str] = []
+
+    @workflow(name="pai.stream")
+    async def tell(question: str) -> str:
+        async with agent.run_stream(question) as result:
+            async for text in result.stream_text(delta=True):
+                texts.append(text)
+            return await result.get_output()
+
+    engine = Engine(f"sqlite:///{tmp_path / 's.db'}")
+    first = await engine.run(tell, "Tell me about Oslo", run_id="s")
+    assert len(deltas) > 1  # token by token, while the model step ran
+    assert "".join(texts) == first
+    streamed = len(deltas)
+    forked = await engine.fork("s", at_step=1)
+    texts.clear()
+    assert await engine.resume(forked) == first
+    assert "".join(texts) == first  # the output, from the store
+    assert len(provider.requests()) == 1  # the model was not called again
+    assert len(deltas) == streamed
+    await engine.close()
