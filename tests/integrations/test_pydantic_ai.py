@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,39 @@ async def test_run_stream_streams_the_first_time_and_replays_the_output(
     assert len(provider.requests()) == 1  # the model was not called again
     assert len(deltas) == streamed
     await engine.close()
+
+
+def test_run_sync_in_a_def_workflow_journals_and_replays_the_same_steps(
+    provider: SimulatedProvider, tmp_path: Path
+) -> None:
+    calls: list[str] = []
+    client = openai.AsyncOpenAI(base_url=provider.openai_base_url, api_key="sk-test")
+    agent = weather_agent(client, calls)
+
+    @workflow(name="pai.sync")
+    def ask(question: str) -> str:
+        output = agent.run_sync(question).output
+        # run_sync leaves its event loop set on this thread: close it, and the
+        # client's connections made on it, before the thread is reused
+        loop = asyncio.get_event_loop()
+        loop.run_until_complete(client.close())
+        loop.close()
+        asyncio.set_event_loop(None)
+        return output
+
+    url = f"sqlite:///{tmp_path / 'sync.db'}"
+    first = Engine(url).run_sync(ask, "Weather?", run_id="s")
+
+    async def replay() -> tuple[list[str], object]:
+        engine = Engine(url)
+        try:
+            steps = [s.name for s in await engine.history("s")]
+            return steps, await engine.resume(await engine.fork("s", at_step=5))
+        finally:
+            await engine.close()
+
+    steps, again = asyncio.run(replay())
+    assert len(steps) == 5
+    assert again == first
+    assert calls == ["lookup_city", "get_weather"]  # the fork replayed them
+    assert len(provider.requests()) == 3

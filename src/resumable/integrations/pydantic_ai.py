@@ -49,10 +49,11 @@ same order.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from resumable._engine.bridge import running_loop
+from resumable._engine.bridge import await_on
 from resumable._engine.context import RunContext as ResumableRunContext
 from resumable._engine.context import active_run, current_run
 from resumable._engine.engine import Engine
@@ -124,21 +125,32 @@ class _StepBackend(JournalCallableOperationBackend[None]):
         ctx = active_run()
         if ctx is None:  # the capability routes here only inside a run
             return await body()
-        if running_loop() is not ctx.loop:
-            raise TypeError(
-                f"run {ctx.run_id!r}: a Pydantic AI agent ran on an event loop of its "
-                f"own (run_sync in a `def` workflow); make the workflow `async def` "
-                f"and `await agent.run(...)`"
+        unit = _metered(body) if isinstance(operation_id, ModelRequestId) else body
+        here = asyncio.get_running_loop()
+        if here is ctx.loop:  # an `async def` workflow awaiting agent.run
+            spec = StepSpec(
+                name=name,
+                fn=unit,
+                is_async=True,
+                retry=NO_RETRY,
+                annotations_registered=True,  # a JSON payload: nothing to register
             )
-        is_model = isinstance(operation_id, ModelRequestId)
+            return await execute_step(ctx, ctx.take_seq(), spec, (), {})
+        # a `def` workflow calling agent.run_sync: the agent runs on a loop of its
+        # own in the workflow's thread; the step is journaled on the run's loop,
+        # and its body runs back here, where the agent's clients live
         spec = StepSpec(
             name=name,
-            fn=_metered(body) if is_model else body,
-            is_async=True,
+            fn=lambda: asyncio.run_coroutine_threadsafe(_awaited(unit), here).result(),
+            is_async=False,
             retry=NO_RETRY,
-            annotations_registered=True,  # a JSON payload: nothing to register
+            annotations_registered=True,
         )
-        return await execute_step(ctx, ctx.take_seq(), spec, (), {})
+        return await await_on(ctx.loop, execute_step(ctx, ctx.take_seq(), spec, (), {}))
+
+
+async def _awaited(unit: Callable[[], Awaitable[object]]) -> object:
+    return await unit()
 
 
 def _metered(body: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[object]]:
@@ -260,8 +272,7 @@ class ResumableDurability(BaseDurabilityCapability[AgentDepsT]):
             return None
         keys = [APPROVAL_PREFIX + call.tool_call_id for call in requests.approvals]
         keys += [RESULT_PREFIX + call.tool_call_id for call in requests.calls]
-        # all at once: the run is recorded waiting for every key, in a stable order
-        values = await asyncio.gather(*(wait_for(key) for key in keys))
+        values = await _wait_for_all(keys)
         results = DeferredToolResults()
         for key, value in zip(keys, values, strict=True):
             if key.startswith(APPROVAL_PREFIX):
@@ -271,6 +282,19 @@ class ResumableDurability(BaseDurabilityCapability[AgentDepsT]):
             else:
                 results.calls[key.removeprefix(RESULT_PREFIX)] = value
         return results
+
+
+async def _wait_for_all(keys: list[str]) -> list[Any]:
+    """The input sent under each key; the run waits until every one has come.
+
+    In an `async def` workflow the waits are gathered, so the run is recorded
+    waiting for every key at once. A `def` workflow's `wait_for` answers (or
+    suspends) on the spot: it waits for them one after the other.
+    """
+    waits = [wait_for(key) for key in keys]
+    if all(inspect.isawaitable(wait) for wait in waits):
+        return list(await asyncio.gather(*waits))
+    return waits
 
 
 def _approval(
