@@ -9,7 +9,13 @@ from typing import Any
 
 import openai
 import pytest
-from pydantic_ai import Agent
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from pydantic_ai import Agent, InstrumentationSettings
+from pydantic_ai.capabilities import Instrumentation
 from pydantic_ai.messages import (
     AgentStreamEvent,
     ModelMessage,
@@ -27,6 +33,7 @@ from resumable.integrations.pydantic_ai import (
     load_history,
     save_history,
 )
+from resumable.observability import Tracing
 from resumable.simulator import SimulatedProvider
 
 HISTORY_BACKENDS = [
@@ -238,3 +245,57 @@ def test_run_sync_in_a_def_workflow_journals_and_replays_the_same_steps(
     assert again == first
     assert calls == ["lookup_city", "get_weather"]  # the fork replayed them
     assert len(provider.requests()) == 3
+
+
+async def test_model_and_tool_step_spans_nest_in_the_agent_runs_span(
+    client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = Agent(
+        model_of(client),
+        name="traced",
+        instructions="Call lookup_city.",
+        capabilities=[
+            Instrumentation(
+                settings=InstrumentationSettings(tracer_provider=tracer_provider)
+            )
+        ],
+    )
+
+    @agent.tool_plain
+    def lookup_city(name: str) -> str:
+        return "Oslo"
+
+    durable = ResumableAgent(agent)
+
+    @workflow(name="pai.traced")
+    async def ask(question: str) -> str:
+        return (await durable.run(question)).output
+
+    async with Engine("memory://", observers=[Tracing(tracer_provider)]) as engine:
+        await engine.run(ask, "Where?", run_id="t")
+    finished = exporter.get_finished_spans()
+    by_id = {span.context.span_id: span for span in finished}
+
+    def ancestors(span: ReadableSpan) -> list[str]:
+        names = []
+        while span.parent is not None and span.parent.span_id in by_id:
+            span = by_id[span.parent.span_id]
+            names.append(span.name)
+        return names
+
+    (run_span,) = [s for s in finished if s.name == "resumable.run pai.traced"]
+    (agent_span,) = [s for s in finished if s.name == "invoke_agent traced"]
+    steps = [s for s in finished if s.name.startswith("resumable.step traced__")]
+    assert [s.name.removeprefix("resumable.step ") for s in steps] == [
+        "traced__model.request",
+        "traced__function_toolset__<agent>.call_tool:lookup_city",
+        "traced__model.request",
+    ]
+    for step_span in steps:  # run → agent run → (model/tool spans) → step
+        chain = ancestors(step_span)
+        assert agent_span.name in chain
+        assert chain[-1] == run_span.name
+    tracer_provider.shutdown()
