@@ -20,16 +20,21 @@ from pydantic_ai.messages import (
     AgentStreamEvent,
     ModelMessage,
     ModelMessagesTypeAdapter,
+    ModelResponse,
     PartDeltaEvent,
+    TextPart,
 )
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.tools import RunContext
+from pydantic_ai.usage import RequestUsage
 
 from conftest import store_url
 from resumable import BudgetExceeded, Engine, workflow
 from resumable.integrations.pydantic_ai import (
     ResumableAgent,
+    ResumableDurability,
     load_history,
     save_history,
 )
@@ -299,3 +304,30 @@ async def test_model_and_tool_step_spans_nest_in_the_agent_runs_span(
         assert agent_span.name in chain
         assert chain[-1] == run_span.name
     tracer_provider.shutdown()
+
+
+async def test_a_model_the_sdk_meter_cannot_see_has_its_reported_usage_recorded(
+    tmp_path: Path,
+) -> None:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(
+            parts=[TextPart("42")],
+            usage=RequestUsage(input_tokens=11, output_tokens=3),
+            model_name="house-model",
+        )
+
+    agent = Agent(
+        FunctionModel(answer), name="house", capabilities=[ResumableDurability()]
+    )  # attached directly, without the wrapper
+
+    @workflow(name="pai.house")
+    async def ask(question: str) -> str:
+        return (await agent.run(question)).output
+
+    engine = Engine(f"sqlite:///{tmp_path / 'h.db'}")
+    assert await engine.run(ask, "The answer?", run_id="h") == "42"
+    ledger = await engine.ledger("h")
+    assert ledger.incurred.calls == 1
+    assert ledger.incurred.total_tokens == 14
+    assert [s.name for s in await engine.history("h")] == ["house__model.request"]
+    await engine.close()
