@@ -331,3 +331,30 @@ async def test_a_model_the_sdk_meter_cannot_see_has_its_reported_usage_recorded(
     assert ledger.incurred.total_tokens == 14
     assert [s.name for s in await engine.history("h")] == ["house__model.request"]
     await engine.close()
+
+
+async def test_iter_walks_the_same_steps_and_replays_them(
+    provider: SimulatedProvider, client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    calls: list[str] = []
+    agent = weather_agent(client, calls)
+    nodes: list[str] = []
+
+    @workflow(name="pai.iter")
+    async def walk(question: str) -> str:
+        async with agent.iter(question) as run:
+            async for node in run:
+                nodes.append(type(node).__name__)
+        assert run.result is not None
+        return run.result.output
+
+    engine = Engine(f"sqlite:///{tmp_path / 'i.db'}")
+    first = await engine.run(walk, "Weather?", run_id="i")
+    assert len(await engine.history("i")) == 5
+    walked = list(nodes)
+    nodes.clear()
+    assert await engine.resume(await engine.fork("i", at_step=5)) == first
+    assert nodes == walked  # the same graph, from the store
+    assert calls == ["lookup_city", "get_weather"]
+    assert len(provider.requests()) == 3
+    await engine.close()
