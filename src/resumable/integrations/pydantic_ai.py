@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from resumable._engine.bridge import await_on
 from resumable._engine.context import RunContext as ResumableRunContext
@@ -346,13 +346,16 @@ class ResumableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         )
         self.durability = durability.for_agent(wrapped)
 
-    def iter(
-        self, *args: Any, capabilities: Sequence[Any] | None = None, **kwargs: Any
-    ) -> Any:  # every overload of the agent's, plus one capability
-        """The wrapped agent's `iter`, with the durability capability added."""
-        return super().iter(
-            *args, capabilities=[*(capabilities or ()), self.durability], **kwargs
-        )
+    if not TYPE_CHECKING:  # type checkers keep WrapperAgent.iter's overloads
+
+        def iter(self, *args, capabilities=None, **kwargs):
+            """The wrapped agent's `iter`, with the durability capability added.
+
+            `run`, `run_sync` and `run_stream` all run through `iter`.
+            """
+            return super().iter(
+                *args, capabilities=[*(capabilities or ()), self.durability], **kwargs
+            )
 
 
 async def load_history(engine: Engine, thread_id: str) -> list[ModelMessage]:
