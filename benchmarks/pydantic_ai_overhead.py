@@ -8,6 +8,9 @@ tool call, run three ways in the same process against the simulated provider
 - plain: `agent.run(question)`, no durability;
 - resumable: `ResumableAgent(agent).run(question)` inside a `@workflow` run on a
   SQLite store (a file, durability=full as the default): three steps committed;
+- res-memory: the same on the memory store: the engine's and the integration's
+  work without the disk (resumable minus res-memory is what the commits' fsyncs
+  cost on this machine's disk);
 - dbos: the agent with Pydantic AI's `DBOSDurability` capability inside a
   `@DBOS.workflow` on a SQLite system database, if `dbos` is installed.
 
@@ -76,6 +79,7 @@ async def modes(
         return (await durable.run(question)).output
 
     engine = Engine(f"sqlite:///{tmp / 'resumable.db'}")
+    in_memory = Engine("memory://")
 
     async def plain_run() -> Any:
         return (await plain.run(QUESTION)).output
@@ -83,9 +87,13 @@ async def modes(
     async def resumable_run() -> Any:
         return await engine.run(ask, QUESTION, run_id=uuid.uuid4().hex)
 
+    async def memory_run() -> Any:
+        return await in_memory.run(ask, QUESTION, run_id=uuid.uuid4().hex)
+
     found: dict[str, Callable[[], Awaitable[Any]]] = {
         "plain": plain_run,
         "resumable": resumable_run,
+        "res-memory": memory_run,
     }
     dbos_run = dbos_mode(client, tmp)
     if dbos_run is not None:
