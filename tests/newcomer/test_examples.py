@@ -139,6 +139,29 @@ def agent_loop(store: str, tmp_path: Path, *, full: bool) -> None:
 
 
 @scenario
+def pydantic_ai_agent(store: str, tmp_path: Path, *, full: bool) -> None:
+    """A Pydantic AI agent killed in its second tool resumes without redoing the first."""
+    first = run(
+        ["pydantic_ai_agent.py", "--crash"],
+        store=store,
+        cwd=tmp_path,
+        exit_code=KILLED,
+    )
+    assert "executed  tool find_city" in first
+    assert "CRASH     killed now (SIGKILL)" in first
+
+    second = run(["pydantic_ai_agent.py"], store=store, cwd=tmp_path)
+    assert "executed  tool find_city" not in second  # replayed from the store
+    assert "executed  tool get_weather" in second  # in flight at the kill: runs again
+    assert "answer: According to the tool: 4 °C and light rain." in second
+    assert "model calls paid over every execution: 3" in second  # none paid twice
+
+    if full:
+        third = run(["pydantic_ai_agent.py"], store=store, cwd=tmp_path)
+        assert "executed" not in third
+
+
+@scenario
 def approval(store: str, tmp_path: Path, *, full: bool) -> None:
     """It waits with no process up, and continues once a decision is sent."""
     first = run(["approval.py"], store=store, cwd=tmp_path)

@@ -168,7 +168,9 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     assert found.schedules is memory_of(wrapped)
     assert dataclasses.replace(
         found, payload_streams=None, objects=None, step_cache=None, schedules=None
-    ) == dataclasses.replace(memory, local_writes=False, step_cache=None, schedules=None)
+    ) == dataclasses.replace(
+        memory, local_writes=False, step_cache=None, schedules=None
+    )
     moved = {"LocalWrites", "SupportsStepCache", "KeepsSchedules"}
     assert found.names == (
         *(name for name in memory.names if name not in moved),
