@@ -12,6 +12,7 @@ from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import step, workflow
 from resumable._engine.engine import Engine, RunHandle
+from resumable._engine.events import Event, publish
 from resumable._engine.export import InputView, JournalPage, StepExport
 from resumable._engine.history import StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
@@ -31,6 +32,7 @@ from resumable._engine.retention import GcReport
 from resumable._engine.retry import Retry
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import register
+from resumable._engine.streams import StreamEvent
 from resumable._engine.waits import sleep, wait_for
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
@@ -39,6 +41,7 @@ from resumable.errors import (
     CheckpointNotFound,
     CheckpointWriteError,
     CorruptCheckpointError,
+    FeedEntryTooLarge,
     InputRejected,
     LeaseLost,
     NonDeterminismError,
@@ -56,6 +59,7 @@ from resumable.errors import (
     WorkflowFailed,
     WorkflowNotRegistered,
 )
+from resumable.integrations.openai_streams import stream_chat
 from resumable.stores.archive import Archived
 from resumable.stores.protocol import RunStatus
 from resumable.usage import Usage
@@ -74,7 +78,9 @@ __all__ = [
     "CorruptCheckpointError",
     "Divergence",
     "Engine",
+    "Event",
     "ExecutionSpend",
+    "FeedEntryTooLarge",
     "GcReport",
     "InputRejected",
     "InputView",
@@ -106,6 +112,7 @@ __all__ = [
     "StepFailed",
     "StepView",
     "StoreError",
+    "StreamEvent",
     "ThreadPage",
     "ThreadView",
     "Usage",
@@ -120,10 +127,12 @@ __all__ = [
     "map_steps",
     "now",
     "patched",
+    "publish",
     "random",
     "register",
     "sleep",
     "step",
+    "stream_chat",
     "uuid4",
     "wait_for",
     "workflow",

@@ -22,7 +22,8 @@ ResumableError
     ├── RunConflict         a run id taken by another workflow or other arguments
     ├── WorkflowNotRegistered  a stored run's workflow is not importable in this process
     ├── CheckpointNotFound  a thread has no such state or checkpoint
-    └── CapabilityMissing   the store does not implement what the call needs
+    ├── CapabilityMissing   the store does not implement what the call needs
+    └── FeedEntryTooLarge   a published event or a streamed chunk is past the feed's limit
 ```
 
 Errors of a run's own (`WorkflowFailed`, `StepFailed`, `BudgetExceeded`, ...) come
@@ -324,3 +325,24 @@ class CapabilityMissing(UsageError):
             f"redis://) or add {capability}'s methods to yours (docs/stores.md)"
         )
         self.store, self.capability, self.call = store, capability, call
+
+
+class FeedEntryTooLarge(UsageError):
+    """A published event or a streamed chunk is larger than a feed entry may be."""
+
+    def __init__(
+        self, *, run_id: str, what: str, size: int, limit: int, seq: int | None = None
+    ) -> None:
+        where = f"run {run_id!r}" + (f", step #{seq}" if seq is not None else "")
+        super().__init__(
+            f"{where}: {what} is {size} bytes encoded, past the feed's limit of "
+            f"{limit}; publish a smaller value (a summary, or a reference to where "
+            f"the data is) or yield the text in smaller pieces"
+        )
+        self.run_id, self.what, self.size, self.limit, self.seq = (
+            run_id,
+            what,
+            size,
+            limit,
+            seq,
+        )

@@ -153,6 +153,7 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "Maintenance",
         "RunsOnAnyLoop",
         "LocalWrites",
+        "KeepsFeeds",
     )
     # a wrapper offers what it wraps (the memory store runs on any loop), and
     # the offload store adds streamed payloads; but its writes are its own: it
@@ -161,13 +162,15 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
     assert found.objects is wrapped
+    assert found.feeds is wrapped.inner  # feeds are the wrapped store's own
     assert dataclasses.replace(
-        found, payload_streams=None, objects=None
-    ) == dataclasses.replace(memory, local_writes=False)
+        found, payload_streams=None, objects=None, feeds=None
+    ) == dataclasses.replace(memory, local_writes=False, feeds=None)
     assert found.names == (
-        *(name for name in memory.names if name != "LocalWrites"),
+        *(n for n in memory.names if n not in {"LocalWrites", "KeepsFeeds"}),
         "StreamsPayloads",
         "KeepsObjects",
+        "KeepsFeeds",
     )
 
 

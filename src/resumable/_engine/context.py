@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from resumable._engine.retention import GcReport
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
-    from resumable.stores.capabilities import StreamsPayloads
+    from resumable.stores.capabilities import KeepsFeeds, StreamsPayloads
     from resumable.stores.protocol import RunRecord, RunStore, StepRecord
 
 
@@ -143,6 +143,8 @@ class Runtime:
     uploads: StreamsPayloads | None = None
     """Where large results go as they are sealed, a chunk at a time, if the store
     streams uploads (`StreamsPayloads`): see `commits.dumps_for`."""
+    feeds: KeepsFeeds | None = None
+    """Where `publish` and streaming steps append, if the store keeps feeds."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,6 +200,9 @@ class RunContext:
     """True until the execution runs its first step (replay ends there)."""
     ended_as: str | None = None
     """The status this execution recorded for the run, once it has."""
+    published: dict[tuple[int, int], int] | None = None
+    """How many events each position published in this execution (`events.publish`):
+    made on the first publish, so a run that publishes nothing pays nothing."""
     tenure: Tenure | None = None
     """How long the lease may be trusted without asking the store (`lease.Tenure`);
     None for `Engine.check`, which executes nothing."""

@@ -88,6 +88,7 @@ _PLAIN_SCRIPTS: Final = (
     "restore_journal",
     "load_snapshot",
     "delete_unreferenced_chunks",
+    "append_feed",
 )
 # idle 10 s, then a probe every 5 s, dead after 3 unanswered (where the OS has them)
 _KEEPALIVE: Final = {

@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from redis.asyncio import Redis
 
+from resumable.stores.feeds import FeedEntry
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -26,7 +27,7 @@ from resumable.stores.protocol import (
     StepRecord,
     ThreadRecord,
 )
-from resumable.stores.redis import archive, claims, payloads, runs, snapshots
+from resumable.stores.redis import archive, claims, feeds, payloads, runs, snapshots
 from resumable.stores.redis.connection import DEFAULT_PREFIX, RedisClient
 from resumable.stores.stubs import ArchiveStub, ThreadStub
 
@@ -157,6 +158,27 @@ class RedisStore:
             workflows=workflows,
             queues=queues,
             versions=versions,
+        )
+
+    # --- feeds (KeepsFeeds, in feeds.py) -----------------------------------------
+    async def append_feed(
+        self,
+        run_id: str,
+        channel: str,
+        payloads: Sequence[bytes],
+        *,
+        now_ms: int,
+        once_key: str | None = None,
+    ) -> int | None:
+        return await feeds.append_feed(
+            self._conn, run_id, channel, payloads, now_ms=now_ms, once_key=once_key
+        )
+
+    async def read_feed(
+        self, run_id: str, channel: str, *, after: int, limit: int
+    ) -> list[FeedEntry]:
+        return await feeds.read_feed(
+            self._conn, run_id, channel, after=after, limit=limit
         )
 
     # --- journal ----------------------------------------------------------------

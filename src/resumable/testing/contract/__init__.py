@@ -13,11 +13,13 @@ Modules, one per part of the protocol:
 - `maintenance`: deleting runs, scanning and swapping payloads (`Maintenance`)
 - `archive`: a run's rows swapped for a stub and back (`SupportsArchive`)
 - `thread_archive`: a thread's snapshots swapped for a stub (`SupportsThreadArchive`)
+- `feeds`: runs' append-only channels of events and chunks (`KeepsFeeds`)
 """
 
 from __future__ import annotations
 
 from resumable.testing.contract.archive import ArchiveStoreContract
+from resumable.testing.contract.feeds import FeedContract
 from resumable.testing.contract.maintenance import MaintenanceContract
 from resumable.testing.contract.records import (
     T0,
@@ -38,6 +40,7 @@ class StoreContract(
     MaintenanceContract,
     ArchiveStoreContract,
     ThreadArchiveContract,
+    FeedContract,
 ):
     """Behaviour every Store must show. Subclass it and provide a `store` fixture.
 
