@@ -4,7 +4,7 @@
 pausing between values so a reader in another process follows them live.
 `python feeds_app.py URL RUN_ID stream N`: a streaming step yields N chunks from
 the simulated provider (LLM_BASE_URL); with PAUSE_FILE set, after PAUSE_AT chunks
-it creates that file and blocks, to be killed mid-stream.
+it creates that file and blocks, to be killed mid-stream; CHUNK_SLEEP_S paces it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ async def answer(question: str, words: int) -> AsyncIterator[str]:
         if pause_file and sent == pause_at:
             Path(pause_file).write_text("paused")
             await asyncio.sleep(3600)  # killed here, mid-stream
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(float(os.environ.get("CHUNK_SLEEP_S", "0.005")))
 
 
 @workflow

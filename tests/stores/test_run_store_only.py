@@ -14,7 +14,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -162,7 +162,7 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
     assert found.objects is wrapped
-    assert found.feeds is wrapped.inner  # feeds are the wrapped store's own
+    assert found.feeds is cast("object", wrapped.inner)  # the wrapped store keeps them
     assert dataclasses.replace(
         found, payload_streams=None, objects=None, feeds=None
     ) == dataclasses.replace(memory, local_writes=False, feeds=None)
