@@ -61,6 +61,11 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="import a module whose types outputs use, and show real objects "
         "(default: a generic view that needs no application code)",
     )
+    show.add_argument(
+        "--follow",
+        action="store_true",
+        help="then print each progress event the run publishes, until it ends",
+    )
     prices.add_option(show)
     show.set_defaults(handler=show_run)
     _register_driving(commands, store)
@@ -182,6 +187,11 @@ async def show_run(args: argparse.Namespace) -> int:
         children = await engine.runs(parent=args.run_id, limit=1000)
         forks = await engine.runs(forked_from=args.run_id, limit=1000)
         ledger = await _ledger_or_none(engine, args.run_id)
+        progress = (
+            await engine.events(args.run_id)
+            if engine.capabilities.feeds is not None
+            else {}
+        )
     print(f"run       {run.run_id}")
     print(f"workflow  {run.workflow}")
     if run.version is not None:
@@ -217,7 +227,26 @@ async def show_run(args: argparse.Namespace) -> int:
         print(f"child     {child.run_id}  {child.workflow}  {child.status}")
     for forked in forks:
         print(f"fork      {forked.run_id} (at step {forked.fork_seq})  {forked.status}")
+    for key, value in progress.items():
+        print(f"progress  {key} = {one_line(value, _OUTPUT_WIDTH)}")
     _print_journal(steps, full=args.full, typed=bool(args.app))
+    if args.follow:
+        return await _follow(args)
+    return 0
+
+
+async def _follow(args: argparse.Namespace) -> int:
+    """Print each progress event as the run publishes it, then how the run ended."""
+    async with Engine(args.store) as engine:
+        print(f"following {args.run_id} (Ctrl-C stops)", flush=True)
+        async for event in engine.watch(args.run_id):
+            print(
+                f"event     {when(event.published_at)} UTC  #{event.offset}  "
+                f"{event.key} = {one_line(event.value, _OUTPUT_WIDTH)}",
+                flush=True,
+            )
+        run = await engine.get(args.run_id)
+    print(f"status    {run.status}")
     return 0
 
 

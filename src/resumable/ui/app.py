@@ -37,7 +37,14 @@ from resumable._engine.engine import Engine
 from resumable._engine.specs import WORKFLOWS
 from resumable._engine.waits import unawaited
 from resumable.errors import ResumableError, RunNotFound, UsageError
-from resumable.ui import lineage_page, run_page, runs_page, threads_page, workers_page
+from resumable.ui import (
+    lineage_page,
+    run_page,
+    runs_page,
+    streams,
+    threads_page,
+    workers_page,
+)
 from resumable.ui.html import esc, page
 
 logger = logging.getLogger("resumable.ui")
@@ -233,6 +240,7 @@ def create_app(
     routes += [
         Route("/login", _login(board), methods=["GET", "POST"]),
         Route("/actions/{action}", _action(board), methods=["POST"]),
+        Mount("/sse", routes=streams.routes(engine)),  # behind the same guard
         Mount("/static", static),
     ]
 
