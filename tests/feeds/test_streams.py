@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from resumable import Engine, FeedEntryTooLarge, Retry, step, workflow
+from resumable.observability import Metrics
 
 calls: list[str] = []
 
@@ -120,3 +121,20 @@ async def test_a_chunk_past_the_limit_fails_the_step_with_a_typed_error(
 ) -> None:
     with pytest.raises(FeedEntryTooLarge, match="chunk 1 of the stream"):
         await engine.run(too_big, run_id="big")
+
+
+async def test_metrics_count_feed_entries_by_kind_and_replays_add_none() -> None:
+    metrics = Metrics()
+    engine = Engine("memory://", observers=[metrics])
+    calls.clear()
+    await engine.run(talk, "m", 10, run_id="metered")
+    wf = (await engine.get("metered")).workflow
+
+    def counted(kind: str) -> float:
+        return metrics.value("resumable_feed_entries", workflow=wf, kind=kind)
+
+    # two streaming steps: an attempt entry each; 10 + 3 chunks and 2 end markers
+    assert (counted("attempt"), counted("chunk")) == (2, 15)
+    assert metrics.value("resumable_feed_bytes", workflow=wf, kind="chunk") > 0
+    await engine.run(talk, "m", 10, run_id="metered")
+    assert (counted("attempt"), counted("chunk")) == (2, 15)

@@ -94,6 +94,15 @@ class Observer:
     def store_error(self, ctx: RunContext, error: BaseException) -> None:
         """A store write failed and will be retried (`durably`)."""
 
+    def feed_appended(
+        self, ctx: RunContext, kind: str, *, entries: int, size: int
+    ) -> None:
+        """The run appended `entries` new entries of `kind` to its feed.
+
+        `kind` is `event` (a publish), `attempt` (a streaming step's execution
+        began) or `chunk` (its chunks, and its end marker); `size` their bytes.
+        """
+
     def commit_batch_written(self, store: str, size: int) -> None:
         """A store wrote `size` step commits in one transaction.
 

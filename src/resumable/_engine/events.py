@@ -98,6 +98,7 @@ async def publish(key: str, value: object) -> None:
         [payload],
         once_key=f"{prefix}.{n}",
         seq=seq if scope is not None else None,
+        kind="event",
     )
 
 

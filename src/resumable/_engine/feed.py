@@ -62,9 +62,11 @@ async def append(
     *,
     once_key: str,
     seq: int | None,
+    kind: str,
 ) -> bool:
     """Append from a run, retried as step commits are; whether it was new.
 
+    `kind` names what is appended, for the observer (`Observer.feed_appended`).
     `once_key` makes the append idempotent: a retry after a write whose answer was
     lost, or a replay of the same position, appends nothing.
     """
@@ -80,7 +82,13 @@ async def append(
 
     await durably(ctx, write, seq=seq)
     # a retried write whose first try landed finds its own once_key: still new
-    return any(offset is not None for offset in appended)
+    new = any(offset is not None for offset in appended)
+    observer = ctx.runtime.observer
+    if new and observer is not None:
+        observer.feed_appended(
+            ctx, kind, entries=len(payloads), size=sum(map(len, payloads))
+        )
+    return new
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

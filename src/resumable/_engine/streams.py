@@ -132,6 +132,7 @@ class Batcher:
                 [marker],
                 once_key=f"a{attempt}",
                 seq=self._seq,
+                kind="attempt",
             ):
                 self.attempt = attempt
                 return
@@ -165,6 +166,7 @@ class Batcher:
             batch,
             once_key=f"a{self.attempt}.b{self._batches}",
             seq=self._seq,
+            kind="chunk",
         )
 
     async def close(self, *, ok: bool) -> None:
