@@ -198,3 +198,16 @@ def test_a_browser_event_source_resumes_after_the_server_serving_it_dies(
             again.join(timeout=10)
     assert errors >= 1  # it did lose the connection
     assert [i for i, _ in got] == list(range(1, CHUNKS + 3))  # resumed, nothing twice
+
+
+def test_the_run_page_shows_each_progress_keys_latest_value(
+    dashboard: Dashboard,
+) -> None:
+    with running(dashboard.store_url, 3, 0.0):
+        pass
+    with httpx.Client(timeout=10) as client:
+        page = client.get(f"{dashboard.url}/run?id=talk", headers={"X-Fragment": "1"})
+    assert page.status_code == 200
+    assert "<h2>Progress</h2>" in page.text
+    assert "phase" in page.text
+    assert "&quot;done&quot;" in page.text or '"done"' in page.text
