@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from psycopg.rows import DictRow
-
 from resumable.errors import RunNotFound
 from resumable.stores import _sql
-from resumable.stores.feeds import FeedEntry
 from resumable.stores.postgres.connection import Conn, composer
 
 _t = _sql.to_text
@@ -82,17 +79,3 @@ async def append_feed_txn(
             ],
         )
     return last + len(payloads)
-
-
-def feed_from_rows(run_id: str, channel: str, rows: list[DictRow]) -> list[FeedEntry]:
-    """The entries `FeedStatements.read` returned."""
-    return [
-        FeedEntry(
-            run_id=run_id,
-            channel=channel,
-            offset=int(row["offset"]),
-            payload=bytes(row["payload"]),
-            created_at_ms=int(row["created_at_ms"]),
-        )
-        for row in rows
-    ]

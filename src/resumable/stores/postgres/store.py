@@ -33,11 +33,7 @@ from resumable.stores.postgres.archive import (
 )
 from resumable.stores.postgres.claims import ClaimStatements, claim_runs_txn
 from resumable.stores.postgres.connection import Connections, parse_url
-from resumable.stores.postgres.feeds import (
-    FeedStatements,
-    append_feed_txn,
-    feed_from_rows,
-)
+from resumable.stores.postgres.feeds import FeedStatements, append_feed_txn
 from resumable.stores.postgres.payloads import payload_statements, payloads_from_rows
 from resumable.stores.postgres.runs import (
     RunStatements,
@@ -269,7 +265,7 @@ class PostgresStore:
     ) -> list[FeedEntry]:
         params = (_t(run_id), _t(channel), after, limit)
         rows = await self._db.read(self._feeds.read, params)
-        return feed_from_rows(run_id, channel, rows)
+        return _sql.feed_entries(run_id, channel, rows)
 
     # --- journal ----------------------------------------------------------------
     async def load_journal(

@@ -68,13 +68,4 @@ def read_feed_txn(
 ) -> list[FeedEntry]:
     """`KeepsFeeds.read_feed`: up to `limit` entries past `after`, in order."""
     rows = conn.execute(_READ, (_t(run_id), _t(channel), after, limit)).fetchall()
-    return [
-        FeedEntry(
-            run_id=run_id,
-            channel=channel,
-            offset=int(row["offset"]),
-            payload=bytes(row["payload"]),
-            created_at_ms=int(row["created_at_ms"]),
-        )
-        for row in rows
-    ]
+    return _sql.feed_entries(run_id, channel, rows)
