@@ -38,17 +38,17 @@ from resumable.cli import main
 PUBLIC = {
     "Archived", "BudgetExceeded", "CachePolicy", "CapabilityMissing", "CheckReport", "Checkpoint", "CheckpointNotFound",
     "CheckpointWriteError", "Conversation", "CorruptCheckpointError", "Divergence",
-    "Engine", "ExecutionSpend", "GcReport", "InputRejected", "InputView", "JournalPage", "LeaseLost", "Ledger",
+    "Engine", "Event", "ExecutionSpend", "FeedEntryTooLarge", "GcReport", "InputRejected", "InputView", "JournalPage", "LeaseLost", "Ledger",
     "NonDeterminismError", "NotInRun", "Queue", "RateLimit", "RekeyReport", "ResumableError",
     "Retry", "RunCancelled", "RunCheck", "RunConflict", "RunCounts", "RunFilter",
     "RunHandle", "RunInfo", "RunNotFound", "RunPage", "RunStatus", "RunView",
     "Schedule", "ScheduleInvalid", "ScheduleNotFound", "ScheduleView", "SchemaVersionError", "SerializationError", "Spend",
-    "StepExport", "StepFailed", "StepView", "StoreError", "ThreadPage", "ThreadView",
+    "StepExport", "StepFailed", "StepView", "StoreError", "StreamEvent", "ThreadPage", "ThreadView",
     "Usage", "UsageError",
     "WaitTimeout", "Worker", "WorkflowFailed", "WorkflowNotRegistered",
-    "__version__", "current_run", "deprecate_patch", "map_steps", "now", "patched",
+    "__version__", "current_run", "deprecate_patch", "map_steps", "now", "patched", "publish",
     "random", "uuid4",
-    "register", "sleep", "step", "wait_for", "workflow",
+    "register", "sleep", "step", "stream_chat", "wait_for", "workflow",
 }  # fmt: skip
 
 TESTING = {
@@ -78,6 +78,7 @@ ERROR_TREE = {
     "InputRejected": "ResumableError",
     "UsageError": "ResumableError",
     "NotInRun": "UsageError",
+    "FeedEntryTooLarge": "UsageError",
     "RunConflict": "UsageError",
     "WorkflowNotRegistered": "UsageError",
     "CheckpointNotFound": "UsageError",

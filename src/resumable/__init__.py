@@ -13,6 +13,7 @@ from resumable._engine.context import RunInfo, current_run
 from resumable._engine.conversation import Conversation
 from resumable._engine.decorators import step, workflow
 from resumable._engine.engine import Engine, RunHandle
+from resumable._engine.events import Event, publish
 from resumable._engine.export import InputView, JournalPage, StepExport
 from resumable._engine.history import StepView
 from resumable._engine.ledger import ExecutionSpend, Ledger, Spend
@@ -33,6 +34,7 @@ from resumable._engine.retry import Retry
 from resumable._engine.schedules import Schedule, ScheduleView
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import register
+from resumable._engine.streams import StreamEvent
 from resumable._engine.waits import sleep, wait_for
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import (
@@ -41,6 +43,7 @@ from resumable.errors import (
     CheckpointNotFound,
     CheckpointWriteError,
     CorruptCheckpointError,
+    FeedEntryTooLarge,
     InputRejected,
     LeaseLost,
     NonDeterminismError,
@@ -60,6 +63,7 @@ from resumable.errors import (
     WorkflowFailed,
     WorkflowNotRegistered,
 )
+from resumable.integrations.openai_streams import stream_chat
 from resumable.stores.archive import Archived
 from resumable.stores.protocol import RunStatus
 from resumable.usage import Usage
@@ -79,7 +83,9 @@ __all__ = [
     "CorruptCheckpointError",
     "Divergence",
     "Engine",
+    "Event",
     "ExecutionSpend",
+    "FeedEntryTooLarge",
     "GcReport",
     "InputRejected",
     "InputView",
@@ -115,6 +121,7 @@ __all__ = [
     "StepFailed",
     "StepView",
     "StoreError",
+    "StreamEvent",
     "ThreadPage",
     "ThreadView",
     "Usage",
@@ -129,10 +136,12 @@ __all__ = [
     "map_steps",
     "now",
     "patched",
+    "publish",
     "random",
     "register",
     "sleep",
     "step",
+    "stream_chat",
     "uuid4",
     "wait_for",
     "workflow",

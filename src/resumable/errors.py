@@ -24,7 +24,8 @@ ResumableError
     ├── CheckpointNotFound  a thread has no such state or checkpoint
     ├── CapabilityMissing   the store does not implement what the call needs
     ├── ScheduleInvalid     a schedule's cron expression or time zone cannot be read
-    └── ScheduleNotFound    no schedule of that name in the store
+    ├── ScheduleNotFound    no schedule of that name in the store
+    └── FeedEntryTooLarge   a published event or a streamed chunk is past the feed's limit
 ```
 
 Errors of a run's own (`WorkflowFailed`, `StepFailed`, `BudgetExceeded`, ...) come
@@ -349,3 +350,24 @@ class ScheduleNotFound(UsageError):
             f"shows those a worker has run"
         )
         self.schedule = schedule
+
+
+class FeedEntryTooLarge(UsageError):
+    """A published event or a streamed chunk is larger than a feed entry may be."""
+
+    def __init__(
+        self, *, run_id: str, what: str, size: int, limit: int, seq: int | None = None
+    ) -> None:
+        where = f"run {run_id!r}" + (f", step #{seq}" if seq is not None else "")
+        super().__init__(
+            f"{where}: {what} is {size} bytes encoded, past the feed's limit of "
+            f"{limit}; publish a smaller value (a summary, or a reference to where "
+            f"the data is) or yield the text in smaller pieces"
+        )
+        self.run_id, self.what, self.size, self.limit, self.seq = (
+            run_id,
+            what,
+            size,
+            limit,
+            seq,
+        )

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anthropic
@@ -22,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 from opentelemetry.trace import StatusCode
 
+import resumable
 from observability.traced_app import STEPS, traced_sequential
 from observability.traced_worker_app import STEPS as WORKER_STEPS
 from observability.traced_worker_app import traced_worker_flow
@@ -422,3 +423,38 @@ def test_without_observers_nothing_of_opentelemetry_or_prometheus_is_imported(
         "assert not loaded, loaded\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@step
+async def streamed_words(n: int) -> AsyncIterator[str]:
+    for i in range(n):
+        yield f"w{i} "
+
+
+@workflow
+async def streaming_flow(n: int) -> str:
+    await resumable.publish("phase", "streaming")
+    return await streamed_words(n)
+
+
+async def test_feed_writes_are_events_on_the_step_span_or_the_execution_span(
+    spans: tuple[TracerProvider, InMemorySpanExporter],
+) -> None:
+    provider, exporter = spans
+    async with Engine("memory://", observers=[Tracing(provider)]) as engine:
+        await engine.run(streaming_flow, 5, run_id="streams")
+    finished = exporter.get_finished_spans()
+    (step_span,) = by_name(finished, "resumable.step streamed_words")
+    kinds = [
+        (event.attributes or {}).get("resumable.feed.kind")
+        for event in step_span.events
+        if event.name == "resumable.feed"
+    ]
+    assert kinds[0] == "attempt"
+    assert set(kinds[1:]) == {"chunk"}
+    (run_span,) = by_name(finished, "resumable.run")
+    assert [
+        (event.attributes or {}).get("resumable.feed.kind")
+        for event in run_span.events
+        if event.name == "resumable.feed"
+    ] == ["event"]

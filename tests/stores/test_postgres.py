@@ -163,7 +163,7 @@ async def test_processes_starting_together_migrate_once(
         cur = await conn.execute(
             "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (store.schema,)
         )
-        assert await cur.fetchone() == (12,)  # eleven tables and resumable_meta
+        assert await cur.fetchone() == (13,)  # twelve tables and resumable_meta
     assert await store.get_run("none") is None
 
 

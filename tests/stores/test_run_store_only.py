@@ -155,6 +155,7 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
         "LocalWrites",
         "SupportsStepCache",
         "KeepsSchedules",
+        "KeepsFeeds",
     )
     # a wrapper offers what it wraps (the memory store runs on any loop), and
     # the offload store adds streamed payloads; but its writes are its own: it
@@ -163,21 +164,28 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
     assert found.objects is wrapped
-    # the step cache's index and the schedules live in the wrapped store
+    # the step cache's index, the schedules and the feeds live in the wrapped store
     assert found.step_cache is memory_of(wrapped)
     assert found.schedules is memory_of(wrapped)
+    assert found.feeds is memory_of(wrapped)
     assert dataclasses.replace(
-        found, payload_streams=None, objects=None, step_cache=None, schedules=None
+        found,
+        payload_streams=None,
+        objects=None,
+        step_cache=None,
+        schedules=None,
+        feeds=None,
     ) == dataclasses.replace(
-        memory, local_writes=False, step_cache=None, schedules=None
+        memory, local_writes=False, step_cache=None, schedules=None, feeds=None
     )
-    moved = {"LocalWrites", "SupportsStepCache", "KeepsSchedules"}
+    moved = {"LocalWrites", "SupportsStepCache", "KeepsSchedules", "KeepsFeeds"}
     assert found.names == (
         *(name for name in memory.names if name not in moved),
         "StreamsPayloads",
         "KeepsObjects",
         "SupportsStepCache",
         "KeepsSchedules",
+        "KeepsFeeds",
     )
 
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from datetime import datetime
+from typing import Any
 
 import resumable
 from resumable import (
@@ -116,3 +118,35 @@ async def schedule_usage() -> None:
     paused: ScheduleView = await engine.pause_schedule(declared.name)
     next_ms: tuple[int, ...] = (await engine.resume_schedule("digest")).next_ticks_ms
     del views, paused, next_ms
+
+
+@step
+async def streamed_text(question: str) -> AsyncIterator[str]:
+    yield question
+
+
+@step(name="streamed_numbers")
+async def streamed_numbers(n: int) -> AsyncIterator[int]:
+    yield n
+
+
+@workflow
+async def streaming(question: str) -> str:
+    await resumable.publish("phase", {"started": True})
+    text: str = await streamed_text(question)
+    numbers: list[int] = await streamed_numbers(3)
+    del numbers
+    return text
+
+
+async def feed_usage(engine: Engine) -> None:
+    latest: dict[str, Any] = await engine.events("r")
+    async for event in engine.watch("r", after=0):
+        key: str = event.key
+        offset: int = event.offset
+        del key, offset
+    async for piece in engine.stream("r", 1, since=0):
+        kind: str = piece.kind
+        attempt: int = piece.attempt
+        del kind, attempt
+    del latest

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from resumable._engine.retention import GcReport
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
-    from resumable.stores.capabilities import StreamsPayloads
+    from resumable.stores.capabilities import KeepsFeeds, StreamsPayloads
     from resumable.stores.protocol import RunRecord, RunStore, StepRecord
     from resumable.stores.step_cache import CacheEntry, SupportsStepCache
 
@@ -94,6 +94,15 @@ class Observer:
 
     def store_error(self, ctx: RunContext, error: BaseException) -> None:
         """A store write failed and will be retried (`durably`)."""
+
+    def feed_appended(
+        self, ctx: RunContext, kind: str, *, entries: int, size: int
+    ) -> None:
+        """The run appended `entries` new entries of `kind` to its feed.
+
+        `kind` is `event` (a publish), `attempt` (a streaming step's execution
+        began) or `chunk` (its chunks, and its end marker); `size` their bytes.
+        """
 
     def commit_batch_written(self, store: str, size: int) -> None:
         """A store wrote `size` step commits in one transaction.
@@ -175,6 +184,8 @@ class Runtime:
     streams uploads (`StreamsPayloads`): see `commits.dumps_for`."""
     step_cache: SupportsStepCache | None = None
     """The step cache's index, if the store keeps one (`@step(cache=...)`)."""
+    feeds: KeepsFeeds | None = None
+    """Where `publish` and streaming steps append, if the store keeps feeds."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +245,9 @@ class RunContext:
     """True until the execution runs its first step (replay ends there)."""
     ended_as: str | None = None
     """The status this execution recorded for the run, once it has."""
+    published: dict[tuple[int, int], int] | None = None
+    """How many events each position published in this execution (`events.publish`):
+    made on the first publish, so a run that publishes nothing pays nothing."""
     tenure: Tenure | None = None
     """How long the lease may be trusted without asking the store (`lease.Tenure`);
     None for `Engine.check`, which executes nothing."""

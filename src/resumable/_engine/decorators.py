@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar, overload
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from resumable._engine.bridge import running_loop, wait_on
 from resumable._engine.cache_policy import CachePolicy, policy_of
@@ -30,10 +30,37 @@ from resumable._engine.specs import (
     legacy_names,
 )
 from resumable._engine.steps import execute_step, recorded_success, replayed
+from resumable._engine.streams import collecting
 
 F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
+class StepDecorator(Protocol):
+    """What `@step(name=..., retry=...)` returns: `@step` with those settings."""
+
+    @overload
+    def __call__(  # type: ignore[overload-overlap]  # text joins; Any may be either
+        self, fn: Callable[P, AsyncIterator[str]], /
+    ) -> Callable[P, Coroutine[Any, Any, str]]: ...
+    @overload
+    def __call__(
+        self, fn: Callable[P, AsyncIterator[T]], /
+    ) -> Callable[P, Coroutine[Any, Any, list[T]]]: ...
+    @overload
+    def __call__(self, fn: F, /) -> F: ...
+
+
+# a streaming step (an async generator) is awaited for its assembled value
+@overload
+def step(  # type: ignore[overload-overlap]  # text joins; Any may be either
+    fn: Callable[P, AsyncIterator[str]], /
+) -> Callable[P, Coroutine[Any, Any, str]]: ...
+@overload
+def step(
+    fn: Callable[P, AsyncIterator[T]], /
+) -> Callable[P, Coroutine[Any, Any, list[T]]]: ...
 @overload
 def step(fn: F, /) -> F: ...
 @overload
@@ -43,16 +70,16 @@ def step(
     retry: Retry | None = None,
     cache: bool | CachePolicy = False,
     version: str | None = None,
-) -> Callable[[F], F]: ...
+) -> StepDecorator: ...
 def step(
-    fn: F | None = None,
+    fn: Callable[..., Any] | None = None,
     /,
     *,
     name: str | None = None,
     retry: Retry | None = None,
     cache: bool | CachePolicy = False,
     version: str | None = None,
-) -> F | Callable[[F], F]:
+) -> Any:
     """Journal every call of this function made inside a run.
 
     Inside a run, a call takes the next seq when it is made; its result (or its
@@ -60,8 +87,13 @@ def step(
     caller sees it, and every later execution of the run returns the recorded
     result without running the function. Outside a run it is an ordinary call.
 
+    An `async def` that `yield`s is a streaming step: its chunks are appended to
+    the run's feed as they come, readable from any process (`Engine.stream`),
+    and its value (awaited by the caller, and journaled) is the chunks joined
+    when they are all text, else their list.
+
     Args:
-        fn: An `async def` or plain `def` function.
+        fn: An `async def` or plain `def` function, or an async generator.
         name: The name recorded in the journal (default: the function's qualname).
         retry: How to retry when the step raises (default: no retry).
         cache: Share its results across runs (`True`, or a `CachePolicy` with a
@@ -74,6 +106,8 @@ def step(
     policy = policy_of(cache)
 
     def decorate(fn: F) -> F:
+        if inspect.isasyncgenfunction(fn):  # a streaming step: runs as a coroutine
+            fn = typing.cast("F", collecting(fn))
         spec = StepSpec(
             name=check_id("step name", name or fn.__qualname__),
             fn=fn,
@@ -121,8 +155,13 @@ def workflow(
     On resume the body runs again from the top and its steps replay, so it must be
     deterministic apart from its steps. Outside a run it is an ordinary call.
 
+    An `async def` that `yield`s is a streaming step: its chunks are appended to
+    the run's feed as they come, readable from any process (`Engine.stream`),
+    and its value (awaited by the caller, and journaled) is the chunks joined
+    when they are all text, else their list.
+
     Args:
-        fn: An `async def` or plain `def` function.
+        fn: An `async def` or plain `def` function, or an async generator.
         name: The name runs record and `Engine.resume` looks up. Default:
             `module:qualname`, with the module named as it is imported, also
             when it runs as a script: `python agent.py` records `agent:fn`, so

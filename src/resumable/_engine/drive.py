@@ -35,7 +35,11 @@ from resumable.errors import (
 )
 from resumable.pricing import PriceTable
 from resumable.serde import Serde
-from resumable.stores.capabilities import StreamsPayloads, writes_locally
+from resumable.stores.capabilities import (
+    KeepsFeeds,
+    StreamsPayloads,
+    writes_locally,
+)
 from resumable.stores.places import input_place, run_place
 from resumable.stores.protocol import (
     InputRecord,
@@ -80,6 +84,7 @@ class Driver:
         metering: bool = True,
         uploads: StreamsPayloads | None = None,
         step_cache: SupportsStepCache | None = None,
+        feeds: KeepsFeeds | None = None,
     ) -> None:
         self.runtime = Runtime(
             store=store,
@@ -94,6 +99,7 @@ class Driver:
             metering=metering,
             uploads=uploads,
             step_cache=step_cache,
+            feeds=feeds,
             times_out_writes=not writes_locally(store),
         )
         self._active: dict[str, asyncio.Task[Any]] = {}

@@ -24,6 +24,7 @@ from resumable._engine.clock import Clock, SystemClock
 from resumable._engine.context import Observer
 from resumable._engine.conversation import Conversation
 from resumable._engine.drive import Driver
+from resumable._engine.events import Event, latest, read_events, watch_events
 from resumable._engine.export import (
     InputView,
     JournalPage,
@@ -33,6 +34,7 @@ from resumable._engine.export import (
     input_views,
     journal_page,
 )
+from resumable._engine.feed import POLL_S
 from resumable._engine.forks import fork_run
 from resumable._engine.history import StepView, run_history
 from resumable._engine.journal import get_run
@@ -69,6 +71,7 @@ from resumable._engine.schedules import (
 from resumable._engine.snapshots import Checkpoint
 from resumable._engine.specs import TYPES, workflow_spec
 from resumable._engine.states import EVERY_STATE, MISSING, EveryState, States
+from resumable._engine.streams import StreamEvent, read_stream
 from resumable._engine.waits import WAIT_PREFIX
 from resumable._engine.worker import Queue, Worker
 from resumable.errors import CapabilityMissing, RunNotFound, ScheduleNotFound
@@ -227,6 +230,7 @@ class Engine:
             metering=metering_by_default() if metering is None else metering,
             uploads=streams if streams is not None and streams.streams else None,
             step_cache=capabilities.step_cache,
+            feeds=capabilities.feeds,
         )
         self._runtime = self._driver.runtime
         report_commit_batches(self._runtime, capabilities.commit_batches)
@@ -882,6 +886,81 @@ class Engine:
     async def ledger(self, run_id: str) -> Ledger:
         """What the run spent: incurred by calls made, reused by replays (see Ledger)."""
         return await read_ledger(self.store, self.serde, self._runtime.prices, run_id)
+
+    # --- progress events and streams (feed.py, events.py, streams.py) ----------
+    @overload
+    async def events(self, run_id: str) -> dict[str, Any]: ...
+    @overload
+    async def events(self, run_id: str, key: str) -> Any: ...
+    async def events(self, run_id: str, key: str | None = None) -> Any:
+        """The latest value the run published under `key` (None if none yet).
+
+        Without `key`, a dict of every key's latest value. See `resumable.publish`.
+
+        Raises:
+            RunNotFound: There is no such run.
+            CapabilityMissing: The store keeps no feeds.
+        """
+        feeds = self.capabilities.feed_part(self.store, call="events")
+        await self._get(run_id)
+        values = latest(await read_events(feeds, self.serde, run_id))
+        return values if key is None else values.get(key)
+
+    async def watch(
+        self, run_id: str, *, after: int = 0, poll_s: float = POLL_S
+    ) -> AsyncIterator[Event]:
+        """Every event the run published past offset `after`, then each new one.
+
+        Follows the run from any process until it has finished (succeeded, failed
+        or cancelled), polling the store every `poll_s` when caught up; a waiting
+        or sleeping run is followed on. Break out of the loop to stop sooner.
+
+        Raises:
+            RunNotFound: There is no such run.
+            CapabilityMissing: The store keeps no feeds.
+        """
+        feeds = self.capabilities.feed_part(self.store, call="watch")
+        await self._get(run_id)
+        async for event in watch_events(
+            self.store, feeds, self.serde, run_id, after=after, poll_s=poll_s
+        ):
+            yield event
+
+    async def stream(
+        self,
+        run_id: str,
+        step: int,
+        *,
+        since: int = 0,
+        follow: bool = True,
+        poll_s: float = POLL_S,
+    ) -> AsyncIterator[StreamEvent]:
+        """The chunks the streaming step at seq `step` yielded, past offset `since`.
+
+        Reads while the step runs and after (then from the store, whoever wrote
+        them). An `attempt` event opens each execution of the step: when one comes
+        after chunks, the step is running again (a retry, or after a crash) and
+        what the earlier attempt yielded is void. With `follow`, waits for more
+        until the step is journaled or the run has finished; without it, stops
+        when caught up.
+
+        Raises:
+            RunNotFound: There is no such run.
+            CapabilityMissing: The store keeps no feeds.
+        """
+        feeds = self.capabilities.feed_part(self.store, call="stream")
+        await self._get(run_id)
+        async for event in read_stream(
+            self.store,
+            feeds,
+            self.serde,
+            run_id,
+            step,
+            since=since,
+            follow=follow,
+            poll_s=poll_s,
+        ):
+            yield event
 
     # --- maintenance ------------------------------------------------------------
     async def gc(

@@ -101,6 +101,12 @@ class Fanout(Observer):
         for observer in self.observers:
             observer.store_error(ctx, error)
 
+    def feed_appended(
+        self, ctx: RunContext, kind: str, *, entries: int, size: int
+    ) -> None:
+        for observer in self.observers:
+            observer.feed_appended(ctx, kind, entries=entries, size=size)
+
     def commit_batch_written(self, store: str, size: int) -> None:
         for observer in self.observers:
             observer.commit_batch_written(store, size)

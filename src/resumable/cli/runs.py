@@ -61,6 +61,11 @@ def register(commands: Any, store: argparse.ArgumentParser) -> None:
         help="import a module whose types outputs use, and show real objects "
         "(default: a generic view that needs no application code)",
     )
+    show.add_argument(
+        "--follow",
+        action="store_true",
+        help="then print each progress event the run publishes, until it ends",
+    )
     prices.add_option(show)
     show.set_defaults(handler=show_run)
     _register_driving(commands, store)
@@ -171,6 +176,34 @@ def _spend(spend: Spend) -> str:
     return spend_text(spend) if spend.calls else "-"
 
 
+def _print_ledger(ledger: Ledger) -> None:
+    """The run's spend: incurred, reused, per execution, and what is unpriced."""
+    print(f"incurred  {_spend(ledger.incurred)}")
+    print(f"reused    {_spend(ledger.reused)} (replayed instead of re-called)")
+    if ledger.cached_steps:
+        print(
+            f"  of which {plural(ledger.cached_steps, 'step')} served from the "
+            f"step cache: {_spend(ledger.cached)}"
+        )
+    for execution in ledger.executions:
+        print(
+            f"  execution {execution.fence}: incurred {_spend(execution.incurred)}; "
+            f"replayed {plural(execution.replayed_steps, 'step')}, "
+            f"reused {_spend(execution.reused)}"
+        )
+    if ledger.unpriced_models:
+        print(
+            f"unpriced  {', '.join(ledger.unpriced_models)}: tokens counted, no "
+            "price known; give one with --price MODEL=IN,OUT (USD per 1M tokens)"
+        )
+    if ledger.incurred.unmetered_calls:
+        print(
+            f"unmetered {ledger.incurred.unmetered_calls} calls whose usage could "
+            "not be known (no usage in the response, or a stream not read to "
+            "its end): counted, tokens and $ unknown"
+        )
+
+
 async def show_run(args: argparse.Namespace) -> int:
     """Print a run's summary and its journal."""
     for app in args.app:
@@ -182,6 +215,11 @@ async def show_run(args: argparse.Namespace) -> int:
         children = await engine.runs(parent=args.run_id, limit=1000)
         forks = await engine.runs(forked_from=args.run_id, limit=1000)
         ledger = await _ledger_or_none(engine, args.run_id)
+        progress = (
+            await engine.events(args.run_id)
+            if engine.capabilities.feeds is not None
+            else {}
+        )
     print(f"run       {run.run_id}")
     print(f"workflow  {run.workflow}")
     if run.version is not None:
@@ -194,35 +232,31 @@ async def show_run(args: argparse.Namespace) -> int:
     if run.parent_id is not None:
         print(f"parent    {run.parent_id}")
     if ledger is not None and (ledger.incurred.calls or ledger.reused.calls):
-        print(f"incurred  {_spend(ledger.incurred)}")
-        print(f"reused    {_spend(ledger.reused)} (replayed instead of re-called)")
-        if ledger.cached_steps:
-            print(
-                f"  of which {plural(ledger.cached_steps, 'step')} served from the "
-                f"step cache: {_spend(ledger.cached)}"
-            )
-        for execution in ledger.executions:
-            print(
-                f"  execution {execution.fence}: incurred {_spend(execution.incurred)}; "
-                f"replayed {plural(execution.replayed_steps, 'step')}, "
-                f"reused {_spend(execution.reused)}"
-            )
-        if ledger.unpriced_models:
-            print(
-                f"unpriced  {', '.join(ledger.unpriced_models)}: tokens counted, no "
-                "price known; give one with --price MODEL=IN,OUT (USD per 1M tokens)"
-            )
-        if ledger.incurred.unmetered_calls:
-            print(
-                f"unmetered {ledger.incurred.unmetered_calls} calls whose usage could "
-                "not be known (no usage in the response, or a stream not read to "
-                "its end): counted, tokens and $ unknown"
-            )
+        _print_ledger(ledger)
     for child in sorted(children, key=lambda c: c.run_id):
         print(f"child     {child.run_id}  {child.workflow}  {child.status}")
     for forked in forks:
         print(f"fork      {forked.run_id} (at step {forked.fork_seq})  {forked.status}")
+    for key, value in progress.items():
+        print(f"progress  {key} = {one_line(value, _OUTPUT_WIDTH)}")
     _print_journal(steps, full=args.full, typed=bool(args.app))
+    if args.follow:
+        return await _follow(args)
+    return 0
+
+
+async def _follow(args: argparse.Namespace) -> int:
+    """Print each progress event as the run publishes it, then how the run ended."""
+    async with Engine(args.store) as engine:
+        print(f"following {args.run_id} (Ctrl-C stops)", flush=True)
+        async for event in engine.watch(args.run_id):
+            print(
+                f"event     {when(event.published_at)} UTC  #{event.offset}  "
+                f"{event.key} = {one_line(event.value, _OUTPUT_WIDTH)}",
+                flush=True,
+            )
+        run = await engine.get(args.run_id)
+    print(f"status    {run.status}")
     return 0
 
 

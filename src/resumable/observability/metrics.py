@@ -179,6 +179,17 @@ _SPECS: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "Executions stopped by a budget (BudgetExceeded)",
         ("workflow",),
     ),
+    "resumable_feed_entries": (
+        "counter",
+        "Entries appended to runs' feeds: event (publish), attempt (a streaming "
+        "step's execution began), chunk (streamed chunks and end markers)",
+        ("workflow", "kind"),
+    ),
+    "resumable_feed_bytes": (
+        "counter",
+        "Encoded bytes appended to runs' feeds, by kind",
+        ("workflow", "kind"),
+    ),
     "resumable_gc_deleted": (
         "counter",
         "Rows deleted by gc, by kind (runs, steps, inputs, chunks)",
@@ -507,6 +518,13 @@ class Metrics(Observer, Collector):
         self._add(
             "resumable_store_errors", (store_kind(ctx.runtime), type(error).__name__)
         )
+
+    def feed_appended(
+        self, ctx: RunContext, kind: str, *, entries: int, size: int
+    ) -> None:
+        """Count entries (and their bytes) a run appended to its feed."""
+        self._add("resumable_feed_entries", (ctx.workflow, kind), entries)
+        self._add("resumable_feed_bytes", (ctx.workflow, kind), size)
 
     def lease_renewed(self, ctx: RunContext, *, late_s: float) -> None:
         """Renewal lateness; a renewal past a third of the TTL is remembered for health."""

@@ -258,6 +258,22 @@ class Tracing(Observer):
         otel_context.detach(token)
         span.end()
 
+    def feed_appended(
+        self, ctx: RunContext, kind: str, *, entries: int, size: int
+    ) -> None:
+        """An event on the current span: the step attempt's, or the execution's.
+
+        A streaming step writes its chunks in batches: one event per batch.
+        """
+        trace.get_current_span().add_event(
+            "resumable.feed",
+            {
+                "resumable.feed.kind": kind,
+                "resumable.feed.entries": entries,
+                "resumable.feed.bytes": size,
+            },
+        )
+
     def lease_lost(self, ctx: RunContext) -> None:
         """An event on the execution span."""
         span: Span | None = ctx.observed.get("span")

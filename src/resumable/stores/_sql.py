@@ -11,6 +11,7 @@ from importlib.resources.abc import Traversable
 from typing import Any, Protocol
 
 from resumable.stores._records import converter
+from resumable.stores.feeds import FeedEntry
 from resumable.stores.protocol import (
     InputRecord,
     RunRecord,
@@ -290,6 +291,23 @@ def step_from_row(row: Row) -> StepRecord:
         finished_at_ms=row["finished_at_ms"],
         usage=blob(row["usage"]),
     )
+
+
+@converter(
+    "feed entry", lambda run_id, channel, rows: f"run {run_id!r} feed {channel!r}"
+)
+def feed_entries(run_id: str, channel: str, rows: Iterable[Row]) -> list[FeedEntry]:
+    """The entries of one feed channel, from rows of offset, payload, created_at_ms."""
+    return [
+        FeedEntry(
+            run_id=run_id,
+            channel=channel,
+            offset=int(row["offset"]),
+            payload=bytes(row["payload"]),
+            created_at_ms=int(row["created_at_ms"]),
+        )
+        for row in rows
+    ]
 
 
 JOURNAL_COLUMNS = STEP_COLUMNS[1:]

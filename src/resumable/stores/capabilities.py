@@ -18,6 +18,7 @@ optional, and each option is a Protocol a store satisfies by having its members:
 | `KeepsObjects` | `collect_garbage`, `archive_finished`, `restore_archived[_thread]` | `gc()` of objects, `archive()` |
 | `SupportsStepCache` | `put_cache_entries`, `lookup_cache`, `clear_cache` | `@step(cache=...)`, `rerun` |
 | `KeepsSchedules` | `save_schedule`, `list_schedules`, `set_schedule_paused`, `mark_schedule_ticked` | scheduled runs |
+| `KeepsFeeds` | `append_feed`, `read_feed` | `publish`/`events`/`watch`, streaming steps |
 
 `Capabilities.of(store)` checks them all once, when the engine (or `open_store`)
 takes the store, and whoever needs one is handed the typed reference it holds,
@@ -31,12 +32,13 @@ wraps, and the payload streams it adds.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol, cast, runtime_checkable
 
 from resumable.errors import CapabilityMissing
 from resumable.stores.archive import Archived
+from resumable.stores.feeds import FeedEntry
 from resumable.stores.offload_stream import Opener, Sealed
 from resumable.stores.protocol import (
     Maintenance,
@@ -252,6 +254,41 @@ class KeepsSchedules(Protocol):
 
 
 @runtime_checkable
+class KeepsFeeds(Protocol):
+    """A store that keeps each run's feed: progress events and streamed chunks.
+
+    A feed is a set of append-only channels per run (`stores.feeds`). Entries are
+    numbered from 1 per channel in append order; `delete_runs` deletes a run's
+    feed with it. Appending to a run the store does not hold raises `RunNotFound`.
+    """
+
+    async def append_feed(
+        self,
+        run_id: str,
+        channel: str,
+        payloads: Sequence[bytes],
+        *,
+        now_ms: int,
+        once_key: str | None = None,
+    ) -> int | None:
+        """Append `payloads` to the channel, in order, in one transaction.
+
+        With `once_key`, append nothing if the channel already took an append with
+        that once_key (and return None): a replayed publish is not appended twice.
+
+        Returns:
+            The offset of the last entry appended; None if the once_key was seen.
+        """
+        ...
+
+    async def read_feed(
+        self, run_id: str, channel: str, *, after: int, limit: int
+    ) -> list[FeedEntry]:
+        """Up to `limit` entries of the channel with offsets past `after`, in order."""
+        ...
+
+
+@runtime_checkable
 class WrapsStore(Protocol):
     """A store that adds to another, as `OffloadStore` does.
 
@@ -297,6 +334,8 @@ class Capabilities:
     (`SupportsStepCache`); without it a cached step always executes."""
     schedules: KeepsSchedules | None = None
     """Where schedules are kept, if the store keeps them (`KeepsSchedules`)."""
+    feeds: KeepsFeeds | None = None
+    """Where runs' progress events and streamed chunks go (`KeepsFeeds`)."""
 
     @classmethod
     def of(cls, store: RunStore) -> Capabilities:
@@ -325,6 +364,7 @@ class Capabilities:
             objects=store if isinstance(store, KeepsObjects) else None,
             step_cache=(optional if isinstance(optional, SupportsStepCache) else None),
             schedules=optional if isinstance(optional, KeepsSchedules) else None,
+            feeds=optional if isinstance(optional, KeepsFeeds) else None,
         )
 
     def snapshot_part(self, store: RunStore, *, call: str) -> SnapshotStore:
@@ -360,6 +400,16 @@ class Capabilities:
                 store=store.url, capability="Maintenance", call=call
             )
         return cast("Maintenance", store)  # the isinstance check `of` made
+
+    def feed_part(self, store: RunStore, *, call: str) -> KeepsFeeds:
+        """Where `store` keeps runs' feeds.
+
+        Raises:
+            CapabilityMissing: it keeps none; the message names `call`.
+        """
+        if self.feeds is None:
+            raise CapabilityMissing(store=store.url, capability="KeepsFeeds", call=call)
+        return self.feeds
 
     def full_store(self, store: RunStore, *, call: str) -> Store:
         """`store` as the full `Store` it was found to be (every part).
@@ -407,5 +457,6 @@ class Capabilities:
             "KeepsObjects": self.objects is not None,
             "SupportsStepCache": self.step_cache is not None,
             "KeepsSchedules": self.schedules is not None,
+            "KeepsFeeds": self.feeds is not None,
         }
         return tuple(name for name, present in found.items() if present)

@@ -13,6 +13,7 @@ from resumable.errors import ChunksMissing, LeaseLost, RunNotFound
 from resumable.stores import _rules, claims, packing
 from resumable.stores._records import checked_thread
 from resumable.stores.checks import checked_run
+from resumable.stores.feeds import FeedEntry
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -52,6 +53,8 @@ class MemoryStore:
         self._thread_stubs: dict[str, ThreadStub] = {}
         self._cache: dict[str, CacheEntry] = {}
         self._schedules: dict[str, ScheduleRecord] = {}
+        self._feeds: dict[str, dict[str, list[FeedEntry]]] = {}  # run -> channel
+        self._feed_keys: dict[tuple[str, str], set[str]] = {}
 
     # --- runs -------------------------------------------------------------------
     async def create_run(self, run: RunRecord) -> RunRecord:
@@ -160,6 +163,8 @@ class MemoryStore:
             self._stubs.pop(run_id, None)
             journal = self._steps.pop(run_id, {}).values()
             values = self._inputs.pop(run_id, {}).values()
+            for channel in self._feeds.pop(run_id, {}):
+                self._feed_keys.pop((run_id, channel), None)
             steps, inputs = steps + len(journal), inputs + len(values)
             size += len(run.input) + len(run.output or b"")
             size += sum(len(s.output or b"") + len(s.usage or b"") for s in journal)
@@ -172,6 +177,41 @@ class MemoryStore:
             run_ids=tuple(deleted),
             bytes=size,
         )
+
+    # --- feeds (KeepsFeeds) ------------------------------------------------------
+    async def append_feed(
+        self,
+        run_id: str,
+        channel: str,
+        payloads: Sequence[bytes],
+        *,
+        now_ms: int,
+        once_key: str | None = None,
+    ) -> int | None:
+        self._require(run_id)
+        entries = self._feeds.setdefault(run_id, {}).setdefault(channel, [])
+        if once_key is not None:
+            keys = self._feed_keys.setdefault((run_id, channel), set())
+            if once_key in keys:
+                return None
+            keys.add(once_key)
+        for payload in payloads:
+            entries.append(
+                FeedEntry(
+                    run_id=run_id,
+                    channel=channel,
+                    offset=len(entries) + 1,
+                    payload=bytes(payload),
+                    created_at_ms=now_ms,
+                )
+            )
+        return len(entries)
+
+    async def read_feed(
+        self, run_id: str, channel: str, *, after: int, limit: int
+    ) -> list[FeedEntry]:
+        entries = self._feeds.get(run_id, {}).get(channel, [])
+        return entries[max(after, 0) : max(after, 0) + limit]
 
     # --- journal ----------------------------------------------------------------
     async def load_journal(

@@ -42,6 +42,7 @@ from resumable.ui import (
     run_page,
     runs_page,
     schedules_page,
+    streams,
     threads_page,
     workers_page,
 )
@@ -249,6 +250,7 @@ def create_app(
         Route("/login", _login(board), methods=["GET", "POST"]),
         Route("/actions/{action}", _action(board), methods=["POST"]),
         Route("/schedules/{action}", _schedule_action(board), methods=["POST"]),
+        Mount("/sse", routes=streams.routes(engine)),  # behind the same guard
         Mount("/static", static),
     ]
 

@@ -14,6 +14,7 @@ from resumable._engine.ledger import Ledger, Spend, dollars_text, spend_text
 from resumable._engine.listing import RunFilter, RunView
 from resumable._engine.map_items import journal_seq
 from resumable._plural import plural
+from resumable.errors import ResumableError
 from resumable.ui.html import (
     VALUE_CHARS,
     badge,
@@ -50,10 +51,12 @@ async def render_live(engine: Engine, run_id: str, steps_at: str | None = None) 
     forks = await engine.runs_page(RunFilter(forked_from=run_id), limit=_LINEAGE_LIMIT)
     replayed = shown.shifted(_replayed_in_latest(ledger))
     inputs = await engine.inputs(run_id)
+    progress = await _progress(engine, run_id)
     return (
         f'<div id=live data-status="{esc(run.status)}" data-terminal="{int(run.status in ("succeeded", "failed", "cancelled"))}">'
         + _header(run, ledger)
         + _outcome(run)
+        + progress
         + _waterfall(
             steps,
             replayed,
@@ -367,6 +370,23 @@ def _waterfall(
         f"<h2>Steps</h2><p class=legend>{legend}</p>"
         f'<svg class=waterfall width="{200 + _WATERFALL_PX + 10}" height="{20 * len(rows) + 4}" role=img>{"".join(drawn)}</svg>'
     )
+
+
+async def _progress(engine: Engine, run_id: str) -> str:
+    """The latest value of each progress event the run published (`publish`)."""
+    if engine.capabilities.feeds is None:
+        return ""
+    try:
+        values = await engine.events(run_id)
+    except ResumableError as exc:  # e.g. encrypted without the key: say so
+        return f"<h2>Progress</h2><p class=error>{esc(str(exc))}</p>"
+    if not values:
+        return ""
+    rows = [
+        [esc(key), f"<pre class=value>{value_text(value)}</pre>"]
+        for key, value in values.items()
+    ]
+    return "<h2>Progress</h2>" + table(["Key", "Latest value"], rows, "progress")
 
 
 def _inputs(inputs: list[InputView]) -> str:

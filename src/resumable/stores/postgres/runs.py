@@ -165,6 +165,8 @@ WITH runs AS (
 ), stubs AS (
     DELETE FROM {schema}.resumable_archived_runs
      WHERE run_id IN (SELECT run_id FROM runs)
+), feeds AS (
+    DELETE FROM {schema}.resumable_feed WHERE run_id IN (SELECT run_id FROM runs)
 )
 SELECT ARRAY(SELECT run_id FROM runs ORDER BY run_id) AS run_ids,
        (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs,

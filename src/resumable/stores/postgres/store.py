@@ -19,6 +19,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from resumable.errors import CheckpointWriteError, LeaseLost, RunNotFound
 from resumable.stores import _sql
 from resumable.stores._records import checked_thread
+from resumable.stores.feeds import FeedEntry
 from resumable.stores.packing import check_swap
 from resumable.stores.postgres import migrations
 from resumable.stores.postgres.archive import (
@@ -38,6 +39,7 @@ from resumable.stores.postgres.cache import (
 )
 from resumable.stores.postgres.claims import ClaimStatements, claim_runs_txn
 from resumable.stores.postgres.connection import Connections, parse_url
+from resumable.stores.postgres.feeds import FeedStatements, append_feed_txn
 from resumable.stores.postgres.payloads import payload_statements, payloads_from_rows
 from resumable.stores.postgres.runs import (
     RunStatements,
@@ -90,6 +92,7 @@ class PostgresStore:
         self._claims = ClaimStatements(self.schema)
         self._archive = ArchiveStatements(self.schema)
         self._cache = CacheStatements(self.schema)
+        self._feeds = FeedStatements(self.schema)
         self._payloads = payload_statements(self.schema)
         self._db = Connections(
             self._options,
@@ -246,6 +249,34 @@ class PostgresStore:
             run_ids=tuple(_sql.from_text(run_id) for run_id in row["run_ids"]),
             bytes=int(row["size"]),
         )
+
+    # --- feeds (KeepsFeeds, statements in feeds.py) ------------------------------
+    async def append_feed(
+        self,
+        run_id: str,
+        channel: str,
+        payloads: Sequence[bytes],
+        *,
+        now_ms: int,
+        once_key: str | None = None,
+    ) -> int | None:
+        async with self._db.connection(run_id=run_id) as conn, conn.transaction():
+            return await append_feed_txn(
+                conn,
+                self._feeds,
+                run_id=run_id,
+                channel=channel,
+                payloads=payloads,
+                now_ms=now_ms,
+                once_key=once_key,
+            )
+
+    async def read_feed(
+        self, run_id: str, channel: str, *, after: int, limit: int
+    ) -> list[FeedEntry]:
+        params = (_t(run_id), _t(channel), after, limit)
+        rows = await self._db.read(self._feeds.read, params)
+        return _sql.feed_entries(run_id, channel, rows)
 
     # --- journal ----------------------------------------------------------------
     async def load_journal(

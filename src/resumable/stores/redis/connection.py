@@ -91,6 +91,7 @@ _PLAIN_SCRIPTS: Final = (
     "save_schedule",
     "set_schedule_paused",
     "mark_schedule_ticked",
+    "append_feed",
 )
 # idle 10 s, then a probe every 5 s, dead after 3 unanswered (where the OS has them)
 _KEEPALIVE: Final = {

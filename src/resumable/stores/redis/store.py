@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from redis.asyncio import Redis
 
+from resumable.stores.feeds import FeedEntry
 from resumable.stores.protocol import (
     NO_CHUNKS,
     DeleteResult,
@@ -31,6 +32,7 @@ from resumable.stores.redis import (
     archive,
     cache,
     claims,
+    feeds,
     payloads,
     runs,
     schedules,
@@ -188,6 +190,27 @@ class RedisStore:
             workflows=workflows,
             queues=queues,
             versions=versions,
+        )
+
+    # --- feeds (KeepsFeeds, in feeds.py) -----------------------------------------
+    async def append_feed(
+        self,
+        run_id: str,
+        channel: str,
+        payloads: Sequence[bytes],
+        *,
+        now_ms: int,
+        once_key: str | None = None,
+    ) -> int | None:
+        return await feeds.append_feed(
+            self._conn, run_id, channel, payloads, now_ms=now_ms, once_key=once_key
+        )
+
+    async def read_feed(
+        self, run_id: str, channel: str, *, after: int, limit: int
+    ) -> list[FeedEntry]:
+        return await feeds.read_feed(
+            self._conn, run_id, channel, after=after, limit=limit
         )
 
     # --- journal ----------------------------------------------------------------

@@ -21,6 +21,7 @@ from resumable.stores.protocol import (
     StepRecord,
 )
 from resumable.stores.sqlite import archive as _archive
+from resumable.stores.sqlite import feeds as _feeds
 from resumable.stores.sqlite.claims import TERMINAL_SQL as _TERMINAL_SQL
 
 _t = _sql.to_text
@@ -176,6 +177,7 @@ def delete_runs_txn(conn: Conn, ids: list[str]) -> DeleteResult:
     ).rowcount
     conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
     conn.execute(_archive.DELETE_RUN_STUBS.format(marks=marks), found)
+    conn.execute(_feeds.DELETE_FEEDS.format(marks=marks), found)
     return DeleteResult(
         runs=len(found),
         steps=steps,

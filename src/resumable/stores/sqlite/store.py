@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 
 from resumable.stores import _sql
+from resumable.stores.feeds import FeedEntry
 from resumable.stores.packing import check_swap
 from resumable.stores.protocol import (
     NO_CHUNKS,
@@ -31,6 +32,7 @@ from resumable.stores.protocol import (
 from resumable.stores.sqlite import archive as _archive
 from resumable.stores.sqlite import cache as _cache
 from resumable.stores.sqlite import claims as _claims
+from resumable.stores.sqlite import feeds as _feeds
 from resumable.stores.sqlite import runs as _runs
 from resumable.stores.sqlite import schedules as _schedules
 from resumable.stores.sqlite import snapshots as _snapshots
@@ -203,6 +205,38 @@ class SQLiteStore:
         if not ids:
             return DeleteResult()
         return await self._call(partial(_runs.delete_runs_txn, ids=ids), write=True)
+
+    # --- feeds (KeepsFeeds, transactions in feeds) --------------------------------
+    async def append_feed(
+        self,
+        run_id: str,
+        channel: str,
+        payloads: Sequence[bytes],
+        *,
+        now_ms: int,
+        once_key: str | None = None,
+    ) -> int | None:
+        append = partial(
+            _feeds.append_feed_txn,
+            run_id=run_id,
+            channel=channel,
+            payloads=payloads,
+            now_ms=now_ms,
+            once_key=once_key,
+        )
+        return await self._call(append, write=True, run_id=run_id)
+
+    async def read_feed(
+        self, run_id: str, channel: str, *, after: int, limit: int
+    ) -> list[FeedEntry]:
+        read = partial(
+            _feeds.read_feed_txn,
+            run_id=run_id,
+            channel=channel,
+            after=after,
+            limit=limit,
+        )
+        return await self._call(read, write=False, inline=True)
 
     # --- journal ----------------------------------------------------------------
     async def load_journal(

@@ -15,11 +15,13 @@ Modules, one per part of the protocol:
 - `thread_archive`: a thread's snapshots swapped for a stub (`SupportsThreadArchive`)
 - `step_cache`: the step cache's index, key to journal row (`SupportsStepCache`)
 - `schedules`: schedule definitions, paused, last tick (`KeepsSchedules`)
+- `feeds`: runs' append-only channels of events and chunks (`KeepsFeeds`)
 """
 
 from __future__ import annotations
 
 from resumable.testing.contract.archive import ArchiveStoreContract
+from resumable.testing.contract.feeds import FeedContract
 from resumable.testing.contract.maintenance import MaintenanceContract
 from resumable.testing.contract.records import (
     T0,
@@ -44,6 +46,7 @@ class StoreContract(
     ThreadArchiveContract,
     StepCacheContract,
     ScheduleStoreContract,
+    FeedContract,
 ):
     """Behaviour every Store must show. Subclass it and provide a `store` fixture.
 

@@ -1,4 +1,5 @@
--- delete_runs: delete terminal runs with their journals, inputs and index entries.
+-- delete_runs: delete terminal runs with their journals, inputs, feeds and index
+-- entries.
 -- KEYS[1] runs. ARGV: base, run_id...
 -- Returns {steps, inputs, payload bytes, deleted run_id...}; the bytes are what the
 -- SQL stores count: run input and output, step output (item 3) and usage (item 7),
@@ -21,7 +22,7 @@ for i = 2, #ARGV do
       size = size + packed_len(record, 0)
     end
     result[3] = result[3] + size
-    redis.call('DEL', key, steps, inputs, B .. 'archived:' .. id)
+    redis.call('DEL', key, steps, inputs, B .. 'archived:' .. id, B .. 'feed:' .. id)
     redis.call('ZREM', B .. 'archived', id)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', B .. 'st:' .. run.status, id)
