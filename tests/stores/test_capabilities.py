@@ -20,13 +20,20 @@ from resumable.stores.protocol import (
 
 PARTS = ("SnapshotStore", "PacksSnapshots", "RunListing", "Maintenance")
 DECLARED = {
-    "memory": {"RunsOnAnyLoop", "LocalWrites", "SupportsStepCache", "KeepsSchedules"},
+    "memory": {
+        "RunsOnAnyLoop",
+        "LocalWrites",
+        "SupportsStepCache",
+        "KeepsSchedules",
+        "KeepsFeeds",
+    },
     "sqlite": {
         "RunsOnAnyLoop",
         "LocalWrites",
         "NeedsOpen",
         "SupportsStepCache",
         "KeepsSchedules",
+        "KeepsFeeds",
     },
     "postgres": {
         "NeedsOpen",
@@ -34,8 +41,15 @@ DECLARED = {
         "ReportsCommitBatches",
         "SupportsStepCache",
         "KeepsSchedules",
+        "KeepsFeeds",
     },
-    "redis": {"NeedsOpen", "SupportsWakeUp", "SupportsStepCache", "KeepsSchedules"},
+    "redis": {
+        "NeedsOpen",
+        "SupportsWakeUp",
+        "SupportsStepCache",
+        "KeepsSchedules",
+        "KeepsFeeds",
+    },
 }
 
 
