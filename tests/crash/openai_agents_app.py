@@ -7,13 +7,15 @@ The model is the simulator named by LLM_BASE_URL.
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 
 from agents import Agent, RunConfig, function_tool, set_tracing_disabled
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI
 
-from resumable import workflow
+from resumable import Engine, workflow
 from resumable.integrations.openai_agents import Runner
 from resumable.testing import record_effect
 
@@ -48,15 +50,67 @@ triage_agent = Agent(
 )
 
 
-def run_config() -> RunConfig:
-    client = AsyncOpenAI(base_url=os.environ["LLM_BASE_URL"] + "/v1", api_key="sk-test")
-    return RunConfig(model_provider=OpenAIProvider(openai_client=client))
+def client() -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=os.environ["LLM_BASE_URL"] + "/v1", api_key="sk-test")
+
+
+def run_config(openai: AsyncOpenAI) -> RunConfig:
+    return RunConfig(model_provider=OpenAIProvider(openai_client=openai))
 
 
 @workflow(name="crash.openai_agents.support")
 async def support(question: str, follow_up: str) -> list[str]:
-    config = run_config()
-    first = await Runner.run(triage_agent, question, run_config=config)
-    history = first.to_input_list() + [{"role": "user", "content": follow_up}]
-    second = await Runner.run(first.last_agent, history, run_config=config)
+    async with client() as openai:
+        config = run_config(openai)
+        first = await Runner.run(triage_agent, question, run_config=config)
+        history = first.to_input_list() + [{"role": "user", "content": follow_up}]
+        second = await Runner.run(first.last_agent, history, run_config=config)
     return [str(first.final_output), str(second.final_output)]
+
+
+def note(line: str) -> None:
+    """Count a side effect in the file EFFECTS_LOG names (outside crash_test too)."""
+    path = os.environ.get("EFFECTS_LOG")
+    if path:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, f"{line}\n".encode())
+        finally:
+            os.close(fd)
+
+
+@function_tool(needs_approval=True)
+def refund_with_approval(invoice: str) -> str:
+    """Refund an invoice, once a person approved it."""
+    note("refund")
+    return f"refunded {invoice}"
+
+
+approving_agent = Agent(
+    name="refunds",
+    instructions="Call refund_with_approval for the invoice the customer names.",
+    tools=[refund_with_approval],
+    model="gpt-4o-mini",
+)
+
+
+@workflow(name="crash.openai_agents.approval")
+async def refund(question: str) -> str:
+    async with client() as openai:
+        result = await Runner.run(
+            approving_agent, question, run_config=run_config(openai)
+        )
+    return str(result.final_output)
+
+
+if __name__ == "__main__":
+    db, run_id = sys.argv[1], sys.argv[2]
+
+    async def until_waiting() -> None:
+        engine = Engine(f"sqlite:///{db}")
+        await engine.start(refund, "Please refund INV-7", run_id=run_id)
+        while (await engine.get(run_id)).status != "waiting":
+            await asyncio.sleep(0.01)
+        await engine.close()
+
+    asyncio.run(until_waiting())  # then the process exits, holding nothing
