@@ -28,20 +28,22 @@ def test_every_model_and_tool_call_killed_in_turn_resumes_with_each_paid_once(
             timeout=120,
         )
         calls = provider.count()
-    # triage, billing x3 (one per tool, then the answer), billing for the follow-up
-    model_calls, tool_calls = 5, 2
-    assert report.boundaries == model_calls + tool_calls
-    assert sorted(name for _, name in report.effects) == [
-        "issue_refund",
-        "lookup_invoice",
-    ]
+    # turn 1: triage hands off, billing calls both tools and answers; turn 2: billing,
+    # whose instructions name both tools, calls them again and answers
+    tool_calls = {"lookup_invoice": 2, "issue_refund": 2}
+    model_calls = 2 + 3 + 3
+    assert report.boundaries == model_calls + sum(tool_calls.values())
+    effects: dict[str, int] = {}
+    for (_, name), count in report.effects.items():
+        effects[name] = effects.get(name, 0) + count
+    assert effects == tool_calls  # each tool call's side effect once
     assert len(report.trials) == 2 * report.boundaries
     for trial in report.trials:
         assert trial.result == report.result
         if trial.phase == "after-commit":
             assert trial.reran == frozenset()
+        else:  # a tool killed before its commit ran once more; nothing else did
+            assert len(trial.reran) <= 1
     # the reference run, then each trial: every model call once, and the one whose
     # commit a before-commit kill lost once more
     assert calls == model_calls * (1 + len(report.trials)) + model_calls
-    before = [t for t in report.trials if t.phase == "before-commit"]
-    assert sum(len(t.reran) for t in before) == tool_calls  # each tool's own kill

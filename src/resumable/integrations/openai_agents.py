@@ -49,6 +49,9 @@ from typing import Any, TypeVar, cast
 
 from resumable._engine.bridge import wait_on
 from resumable._engine.context import _step, active_run, def_workflow_run
+from resumable._engine.conversation import NAMESPACE as CONVERSATIONS
+from resumable._engine.conversation import Conversation
+from resumable._engine.engine import Engine
 from resumable._engine.retry import NO_RETRY
 from resumable._engine.specs import StepSpec
 from resumable._engine.steps import execute_step
@@ -75,6 +78,7 @@ try:
     )
     from agents.agent_output import AgentOutputSchemaBase
     from agents.items import TResponseInputItem, TResponseStreamEvent
+    from agents.memory import SessionSettings
     from agents.models.interface import ModelTracing
     from agents.tool import Tool
     from agents.tool_context import ToolContext
@@ -99,6 +103,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess test
 
 __all__ = [
     "APPROVAL_PREFIX",
+    "ResumableSession",
     "Runner",
     "StepSession",
     "approval_key",
@@ -583,6 +588,55 @@ class StepSession:
     async def clear_session(self) -> None:
         """Clear once."""
         await _as_step("session:clear", (), self.session.clear_session)
+
+
+class ResumableSession:
+    """An Agents SDK `Session` kept in a resumable store, as a conversation thread.
+
+    The items are the thread `session_id` of `resumable._engine.conversation`
+    (namespace "conversation"), saved with `Engine.save_state`: on SQLite,
+    PostgreSQL, Redis or memory, beside the runs, each item stored once however
+    long the thread grows. Any process opening the same store continues it::
+
+        session = ResumableSession("user-42", engine)
+        await Runner.run(agent, "Hello again", session=session)
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(self, session_id: str, engine: Engine) -> None:
+        self.session_id, self.engine = session_id, engine
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The thread's items, oldest first; with `limit`, the latest `limit`."""
+        conversation = await Conversation.open(self.engine, self.session_id)
+        items = cast("list[TResponseInputItem]", conversation.messages)
+        return items if limit is None else items[max(len(items) - limit, 0) :]
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append the items and save the thread."""
+        if not items:
+            return
+        conversation = await Conversation.open(self.engine, self.session_id)
+        conversation.extend(cast("list[dict[str, Any]]", items))
+        await conversation.save()
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove the latest item and return it (None if the thread is empty)."""
+        items = await self.get_items()
+        if not items:
+            return None
+        await self._save(items[:-1])
+        return items[-1]
+
+    async def clear_session(self) -> None:
+        """Empty the thread (its earlier versions stay in its history)."""
+        await self._save([])
+
+    async def _save(self, items: list[TResponseInputItem]) -> None:
+        await self.engine.save_state(
+            self.session_id, {"messages": list(items)}, namespace=CONVERSATIONS
+        )
 
 
 # --- the runner ---------------------------------------------------------------------

@@ -1,0 +1,251 @@
+"""resumable.integrations.openai_agents: the real Agents SDK against the simulator.
+
+Model responses and tool calls are steps (replayed, never paid twice), the
+ledger holds each model call once, budgets stop an agent between model calls,
+a streamed run streams live and replays its final output, and a
+`ResumableSession` keeps the conversation in the store across a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, RunConfig, function_tool, set_tracing_disabled
+from agents.models.openai_provider import OpenAIProvider
+from openai import AsyncOpenAI
+
+from conftest import store_url
+from resumable import BudgetExceeded, Engine, wait_for, workflow
+from resumable.integrations.openai_agents import ResumableSession, Runner, pure_tool
+from resumable.simulator import SimulatedProvider
+
+set_tracing_disabled(True)
+TOOL_RUNS: list[str] = []
+CONFIG: dict[str, RunConfig] = {}
+ENGINES: dict[str, Engine] = {}
+
+
+@function_tool
+def lookup_invoice(customer: str) -> str:
+    """Find the customer's latest invoice."""
+    TOOL_RUNS.append("lookup_invoice")
+    return f"INV-7 for {customer}"
+
+
+@function_tool
+def add_tax(amount: str) -> str:
+    """Add 20% tax to an amount."""
+    TOOL_RUNS.append("add_tax")
+    return f"{amount} + 20%"
+
+
+pure_tool(add_tax)
+billing = Agent(
+    name="billing",
+    instructions="First call lookup_invoice, then call add_tax.",
+    tools=[lookup_invoice, add_tax],
+    model="gpt-4o-mini",
+)
+triage = Agent(
+    name="triage",
+    instructions="Call transfer_to_billing.",
+    handoffs=[billing],
+    model="gpt-4o-mini",
+)
+chat = Agent(name="chat", instructions="Answer briefly.", model="gpt-4o-mini")
+
+
+@pytest.fixture
+async def provider() -> AsyncIterator[SimulatedProvider]:
+    TOOL_RUNS.clear()
+    with SimulatedProvider() as simulated:
+        async with AsyncOpenAI(
+            base_url=simulated.openai_base_url, api_key="sk-test"
+        ) as client:
+            CONFIG["run"] = RunConfig(model_provider=OpenAIProvider(openai_client=client))
+            yield simulated
+
+
+@workflow(name="test.agents.support")
+async def support(question: str) -> str:
+    result = await Runner.run(triage, question, run_config=CONFIG["run"])
+    await wait_for("close")  # the run stops here; its resume replays the agent
+    return str(result.final_output)
+
+
+async def test_a_resumed_run_replays_model_and_tool_steps_and_reruns_only_pure_tools(
+    provider: SimulatedProvider,
+) -> None:
+    engine = Engine("memory://")
+    try:
+        handle = await engine.start(support, "refund please", run_id="s1")
+        while await handle.status() != "waiting":
+            await asyncio.sleep(0.01)
+        paid = provider.count()
+        assert paid == 4  # triage, billing per tool, billing's answer
+        assert TOOL_RUNS == ["lookup_invoice", "add_tax"]
+        steps = [s.name for s in await engine.history("s1")]
+        assert steps == [
+            "model:triage",
+            "model:billing",
+            "tool:lookup_invoice",
+            "model:billing",
+            "model:billing",
+            "wait_for:close",
+        ]
+        await engine.send("s1", "close", True)
+        answer = await engine.resume("s1")
+        assert provider.count() == paid  # nothing paid twice
+        assert TOOL_RUNS == ["lookup_invoice", "add_tax", "add_tax"]  # only the pure one
+        assert answer
+        ledger = await engine.ledger("s1")
+        answered = provider.requests()
+        assert ledger.incurred.calls == len(answered) == 4
+        assert ledger.incurred.unmetered_calls == 0
+        assert ledger.incurred.output_tokens == sum(
+            e.usage.output_tokens for e in answered if e.usage
+        )
+        assert ledger.reused.calls == 4  # the replay saved every call
+    finally:
+        await engine.close()
+
+
+@workflow(name="test.agents.budgeted", budget_tokens=1)
+async def budgeted(question: str) -> str:
+    result = await Runner.run(triage, question, run_config=CONFIG["run"])
+    return str(result.final_output)
+
+
+async def test_a_budget_stops_the_agent_between_model_calls(
+    provider: SimulatedProvider,
+) -> None:
+    engine = Engine("memory://")
+    try:
+        with pytest.raises(BudgetExceeded, match="model:billing"):
+            await engine.run(budgeted, "refund please", run_id="b1")
+        assert provider.count() == 1  # the first call spent the budget; no second
+        assert TOOL_RUNS == []
+    finally:
+        await engine.close()
+
+
+@workflow(name="test.agents.streamed")
+async def streamed(question: str) -> list[Any]:
+    result = Runner.run_streamed(chat, question, run_config=CONFIG["run"])
+    kinds = [
+        event.data.type
+        async for event in result.stream_events()
+        if event.type == "raw_response_event"
+    ]
+    await wait_for("close")
+    return [kinds, str(result.final_output)]
+
+
+async def test_run_streamed_streams_live_then_replays_the_final_output_unpaid(
+    provider: SimulatedProvider,
+) -> None:
+    engine = Engine("memory://")
+    try:
+        handle = await engine.start(streamed, "tell me about durability", run_id="t1")
+        while await handle.status() != "waiting":
+            await asyncio.sleep(0.01)
+        assert provider.count() == 1
+        await engine.send("t1", "close", True)
+        kinds, output = await engine.resume("t1")
+        assert provider.count() == 1  # the replay did not call the model
+        assert kinds == ["response.completed"]  # the replay's one event
+        assert output
+        assert provider.requests()[0].is_stream
+    finally:
+        await engine.close()
+
+
+@workflow(name="test.agents.live")
+async def live(question: str) -> list[Any]:
+    result = Runner.run_streamed(chat, question, run_config=CONFIG["run"])
+    kinds = [
+        event.data.type
+        async for event in result.stream_events()
+        if event.type == "raw_response_event"
+    ]
+    return [kinds, str(result.final_output)]
+
+
+async def test_the_first_streamed_run_delivers_the_models_events_as_they_come(
+    provider: SimulatedProvider,
+) -> None:
+    engine = Engine("memory://")
+    try:
+        kinds, output = await engine.run(live, "tell me about durability", run_id="l1")
+    finally:
+        await engine.close()
+    assert kinds.count("response.output_text.delta") > 1
+    assert kinds[-1] == "response.completed"
+    assert output
+
+
+@workflow(name="test.agents.session_turn")
+async def session_turn(thread: str, text: str) -> str:
+    session = ResumableSession(thread, ENGINES["now"])
+    result = await Runner.run(chat, text, run_config=CONFIG["run"], session=session)
+    return str(result.final_output)
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
+async def test_a_resumable_session_survives_a_restart(
+    provider: SimulatedProvider, backend: str, tmp_path: Path
+) -> None:
+    url = store_url(backend, tmp_path)
+    ENGINES["now"] = engine = Engine(url)
+    try:
+        await engine.run(session_turn, "user-1", "my name is Ada", run_id="turn-1")
+    finally:
+        await engine.close()
+    ENGINES["now"] = engine = Engine(url)  # a new process's engine
+    try:
+        await engine.run(session_turn, "user-1", "what is my name", run_id="turn-2")
+        items = await ResumableSession("user-1", engine).get_items()
+    finally:
+        await engine.close()
+    users = [item.get("content") for item in items if item.get("role") == "user"]
+    assert users == ["my name is Ada", "what is my name"]
+    assert len(items) == 4  # two questions, two answers
+    second = provider.requests()[-1]
+    assert second.last_user_text == "what is my name"
+
+
+async def test_session_items_pop_and_clear(tmp_path: Path) -> None:
+    engine = Engine(f"sqlite:///{tmp_path / 's.db'}")
+    try:
+        session = ResumableSession("t", engine)
+        await session.add_items([{"role": "user", "content": "a"}])
+        await session.add_items([{"role": "user", "content": "b"}])
+        assert [i.get("content") for i in await session.get_items(limit=1)] == ["b"]
+        assert (await session.pop_item() or {}).get("content") == "b"
+        assert len(await session.get_items()) == 1
+        await session.clear_session()
+        assert await session.get_items() == []
+        assert await session.pop_item() is None
+    finally:
+        await engine.close()
+
+
+async def test_outside_a_run_the_runner_is_the_sdks(provider: SimulatedProvider) -> None:
+    result = await Runner.run(triage, "refund please", run_config=CONFIG["run"])
+    assert provider.count() == 4
+    assert TOOL_RUNS == ["lookup_invoice", "add_tax"]
+    assert result.final_output
