@@ -1,7 +1,8 @@
 """An OpenAI Agents SDK support desk run durably; killed by test_openai_agents_crash.py.
 
 Two turns: a triage agent hands the customer off to billing, which calls two
-tools (each counting its side effect); then the customer asks a follow-up.
+tools (each counting its side effect); then the customer asks a follow-up, which
+a closing agent answers from the whole history.
 The model is the simulator named by LLM_BASE_URL.
 """
 
@@ -12,6 +13,7 @@ import os
 import sys
 
 from agents import Agent, RunConfig, function_tool, set_tracing_disabled
+from agents.items import TResponseInputItem
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI
 
@@ -42,6 +44,11 @@ billing_agent = Agent(
     tools=[lookup_invoice, issue_refund],
     model="gpt-4o-mini",
 )
+closing_agent = Agent(
+    name="closing",
+    instructions="Confirm what was done, in one sentence.",
+    model="gpt-4o-mini",
+)
 triage_agent = Agent(
     name="triage",
     instructions="Route refunds: call transfer_to_billing.",
@@ -63,8 +70,9 @@ async def support(question: str, follow_up: str) -> list[str]:
     async with client() as openai:
         config = run_config(openai)
         first = await Runner.run(triage_agent, question, run_config=config)
-        history = first.to_input_list() + [{"role": "user", "content": follow_up}]
-        second = await Runner.run(first.last_agent, history, run_config=config)
+        question_2: TResponseInputItem = {"role": "user", "content": follow_up}
+        history = [*first.to_input_list(), question_2]
+        second = await Runner.run(closing_agent, history, run_config=config)
     return [str(first.final_output), str(second.final_output)]
 
 

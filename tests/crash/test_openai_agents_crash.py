@@ -15,7 +15,7 @@ from resumable.testing import crash_test
 pytest.importorskip("agents")
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)  # ~30 child processes, each importing the SDK
 def test_every_model_and_tool_call_killed_in_turn_resumes_with_each_paid_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -28,10 +28,9 @@ def test_every_model_and_tool_call_killed_in_turn_resumes_with_each_paid_once(
             timeout=120,
         )
         calls = provider.count()
-    # turn 1: triage hands off, billing calls both tools and answers; turn 2: billing,
-    # whose instructions name both tools, calls them again and answers
-    tool_calls = {"lookup_invoice": 2, "issue_refund": 2}
-    model_calls = 2 + 3 + 3
+    # turn 1: triage hands off, billing calls each tool and answers; turn 2: closing
+    tool_calls = {"lookup_invoice": 1, "issue_refund": 1}
+    model_calls = 1 + 3 + 1
     assert report.boundaries == model_calls + sum(tool_calls.values())
     effects: dict[str, int] = {}
     for (_, name), count in report.effects.items():

@@ -24,6 +24,7 @@ _NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(\S.*?)\s*-->$")
 FRAGMENTS = {
     "README.md": 3,
     "docs/capabilities/langgraph.md": 0,
+    "docs/capabilities/openai-agents.md": 3,
     "docs/concepts.md": 1,
     "docs/guide/testing.md": 1,
     "docs/migrating.md": 2,

@@ -69,7 +69,9 @@ async def provider() -> AsyncIterator[SimulatedProvider]:
         async with AsyncOpenAI(
             base_url=simulated.openai_base_url, api_key="sk-test"
         ) as client:
-            CONFIG["run"] = RunConfig(model_provider=OpenAIProvider(openai_client=client))
+            CONFIG["run"] = RunConfig(
+                model_provider=OpenAIProvider(openai_client=client)
+            )
             yield simulated
 
 
@@ -103,7 +105,11 @@ async def test_a_resumed_run_replays_model_and_tool_steps_and_reruns_only_pure_t
         await engine.send("s1", "close", True)
         answer = await engine.resume("s1")
         assert provider.count() == paid  # nothing paid twice
-        assert TOOL_RUNS == ["lookup_invoice", "add_tax", "add_tax"]  # only the pure one
+        assert TOOL_RUNS == [
+            "lookup_invoice",
+            "add_tax",
+            "add_tax",
+        ]  # only the pure one
         assert answer
         ledger = await engine.ledger("s1")
         answered = provider.requests()
@@ -235,7 +241,9 @@ async def test_session_items_pop_and_clear(tmp_path: Path) -> None:
         await session.add_items([{"role": "user", "content": "a"}])
         await session.add_items([{"role": "user", "content": "b"}])
         assert [i.get("content") for i in await session.get_items(limit=1)] == ["b"]
-        assert (await session.pop_item() or {}).get("content") == "b"
+        popped = await session.pop_item()
+        assert popped is not None
+        assert popped.get("content") == "b"
         assert len(await session.get_items()) == 1
         await session.clear_session()
         assert await session.get_items() == []
@@ -244,7 +252,9 @@ async def test_session_items_pop_and_clear(tmp_path: Path) -> None:
         await engine.close()
 
 
-async def test_outside_a_run_the_runner_is_the_sdks(provider: SimulatedProvider) -> None:
+async def test_outside_a_run_the_runner_is_the_sdks(
+    provider: SimulatedProvider,
+) -> None:
     result = await Runner.run(triage, "refund please", run_config=CONFIG["run"])
     assert provider.count() == 4
     assert TOOL_RUNS == ["lookup_invoice", "add_tax"]
