@@ -17,7 +17,16 @@ import pytest
 
 pytest.importorskip("agents")
 
-from agents import Agent, RunConfig, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    function_tool,
+    input_guardrail,
+    output_guardrail,
+    set_tracing_disabled,
+)
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI
 
@@ -259,3 +268,101 @@ async def test_outside_a_run_the_runner_is_the_sdks(
     assert provider.count() == 4
     assert TOOL_RUNS == ["lookup_invoice", "add_tax"]
     assert result.final_output
+
+
+GUARD_RUNS: list[str] = []
+
+
+@input_guardrail
+async def polite(context: Any, agent: Any, text: Any) -> GuardrailFunctionOutput:
+    GUARD_RUNS.append("polite")
+    return GuardrailFunctionOutput(
+        output_info={"checked": True}, tripwire_triggered=False
+    )
+
+
+researcher = Agent(
+    name="researcher",
+    instructions="Call lookup_invoice.",
+    tools=[lookup_invoice],
+    model="gpt-4o-mini",
+)
+manager = Agent(
+    name="manager",
+    instructions="Call research.",
+    tools=[researcher.as_tool(tool_name="research", tool_description="Research it.")],
+    input_guardrails=[polite],
+    model="gpt-4o-mini",
+)
+
+
+@workflow(name="test.agents.managed")
+async def managed(question: str) -> str:
+    result = await Runner.run(manager, question, run_config=CONFIG["run"])
+    await wait_for("close")
+    return str(result.final_output)
+
+
+async def test_guardrails_and_agents_as_tools_replay_without_running_again(
+    provider: SimulatedProvider,
+) -> None:
+    GUARD_RUNS.clear()
+    engine = Engine("memory://")
+    try:
+        handle = await engine.start(managed, "what does Ada owe", run_id="m1")
+        while await handle.status() != "waiting":
+            await asyncio.sleep(0.01)
+        paid = provider.count()
+        assert TOOL_RUNS == ["lookup_invoice"]  # inside the nested agent run
+        assert GUARD_RUNS == ["polite"]
+        steps = [s.name for s in await engine.history("m1")]
+        assert "guardrail:polite" in steps
+        assert "tool:research" in steps  # the nested run, recorded whole
+        await engine.send("m1", "close", True)
+        assert await engine.resume("m1")
+        assert provider.count() == paid
+        assert TOOL_RUNS == ["lookup_invoice"]
+        assert GUARD_RUNS == ["polite"]
+    finally:
+        await engine.close()
+
+
+@output_guardrail
+async def no_refunds(context: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
+    GUARD_RUNS.append("no_refunds")
+    return GuardrailFunctionOutput(output_info="blocked", tripwire_triggered=True)
+
+
+guarded = Agent(
+    name="guarded",
+    instructions="Answer briefly.",
+    output_guardrails=[no_refunds],
+    model="gpt-4o-mini",
+)
+
+
+@workflow(name="test.agents.tripped")
+async def tripped(question: str) -> str:
+    try:
+        await Runner.run(guarded, question, run_config=CONFIG["run"])
+    except OutputGuardrailTripwireTriggered as exc:
+        await wait_for("close")
+        return str(exc.guardrail_result.output.output_info)
+    return "passed"
+
+
+async def test_a_tripped_output_guardrail_replays_its_verdict(
+    provider: SimulatedProvider,
+) -> None:
+    GUARD_RUNS.clear()
+    engine = Engine("memory://")
+    try:
+        handle = await engine.start(tripped, "refund me", run_id="g1")
+        while await handle.status() != "waiting":
+            await asyncio.sleep(0.01)
+        await engine.send("g1", "close", True)
+        assert await engine.resume("g1") == "blocked"
+        assert GUARD_RUNS == ["no_refunds"]
+        assert provider.count() == 1
+    finally:
+        await engine.close()

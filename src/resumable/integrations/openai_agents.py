@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -63,6 +64,7 @@ try:
     from agents import (
         Agent,
         FunctionTool,
+        GuardrailFunctionOutput,
         Handoff,
         InputGuardrail,
         Model,
@@ -478,16 +480,31 @@ def _durable_tool(tool: Tool) -> Tool:
     return durable
 
 
+def _verdict(output: GuardrailFunctionOutput) -> dict[str, Any]:
+    """What a guardrail step commits: its verdict, and its info (a value serde encodes)."""
+    return {
+        "tripwire_triggered": output.tripwire_triggered,
+        "output_info": output.output_info,
+    }
+
+
+def _guardrail_output(verdict: dict[str, Any]) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(
+        output_info=verdict["output_info"],
+        tripwire_triggered=verdict["tripwire_triggered"],
+    )
+
+
 def _durable_input_guardrail(guardrail: InputGuardrail[Any]) -> InputGuardrail[Any]:
     check = guardrail.guardrail_function
     name = f"guardrail:{guardrail.get_name()}"
 
-    async def function(context: Any, agent: Any, input: Any) -> Any:
-        async def call() -> Any:
+    async def function(context: Any, agent: Any, input: Any) -> GuardrailFunctionOutput:
+        async def call() -> dict[str, Any]:
             result = check(context, agent, input)
-            return await result if asyncio.iscoroutine(result) else result
+            return _verdict(await result if inspect.isawaitable(result) else result)
 
-        return await _as_step(name, (), call)
+        return _guardrail_output(await _as_step(name, (), call))
 
     return InputGuardrail(
         guardrail_function=function,
@@ -500,12 +517,14 @@ def _durable_output_guardrail(guardrail: OutputGuardrail[Any]) -> OutputGuardrai
     check = guardrail.guardrail_function
     name = f"guardrail:{guardrail.get_name()}"
 
-    async def function(context: Any, agent: Any, output: Any) -> Any:
-        async def call() -> Any:
+    async def function(
+        context: Any, agent: Any, output: Any
+    ) -> GuardrailFunctionOutput:
+        async def call() -> dict[str, Any]:
             result = check(context, agent, output)
-            return await result if asyncio.iscoroutine(result) else result
+            return _verdict(await result if inspect.isawaitable(result) else result)
 
-        return await _as_step(name, (), call)
+        return _guardrail_output(await _as_step(name, (), call))
 
     return OutputGuardrail(guardrail_function=function, name=guardrail.get_name())
 
