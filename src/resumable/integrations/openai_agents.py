@@ -19,7 +19,7 @@ output guardrails are steps too (`guardrail:<name>`), and so is every read and
 write of a `session`, so a replay sees the conversation as the first run saw it.
 
 **How.** For each run the agent graph is copied (the agents reachable by
-handoffs, `Agent.clone`): a copy's function tools and guardrails call through
+handoffs, shallow copies as `Agent.clone` makes): a copy's function tools and guardrails call through
 steps, and its model is wrapped; agents named by a model name get their model from
 `RunConfig.model_provider` wrapped the same way. Your agents are not changed.
 Mark a tool that is cheap and pure with `pure_tool(tool)` to run it again on
@@ -541,7 +541,8 @@ class _Graph:
             return found
         if getattr(agent, _DURABLE, False):
             return agent
-        durable = agent.clone()
+        # a shallow copy, as Agent.clone makes, without re-validating a valid agent
+        durable = copy.copy(agent)
         setattr(durable, _DURABLE, True)
         self.copies[id(agent)] = durable  # before the handoffs: they may cycle back
         self.copies[id(durable)] = durable
