@@ -366,3 +366,28 @@ async def test_a_tripped_output_guardrail_replays_its_verdict(
         assert provider.count() == 1
     finally:
         await engine.close()
+
+
+@workflow(name="test.agents.sync")
+def sync_support(question: str) -> str:
+    result = Runner.run_sync(triage, question, run_config=CONFIG["run"])
+    return str(result.final_output)
+
+
+async def test_run_sync_in_a_plain_def_workflow_journals_the_same_steps(
+    provider: SimulatedProvider,
+) -> None:
+    engine = Engine("memory://")
+    try:
+        assert await engine.run(sync_support, "refund please", run_id="y1")
+        steps = [s.name for s in await engine.history("y1")]
+    finally:
+        await engine.close()
+    assert steps == [
+        "model:triage",
+        "model:billing",
+        "tool:lookup_invoice",
+        "model:billing",
+        "model:billing",
+    ]
+    assert provider.count() == 4
