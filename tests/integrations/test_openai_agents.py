@@ -29,10 +29,16 @@ from agents import (
 )
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
 
 from conftest import store_url
 from resumable import BudgetExceeded, Engine, wait_for, workflow
 from resumable.integrations.openai_agents import ResumableSession, Runner, pure_tool
+from resumable.observability import Tracing
 from resumable.simulator import SimulatedProvider
 
 set_tracing_disabled(True)
@@ -391,3 +397,39 @@ async def test_run_sync_in_a_plain_def_workflow_journals_the_same_steps(
         "model:billing",
     ]
     assert provider.count() == 4
+
+
+@workflow(name="test.agents.traced")
+async def traced(question: str) -> str:
+    result = await Runner.run(triage, question, run_config=CONFIG["run"])
+    return str(result.final_output)
+
+
+async def test_model_and_tool_steps_are_spans_inside_the_runs_execution_span(
+    provider: SimulatedProvider,
+) -> None:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    engine = Engine("memory://", observers=[Tracing(tracer_provider=tracer_provider)])
+    try:
+        await engine.run(traced, "refund please", run_id="o1")
+    finally:
+        await engine.close()
+        tracer_provider.shutdown()
+    finished = exporter.get_finished_spans()
+    (execution,) = [s for s in finished if s.name.startswith("resumable.run")]
+    steps = [s for s in finished if s.name.startswith("resumable.step")]
+    assert [s.name for s in steps] == [
+        "resumable.step model:triage",
+        "resumable.step model:billing",
+        "resumable.step tool:lookup_invoice",
+        "resumable.step model:billing",
+        "resumable.step model:billing",
+    ]
+    assert all(
+        s.parent is not None and s.parent.span_id == execution.context.span_id
+        for s in steps
+    )
+    assert steps[0].attributes is not None
+    assert steps[0].attributes["resumable.step"] == "model:triage"
