@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
 )
 
 from conftest import store_url
-from resumable import BudgetExceeded, Engine, wait_for, workflow
+from resumable import BudgetExceeded, Engine, NonDeterminismError, wait_for, workflow
 from resumable.integrations.openai_agents import ResumableSession, Runner, pure_tool
 from resumable.observability import Tracing
 from resumable.simulator import SimulatedProvider
@@ -433,3 +433,31 @@ async def test_model_and_tool_steps_are_spans_inside_the_runs_execution_span(
     )
     assert steps[0].attributes is not None
     assert steps[0].attributes["resumable.step"] == "model:triage"
+
+
+PROMPT = {"text": "tell me about durability"}
+
+
+@workflow(name="test.agents.prompted")
+async def prompted() -> str:
+    result = await Runner.run(chat, PROMPT["text"], run_config=CONFIG["run"])
+    await wait_for("close")
+    return str(result.final_output)
+
+
+async def test_a_changed_prompt_is_refused_not_answered_from_the_record(
+    provider: SimulatedProvider,
+) -> None:
+    engine = Engine("memory://")
+    try:
+        handle = await engine.start(prompted, run_id="p1")
+        while await handle.status() != "waiting":
+            await asyncio.sleep(0.01)
+        PROMPT["text"] = "tell me about something else"  # the code changed
+        await engine.send("p1", "close", True)
+        with pytest.raises(NonDeterminismError, match="model:chat"):
+            await handle.result()
+        assert provider.count() == 1
+    finally:
+        PROMPT["text"] = "tell me about durability"
+        await engine.close()

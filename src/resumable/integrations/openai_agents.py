@@ -43,7 +43,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import inspect
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -192,7 +194,11 @@ def _response_record(response: ModelResponse, model: str | None) -> dict[str, An
     """What a model step commits: JSON the dashboard shows and a replay rebuilds."""
     return {
         "model": model,
-        "output": [item.model_dump(mode="json") for item in response.output],
+        # only the fields the provider sent, as a live response has them: the
+        # replayed items then give the next call the very input the first run gave
+        "output": [
+            item.model_dump(mode="json", exclude_unset=True) for item in response.output
+        ],
         "usage": _usage_record(response.usage),
         "response_id": response.response_id,
         "request_id": response.request_id,
@@ -229,13 +235,24 @@ def _meter_unseen(response: ModelResponse, model: str | None) -> None:
     )
 
 
-def _call_key(input: str | list[TResponseInputItem]) -> tuple[Any, ...]:
-    """A model call's fingerprinted arguments: how long its input is.
+def _call_key(
+    instructions: str | None, input: str | list[TResponseInputItem]
+) -> tuple[str]:
+    """A model call's fingerprinted argument: a digest of its instructions and input.
 
-    The input is rebuilt from recorded steps on replay, so its length changes
-    only when the code (or a session outside the run) changed it.
+    On replay the input is rebuilt from recorded steps, so it is the same unless
+    the code changed (another prompt, another agent): then the recorded response
+    is refused (`NonDeterminismError`) rather than returned for another question.
     """
-    return (1 if isinstance(input, str) else len(input),)
+    text = json.dumps([instructions, input], sort_keys=True, default=_jsonable)
+    return (hashlib.blake2b(text.encode(), digest_size=16).hexdigest(),)
+
+
+def _jsonable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_unset=True)
+    return repr(value)
 
 
 class DurableModel(Model):
@@ -292,7 +309,8 @@ class DurableModel(Model):
                 conversation_id=conversation_id,
                 prompt=prompt,
             )
-        return _model_response(await _as_step(self.step_name, _call_key(input), call))
+        key = _call_key(system_instructions, input)
+        return _model_response(await _as_step(self.step_name, key, call))
 
     def stream_response(  # noqa: PLR0917 - the SDK's Model signature
         self,
@@ -326,7 +344,7 @@ class DurableModel(Model):
 
         if active_run() is None:
             return stream()
-        return self._streamed(stream, _call_key(input))
+        return self._streamed(stream, _call_key(system_instructions, input))
 
     async def _streamed(
         self,
