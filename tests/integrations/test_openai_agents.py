@@ -9,6 +9,7 @@ a streamed run streams live and replays its final output, and a
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,14 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
+from starlette.testclient import TestClient
 
 from conftest import store_url
 from resumable import BudgetExceeded, Engine, NonDeterminismError, wait_for, workflow
 from resumable.integrations.openai_agents import ResumableSession, Runner, pure_tool
 from resumable.observability import Tracing
 from resumable.simulator import SimulatedProvider
+from resumable.ui.app import create_app
 
 set_tracing_disabled(True)
 TOOL_RUNS: list[str] = []
@@ -461,3 +464,34 @@ async def test_a_changed_prompt_is_refused_not_answered_from_the_record(
     finally:
         PROMPT["text"] = "tell me about durability"
         await engine.close()
+
+
+def test_the_dashboard_shows_model_and_tool_steps_with_readable_values(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ui.db'}"
+
+    async def record(base_url: str) -> None:
+        async with (
+            AsyncOpenAI(base_url=base_url, api_key="sk-test") as client,
+            Engine(url) as engine,
+        ):
+            CONFIG["run"] = RunConfig(
+                model_provider=OpenAIProvider(openai_client=client)
+            )
+            await engine.run(traced, "refund please", run_id="ui-1")
+
+    with SimulatedProvider() as simulated:
+        asyncio.run(record(simulated.openai_base_url))
+    engine = Engine(url)
+    with TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
+        page = html.unescape(client.get("/run", params={"id": "ui-1"}).text)
+    asyncio.run(engine.close())
+    for shown in (
+        "model:triage",
+        '"name": "transfer_to_billing"',  # the handoff, in the model's output
+        "tool:lookup_invoice",
+        '"INV-7 for',  # the tool's result
+        '"input_tokens": ',  # the model call's usage
+    ):
+        assert shown in page
