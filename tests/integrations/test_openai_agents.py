@@ -28,6 +28,7 @@ from agents import (
     output_guardrail,
     set_tracing_disabled,
 )
+from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.models.openai_provider import OpenAIProvider
 from openai import AsyncOpenAI
 from opentelemetry.sdk.trace import TracerProvider
@@ -495,3 +496,36 @@ def test_the_dashboard_shows_model_and_tool_steps_with_readable_values(
         '"input_tokens": ',  # the model call's usage
     ):
         assert shown in page
+
+
+MODELS: dict[str, Agent[Any]] = {}
+
+
+@workflow(name="test.agents.model_instance")
+async def with_model_instance(question: str) -> str:
+    result = await Runner.run(MODELS["agent"], question)
+    await wait_for("close")
+    return str(result.final_output)
+
+
+async def test_an_agent_holding_a_model_object_is_durable_too(
+    provider: SimulatedProvider,
+) -> None:
+    async with AsyncOpenAI(base_url=provider.openai_base_url, api_key="sk-test") as c:
+        MODELS["agent"] = Agent(
+            name="direct",
+            instructions="Answer briefly.",
+            model=OpenAIChatCompletionsModel(model="gpt-4o-mini", openai_client=c),
+        )
+        engine = Engine("memory://")
+        try:
+            handle = await engine.start(with_model_instance, "hello", run_id="d1")
+            while await handle.status() != "waiting":
+                await asyncio.sleep(0.01)
+            await engine.send("d1", "close", True)
+            assert await handle.result()
+            steps = [s.name for s in await engine.history("d1")]
+        finally:
+            await engine.close()
+    assert steps == ["model:direct", "wait_for:close"]
+    assert provider.count() == 1  # the resume replayed the model step
