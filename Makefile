@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # The full install also satisfies the demo, so it stamps both.
 DEMO_STAMP := $(VENV)/.installed-demo
 STAMP      := $(VENV)/.installed
-EXTRAS     := openai,postgres,redis,langgraph,pydantic-ai,encryption,zstd,parquet,otel,prometheus,s3,ui,schedule
+EXTRAS     := openai,postgres,redis,langgraph,openai-agents,pydantic-ai,encryption,zstd,parquet,otel,prometheus,s3,ui,schedule
 
 .PHONY: demo test coverage lint bench clean docs docs-tables
 

@@ -25,6 +25,7 @@ FRAGMENTS = {
     "README.md": 3,
     "docs/capabilities/langgraph.md": 0,
     "docs/capabilities/pydantic-ai.md": 1,
+    "docs/capabilities/openai-agents.md": 3,
     "docs/concepts.md": 1,
     "docs/guide/testing.md": 1,
     "docs/migrating.md": 2,

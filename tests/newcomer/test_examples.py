@@ -46,7 +46,7 @@ def scenario(fn: Callable[..., None]) -> Callable[..., None]:
     return fn
 
 
-# The five examples at once: 11 processes (14 on SQLite), whose imports (openai,
+# The six examples at once: 13 processes (17 on SQLite), whose imports (openai,
 # langgraph) take most of the time; about 19 s of CPU per backend.
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -238,6 +238,34 @@ def batch_map(store: str, tmp_path: Path, *, full: bool) -> None:
     if full:
         third = run(["batch_map.py"], store=store, cwd=tmp_path)
         assert "nothing executed; the batch had finished" in third
+
+
+@scenario
+def openai_agents(store: str, tmp_path: Path, *, full: bool) -> None:
+    """Killed after the refund committed, the agents resume with one model call left."""
+    first = run(
+        ["openai_agents.py", "--crash"], store=store, cwd=tmp_path, exit_code=KILLED
+    )
+    assert "executed  tool lookup_invoice('Ada')" in first
+    assert "executed  tool issue_refund('Ada')" in first
+    assert "CRASH     killed now (SIGKILL)" in first
+
+    second = run(["openai_agents.py"], store=store, cwd=tmp_path)
+    assert "executed  tool" not in second  # the refund is not issued twice
+    assert "answer: According to the tool: refunded INV-7." in second
+    assert (
+        "steps: model:triage, model:billing, tool:lookup_invoice, model:billing, "
+        "tool:issue_refund, model:billing"
+    ) in second
+    assert (
+        "this process: replayed 5 finished steps from the store "
+        "(3 model calls not paid again), made 1 new model call"
+    ) in second
+
+    if full:
+        third = run(["openai_agents.py"], store=store, cwd=tmp_path)
+        assert "  executed  " not in third
+        assert "nothing executed; the run had finished" in third
 
 
 @scenario
