@@ -21,7 +21,10 @@ import signal
 import sys
 from typing import Annotated, TypedDict
 
-from langgraph.graph import END, START, StateGraph
+try:  # the framework is an extra: say which, rather than a traceback
+    from langgraph.graph import END, START, StateGraph
+except ImportError:
+    sys.exit("this example needs LangGraph: pip install 'resumable[langgraph]'")
 
 from resumable.integrations.langgraph import ResumableSaver
 

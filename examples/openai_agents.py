@@ -10,7 +10,8 @@ finished replays from the store (no model call, no tool call), the rest executes
     python examples/openai_agents.py --crash   # killed right after the refund
     python examples/openai_agents.py           # resumed: one model call left
 
-The model is resumable's simulated provider, started in this process: a real HTTP
+Needs `pip install 'resumable[openai-agents]'`. The model is resumable's simulated
+provider, started in this process: a real HTTP
 server speaking the OpenAI API, so no key and no cost. Set OPENAI_BASE_URL and
 OPENAI_API_KEY to use a real provider instead. The store is $RESUMABLE_STORE
 (default: the SQLite file ./.resumable/state.db).
@@ -25,7 +26,12 @@ import signal
 import sys
 from typing import Any
 
-from agents import Agent, RunHooks, Tool, function_tool, set_tracing_disabled
+try:  # the framework is an extra: say which, rather than a traceback
+    from agents import Agent, RunHooks, Tool, function_tool, set_tracing_disabled
+except ImportError:
+    sys.exit(
+        "this example needs the OpenAI Agents SDK: pip install 'resumable[openai-agents]'"
+    )
 
 from resumable import Engine, RunNotFound, workflow
 

@@ -22,8 +22,11 @@ import os
 import signal
 import sys
 
-from pydantic_ai import Agent
-from pydantic_ai.models.openai import OpenAIChatModel
+try:  # the framework is an extra: say which, rather than a traceback
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+except ImportError:
+    sys.exit("this example needs Pydantic AI: pip install 'resumable[pydantic-ai]'")
 
 from resumable import Engine, workflow
 from resumable.integrations.pydantic_ai import ResumableAgent
