@@ -75,7 +75,9 @@ async def forecast(question: str) -> str:
 async def main() -> None:
     engine = Engine(STORE)
     try:
-        answer = await engine.run(forecast, "What is the weather?", run_id=RUN_ID)
+        answer = await engine.run(
+            forecast, "What is the weather in Oslo?", run_id=RUN_ID
+        )
         ledger = await engine.ledger(RUN_ID)
     finally:
         await engine.close()
