@@ -58,7 +58,7 @@ def get_weather(city: str) -> str:
 @functools.cache
 def forecaster() -> ResumableAgent[None, str]:
     agent = Agent(
-        OpenAIChatModel("gpt-4o-mini"),  # reads OPENAI_BASE_URL and OPENAI_API_KEY
+        OpenAIChatModel("gpt-5-mini"),  # reads OPENAI_BASE_URL and OPENAI_API_KEY
         name="forecaster",
         instructions="First call find_city, then call get_weather, then answer.",
         tools=[find_city, get_weather],
