@@ -74,5 +74,5 @@ def test_no_test_cites_a_document_the_repository_lacks() -> None:
 def test_the_readme_names_every_example() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     examples = sorted(path.name for path in (ROOT / "examples").glob("*.py"))
-    assert len(examples) == 5
+    assert len(examples) == 7
     assert [name for name in examples if f"examples/{name}" not in readme] == []

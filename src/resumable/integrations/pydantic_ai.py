@@ -53,7 +53,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from resumable._engine.bridge import await_on
+from resumable._engine.bridge import await_on, wait_on
 from resumable._engine.context import RunContext as ResumableRunContext
 from resumable._engine.context import active_run, current_run
 from resumable._engine.engine import Engine
@@ -141,7 +141,7 @@ class _StepBackend(JournalCallableOperationBackend[None]):
         # and its body runs back here, where the agent's clients live
         spec = StepSpec(
             name=name,
-            fn=lambda: asyncio.run_coroutine_threadsafe(_awaited(unit), here).result(),
+            fn=lambda: wait_on(here, _awaited(unit)),
             is_async=False,
             retry=NO_RETRY,
             annotations_registered=True,
