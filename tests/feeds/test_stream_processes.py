@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -113,44 +114,59 @@ async def test_a_stream_killed_midway_is_retried_as_attempt_2_and_replayed_from_
     async with engine_on(url) as engine:
         with SimulatedProvider() as provider:
             child = spawn(url, provider, out, PAUSE_FILE=str(marker), PAUSE_AT="4")
-            await run_started(engine, child, out)
-            seen: list[StreamEvent] = []
+            children: list[subprocess.Popen[bytes]] = [child]
+            reader: asyncio.Task[None] | None = None
+            try:
+                await run_started(engine, child, out)
+                seen: list[StreamEvent] = []
 
-            async def read() -> None:
-                async for event in engine.stream("chat", 1, poll_s=0.01):
-                    seen.append(event)
+                async def read() -> None:
+                    async for event in engine.stream("chat", 1, poll_s=0.01):
+                        seen.append(event)
 
-            reader = asyncio.create_task(read())  # follows across the kill
-            deadline = time.monotonic() + 30
-            while not marker.exists() or len(seen) < 5:  # attempt 1's 4 chunks
-                assert child.poll() is None, out.read_text()
-                assert time.monotonic() < deadline, out.read_text()
-                await asyncio.sleep(0.01)
-            child.send_signal(signal.SIGKILL)
-            child.wait()
-            assert provider.count() == 1
+                reader = asyncio.create_task(read())  # follows across the kill
+                deadline = time.monotonic() + 30
+                while not marker.exists() or len(seen) < 5:  # attempt 1's 4 chunks
+                    assert child.poll() is None, out.read_text()
+                    assert not reader.done(), reader  # a reader that died says why
+                    assert time.monotonic() < deadline, (seen, out.read_text())
+                    await asyncio.sleep(0.01)
+                child.send_signal(signal.SIGKILL)
+                child.wait()
+                assert provider.count() == 1
 
-            again = spawn(
-                url, provider, out
-            )  # takes the run over when the lease expires
-            assert again.wait(timeout=60) == 0, out.read_text()
-            await asyncio.wait_for(reader, timeout=30)
-            assert provider.count() == 2  # the in-flight step ran twice, no more
+                again = spawn(
+                    url, provider, out
+                )  # takes the run over once the lease ends
+                children.append(again)
+                assert again.wait(timeout=60) == 0, out.read_text()
+                await asyncio.wait_for(reader, timeout=30)
+                assert provider.count() == 2  # the in-flight step ran twice, no more
 
-            result = (await engine.get("chat")).result
-            assert [(e.kind, e.attempt) for e in seen if e.kind != "chunk"] == [
-                ("attempt", 1),
-                ("attempt", 2),
-                ("end", 2),
-            ]
-            assert len([e for e in seen if e.attempt == 1]) == 5
-            assert chunks_of(seen, 2) == result  # assembled once, from attempt 2
-            assert [e.offset for e in seen] == sorted(e.offset for e in seen)
+                result = (await engine.get("chat")).result
+                assert [(e.kind, e.attempt) for e in seen if e.kind != "chunk"] == [
+                    ("attempt", 1),
+                    ("attempt", 2),
+                    ("end", 2),
+                ]
+                assert len([e for e in seen if e.attempt == 1]) == 5
+                assert chunks_of(seen, 2) == result  # assembled once, from attempt 2
+                assert [e.offset for e in seen] == sorted(e.offset for e in seen)
 
-            # a third execution replays the journaled value: no call to the model,
-            # and the stream served to readers is the recorded one
-            last = spawn(url, provider, out)
-            assert last.wait(timeout=30) == 0, out.read_text()
-            assert provider.count() == 2
-            replayed = [e async for e in engine.stream("chat", 1)]
-            assert replayed == seen
+                # a third execution replays the journaled value: no call to the model,
+                # and the stream served to readers is the recorded one
+                last = spawn(url, provider, out)
+                children.append(last)
+                assert last.wait(timeout=30) == 0, out.read_text()
+                assert provider.count() == 2
+                replayed = [e async for e in engine.stream("chat", 1)]
+                assert replayed == seen
+            finally:  # a failure leaves no process or reader behind for the next test
+                if reader is not None:
+                    reader.cancel()
+                    with contextlib.suppress(BaseException):
+                        await reader
+                for process in children:
+                    if process.poll() is None:
+                        process.kill()
+                    process.wait()
