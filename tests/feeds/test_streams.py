@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
 from resumable import Engine, FeedEntryTooLarge, Retry, step, workflow
 from resumable.observability import Metrics
+from resumable.stores.memory import MemoryStore
 
 calls: list[str] = []
 
@@ -138,3 +139,65 @@ async def test_metrics_count_feed_entries_by_kind_and_replays_add_none() -> None
     assert metrics.value("resumable_feed_bytes", workflow=wf, kind="chunk") > 0
     await engine.run(talk, "m", 10, run_id="metered")
     assert (counted("attempt"), counted("chunk")) == (2, 15)
+
+
+class SlowFeed(MemoryStore):
+    """The memory store; feed writes after the first held until the test lets go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.writes = 0
+
+    async def append_feed(
+        self,
+        run_id: str,
+        channel: str,
+        payloads: Sequence[bytes],
+        *,
+        now_ms: int,
+        once_key: str | None = None,
+    ) -> int | None:
+        self.writes += 1
+        if self.writes > 1:  # the attempt's opening entry goes; its chunks wait
+            await self.gate.wait()
+        return await super().append_feed(
+            run_id, channel, payloads, now_ms=now_ms, once_key=once_key
+        )
+
+
+paused = asyncio.Event()
+
+
+@step
+async def then_pauses(n: int) -> AsyncIterator[str]:
+    for i in range(n):
+        yield f"t{i} "
+        await asyncio.sleep(0)  # the first write starts, and waits at the gate
+    await paused.wait()  # a model that stops sending for a while, mid-answer
+
+
+@workflow
+async def paused_talk(n: int) -> str:
+    return await then_pauses(n)
+
+
+async def test_chunks_queued_during_a_write_go_when_it_ends_not_with_the_next() -> None:
+    # they waited for the next chunk: a model pausing mid-answer left what it had
+    # sent unread until it went on (in CI: a reader waited 30 s for chunks 2-4)
+    paused.clear()
+    store = SlowFeed()
+    async with Engine(store) as engine:
+        running = asyncio.create_task(engine.run(paused_talk, 4, run_id="p"))
+        await asyncio.sleep(0.05)  # the step has sent its 4 chunks and paused
+        store.gate.set()
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            seen = [e async for e in engine.stream("p", 1, follow=False)]
+            if len([e for e in seen if e.kind == "chunk"]) == 4:
+                break
+            assert asyncio.get_running_loop().time() < deadline, seen
+            await asyncio.sleep(0.01)
+        assert not running.done()  # read while the step is still paused
+        paused.set()
+        assert await running == "t0 t1 t2 t3 "

@@ -2,8 +2,9 @@
 
 An `async def` step that `yield`s is a streaming step. Inside a run, each chunk
 is appended to the step's channel of the run's feed (`stores.feeds`) as it comes,
-in batches (`Batcher`): a batch goes when the one before it is written, so a fast
-model waits for one store write at most, and a batch holds at most
+in batches (`Batcher`): a batch goes when the one before it is written (the
+chunks that came meanwhile, even if no more come), so a fast model waits for one
+store write at most, and a batch holds at most
 `BATCH_CHUNKS` chunks, so memory stays bounded. The step's value, committed to
 the journal as any step's, is the assembled result (the chunks joined when they
 are all text, else their list), and a replay returns it without running the step:
@@ -155,19 +156,20 @@ class Batcher:
             self._writing = asyncio.ensure_future(self._flush())
 
     async def _flush(self) -> None:
-        batch, self._pending = self._pending, []
-        if not batch:
-            return
-        self._batches += 1
-        await feed.append(
-            self._ctx,
-            self._feeds,
-            self._channel,
-            batch,
-            once_key=f"a{self.attempt}.b{self._batches}",
-            seq=self._seq,
-            kind="chunk",
-        )
+        # until nothing is queued: chunks that came during a write go when it
+        # ends, not with the next chunk (a model may pause for long mid-answer)
+        while self._pending:
+            batch, self._pending = self._pending, []
+            self._batches += 1
+            await feed.append(
+                self._ctx,
+                self._feeds,
+                self._channel,
+                batch,
+                once_key=f"a{self.attempt}.b{self._batches}",
+                seq=self._seq,
+                kind="chunk",
+            )
 
     async def close(self, *, ok: bool) -> None:
         """Write what is queued and the attempt's closing entry."""
