@@ -7,6 +7,7 @@ encode and one store write; a replayed step costs one decode.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,16 @@ async def execute_step(
     )
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
+    execute = functools.partial(
+        _executed,
+        ctx,
+        seq,
+        spec,
+        fingerprint=fingerprint,
+        args=args,
+        kwargs=kwargs,
+        decision=decision,
+    )
     if spec.cache is not None:  # the one test a step without a cache pays
         return await step_cache.cached_call(
             ctx,
@@ -65,25 +76,9 @@ async def execute_step(
             args=args,
             kwargs=kwargs,
             decision=decision,
-            execute=lambda: _executed(
-                ctx,
-                seq,
-                spec,
-                fingerprint=fingerprint,
-                args=args,
-                kwargs=kwargs,
-                decision=decision,
-            ),
+            execute=execute,
         )
-    return await _executed(
-        ctx,
-        seq,
-        spec,
-        fingerprint=fingerprint,
-        args=args,
-        kwargs=kwargs,
-        decision=decision,
-    )
+    return await execute()
 
 
 async def _executed(

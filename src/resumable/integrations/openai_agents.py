@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import hashlib
 import inspect
 import json
@@ -279,36 +280,27 @@ class DurableModel(Model):
         prompt: ResponsePromptParam | None,
     ) -> ModelResponse:
         """A recorded response, or the wrapped model's, committed before it returns."""
+        respond = functools.partial(
+            self.model.get_response,
+            system_instructions,
+            input,
+            model_settings,
+            tools,
+            output_schema,
+            handoffs,
+            tracing,
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+            prompt=prompt,
+        )
 
         async def call() -> dict[str, Any]:
-            response = await self.model.get_response(
-                system_instructions,
-                input,
-                model_settings,
-                tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=previous_response_id,
-                conversation_id=conversation_id,
-                prompt=prompt,
-            )
+            response = await respond()
             _meter_unseen(response, self.model_name)
             return _response_record(response, self.model_name)
 
         if active_run() is None:
-            return await self.model.get_response(
-                system_instructions,
-                input,
-                model_settings,
-                tools,
-                output_schema,
-                handoffs,
-                tracing,
-                previous_response_id=previous_response_id,
-                conversation_id=conversation_id,
-                prompt=prompt,
-            )
+            return await respond()
         key = _call_key(system_instructions, input)
         return _model_response(await _as_step(self.step_name, key, call))
 
