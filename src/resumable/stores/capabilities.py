@@ -362,7 +362,10 @@ class Capabilities:
             ),
             payload_streams=store if isinstance(store, StreamsPayloads) else None,
             objects=store if isinstance(store, KeepsObjects) else None,
-            step_cache=(optional if isinstance(optional, SupportsStepCache) else None),
+            # a wrapper's own: it resolves the offloaded value its row points to
+            step_cache=(
+                cast("SupportsStepCache", store) if has(SupportsStepCache) else None
+            ),
             schedules=optional if isinstance(optional, KeepsSchedules) else None,
             feeds=optional if isinstance(optional, KeepsFeeds) else None,
         )

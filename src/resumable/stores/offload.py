@@ -86,6 +86,7 @@ from resumable.stores.protocol import (
     Store,
     ThreadRecord,
 )
+from resumable.stores.step_cache import CacheEntry, SupportsStepCache
 from resumable.stores.stubs import ArchiveStub, ThreadStub
 
 __all__ = [
@@ -344,6 +345,32 @@ class OffloadStore:
         if output is not step.output or usage is not step.usage:
             step = dataclasses.replace(step, output=output, usage=usage)
         await self.inner.commit_step(step, fence=fence)
+
+    # --- step cache -----------------------------------------------------------------
+    def _cache_index(self) -> SupportsStepCache:
+        """The wrapped store's index (`Capabilities.of` asks only when it has one)."""
+        if not isinstance(self.inner, SupportsStepCache):
+            raise TypeError(f"{self.inner!r} keeps no step cache")
+        return self.inner
+
+    async def put_cache_entries(self, entries: Sequence[CacheEntry]) -> None:
+        await self._cache_index().put_cache_entries(entries)
+
+    async def lookup_cache(
+        self, key: str, *, now_ms: int
+    ) -> tuple[CacheEntry, StepRecord] | None:
+        # the row as a journal read gives it: its value resolved from the object
+        # store, which the engine decodes and commits again as the hit's own row
+        found = await self._cache_index().lookup_cache(key, now_ms=now_ms)
+        if found is None:
+            return None
+        entry, row = found
+        return entry, await self._resolve_step(row)
+
+    async def clear_cache(
+        self, *, step: str | None = None, workflow: str | None = None
+    ) -> int:
+        return await self._cache_index().clear_cache(step=step, workflow=workflow)
 
     # --- inputs -----------------------------------------------------------------
     async def send_input(self, record: InputRecord) -> bool:
