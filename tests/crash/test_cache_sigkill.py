@@ -20,9 +20,16 @@ async def _drop(url: str) -> None:
             await drop()
 
 
-# SQLite only: each backend takes 30-50 s of child processes on a loaded machine,
-# and the index's behaviour on the others is the contract kit's (StepCacheContract)
-@pytest.mark.parametrize("backend", ["sqlite"])
+# 17 child processes per backend (the reference run, then a killed run and its
+# resume per trial), each starting an interpreter and opening the store
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
+    ],
+)
 def test_a_run_killed_at_each_commit_while_served_from_the_cache_resumes(
     backend: str, tmp_path: Path
 ) -> None:
