@@ -1,7 +1,16 @@
-"""`Engine.rerun` against the simulated provider: change one prompt, pay for it only."""
+"""`Engine.rerun` against the simulated provider: change one prompt, pay for it only.
+
+The pipeline is the demo's (`resumable demo`): its 50 documents, each summarized,
+the entities of each summary extracted, and a report written from them all, 101
+calls through the real `openai` SDK. Its steps are cached here, and the prompt
+that changes is the entity extraction's: the summaries' calls are unchanged, so
+the rerun is served them from the first run and asks the provider for the 50
+changed extractions and the report their answers feed, nothing else.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -9,57 +18,96 @@ import openai
 import pytest
 
 from resumable import Engine, map_steps, step, workflow
+from resumable.cli._demo_flow import DOCUMENTS, documents
 from resumable.pricing import Price, PriceTable
-from resumable.simulator import SimulatedProvider
+from resumable.simulator import RequestLogEntry, SimulatedProvider
 from resumable.stores.protocol import Store
 
 PRICES = PriceTable({"sim-model": Price(input_per_mtok=1.0, output_per_mtok=4.0)})
-DOCS = [
-    f"Report {n}: the Lisbon warehouse shipped {n * 7} orders late." for n in range(4)
-]
+DOCS = documents()
+CALLS = 2 * DOCUMENTS + 1
 CLIENT: list[openai.AsyncOpenAI] = []
-CURRENT: dict[str, Any] = {}  # the summary step the pipeline calls: today's code
+CURRENT: dict[str, Any] = {}  # the extraction step the pipeline calls: today's code
 
 
 async def complete(prompt: str) -> str:
     response = await CLIENT[0].chat.completions.create(
-        model="sim-model", temperature=0, messages=[{"role": "user", "content": prompt}]
+        model="sim-model",
+        temperature=0,
+        max_tokens=120,
+        messages=[{"role": "user", "content": prompt}],
     )
     return response.choices[0].message.content or ""
 
 
 @step(name="tests.rerun.summarize", cache=True)
-async def summarize_v1(doc: str) -> str:
-    return await complete(f"Summarize in one line: {doc}")
+async def summarize(doc: dict[str, str]) -> str:
+    return await complete(f"Summarize {doc['id']} in three sentences: {doc['text']}")
 
 
-@step(name="tests.rerun.summarize", cache=True)
-async def summarize_v2(doc: str) -> str:  # the one prompt that changed
-    return await complete(f"Summarize in five words, for an executive: {doc}")
+@step(name="tests.rerun.extract_entities", cache=True)
+async def extract_entities_v1(summary: dict[str, str]) -> str:
+    return await complete(
+        f"List the entities in the summary of {summary['id']}: {summary['text']}"
+    )
 
 
-@step(name="tests.rerun.entities", cache=True)
-async def entities(doc: str) -> str:
-    return await complete(f"List the places named in: {doc}")
+@step(name="tests.rerun.extract_entities", cache=True)
+async def extract_entities_v2(summary: dict[str, str]) -> str:  # the changed prompt
+    return await complete(
+        f"List the people and companies in the summary of {summary['id']}: "
+        f"{summary['text']}"
+    )
 
 
-@step(name="tests.rerun.report", cache=True)
-async def report(summaries: list[str], places: list[str]) -> str:
-    return await complete("Write a report from: " + " / ".join(summaries + places))
+@step(name="tests.rerun.write_report", cache=True)
+async def write_report(summaries: list[dict[str, str]], entities: list[str]) -> str:
+    digest = " ".join(s["text"][:80] for s in summaries)
+    return await complete(
+        f"Write an executive report from: {digest} Entities: {' '.join(entities)[:2000]}"
+    )
 
 
-@workflow(name="tests.rerun.pipeline")
-async def pipeline(docs: list[str]) -> str:
-    summaries = await map_steps(CURRENT["summarize"], docs, progress=False)
-    places = await map_steps(entities, docs, progress=False)
-    return await report(summaries, places)
+@workflow(name="tests.rerun.analyze")
+async def analyze(docs: list[dict[str, str]]) -> str:
+    summaries = await map_steps(
+        summarize, docs, key=lambda d: d["id"], concurrency=8, progress=False
+    )
+    items = [{"id": d["id"], "text": s} for d, s in zip(docs, summaries, strict=True)]
+    entities = await map_steps(
+        CURRENT["extract_entities"],
+        items,
+        key=lambda s: s["id"],
+        concurrency=8,
+        progress=False,
+    )
+    return await write_report(items, entities)
 
 
 @pytest.fixture
 def provider() -> Iterator[SimulatedProvider]:
     with SimulatedProvider() as provider:
-        CURRENT["summarize"] = summarize_v1
+        CURRENT["extract_entities"] = extract_entities_v1
         yield provider
+
+
+def _asked(entries: list[RequestLogEntry]) -> Counter[str]:
+    return Counter(entry.last_user_text for entry in entries)
+
+
+def _cost(entries: list[RequestLogEntry]) -> float:
+    """What the provider's reported usage of `entries` costs at PRICES."""
+    price = PRICES.price("sim-model")
+    assert price is not None
+    return sum(
+        (
+            e.usage.input_tokens * price.input_per_mtok
+            + e.usage.output_tokens * price.output_per_mtok
+        )
+        / 1e6
+        for e in entries
+        if e.usage is not None
+    )
 
 
 async def test_a_rerun_with_one_prompt_changed_calls_only_what_changed(
@@ -79,35 +127,48 @@ async def _change_one_prompt_and_rerun(
     store: Store, provider: SimulatedProvider
 ) -> None:
     engine = Engine(store, prices=PRICES)
-    await engine.run(pipeline, DOCS, run_id="job-1")
-    assert len(provider.requests()) == 2 * len(DOCS) + 1
-    entity_cost = sum(
+    await engine.run(analyze, DOCS, run_id="job-1")
+    first = provider.requests()
+    assert len(first) == CALLS
+    unchanged = [e for e in first if e.last_user_text.startswith("Summarize ")]
+    assert len(unchanged) == DOCUMENTS
+    summary_cost = sum(
         [
             s.cost_usd or 0.0
             async for s in engine.export(["job-1"])
-            if s.step == "tests.rerun.entities"
+            if s.step == "tests.rerun.summarize"
         ]
     )
-    assert entity_cost > 0
+    assert summary_cost == pytest.approx(_cost(unchanged))
+    assert summary_cost > 0
 
-    CURRENT["summarize"] = summarize_v2
+    CURRENT["extract_entities"] = extract_entities_v2
     provider.reset_log()
     rerun = await engine.rerun("job-1", run_id="job-2")
-    asked = [entry.last_user_text for entry in provider.requests()]
-    # the changed summaries, and the report whose arguments they changed: no more
-    assert sorted(a.split(":")[0] for a in asked) == [
-        *["Summarize in five words, for an executive"] * len(DOCS),
-        "Write a report from",
-    ]
-    ledger = await engine.ledger(rerun)
-    assert ledger.cached_steps == len(DOCS)  # every entities call
-    assert ledger.cached.cost_usd == pytest.approx(entity_cost)
-    assert ledger.reused.cost_usd == pytest.approx(entity_cost)
-    assert ledger.incurred.calls == len(DOCS) + 1
+    changed = provider.requests()
 
-    # a full run of today's code, nothing cached, gives the same result
+    # a full run of today's code, nothing cached, asks for every call
     assert await engine.clear_cache() > 0
     provider.reset_log()
-    full = await engine.run(pipeline, DOCS, run_id="job-3")
-    assert len(provider.requests()) == 2 * len(DOCS) + 1
+    full = await engine.run(analyze, DOCS, run_id="job-3")
+    every = provider.requests()
+    assert len(every) == CALLS
     assert full == await engine.resume(rerun)
+
+    # the rerun asked for exactly the calls the change made different: the full
+    # run's, less the summaries (the same prompts as the first run's)
+    assert _asked(changed) == _asked(every) - _asked(unchanged)
+    kinds = Counter(entry.last_user_text.split(":")[0] for entry in changed)
+    assert kinds == {
+        **{
+            f"List the people and companies in the summary of {d['id']}": 1
+            for d in DOCS
+        },
+        "Write an executive report from": 1,
+    }
+    ledger = await engine.ledger(rerun)
+    assert ledger.cached_steps == DOCUMENTS  # every summary
+    assert ledger.cached.cost_usd == pytest.approx(summary_cost)
+    assert ledger.reused.cost_usd == pytest.approx(summary_cost)
+    assert ledger.incurred.calls == DOCUMENTS + 1
+    assert ledger.incurred.cost_usd == pytest.approx(_cost(changed))
