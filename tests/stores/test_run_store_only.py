@@ -164,8 +164,12 @@ def test_capabilities_are_found_once_from_what_the_store_declares(
     found = Capabilities.of(wrapped)
     assert found.payload_streams is wrapped
     assert found.objects is wrapped
-    # the step cache's index, the schedules and the feeds live in the wrapped store
-    assert found.step_cache is memory_of(wrapped)
+    # the step cache is looked up through the wrapper, which resolves a value it
+    # offloaded (the index lives in the wrapped store, and only if it keeps one)
+    assert found.step_cache is wrapped
+    bare = OffloadStore(RunsOnly(), open_blobs(f"file://{tmp_path}"))  # type: ignore[arg-type]  # only its capabilities are asked
+    assert Capabilities.of(bare).step_cache is None
+    # the schedules and the feeds live in the wrapped store
     assert found.schedules is memory_of(wrapped)
     assert found.feeds is memory_of(wrapped)
     assert dataclasses.replace(
