@@ -17,6 +17,7 @@ import pytest
 from offload.s3server import MotoS3
 from resumable import Engine, step, workflow
 from resumable.stores.offload import BlobRef, OffloadStore, is_reference
+from resumable.stores.offload_stream import STREAM_READ_OVER
 from resumable.stores.protocol import Store
 
 KEY = "k1:" + "QUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUE="  # 32 bytes, base64
@@ -24,12 +25,13 @@ OVER = 4096
 RAN: Counter[str] = Counter()
 
 
-def _big(i: int) -> str:
-    # seeded by the argument: a hit and an execution give the same text
-    return f"doc {i}:" + os.urandom(20_000).hex()
+def _big(i: int, size: int) -> str:
+    # random hex compresses to about half: still well over OVER once sealed
+    return f"doc {i}:" + os.urandom(size).hex()
 
 
-VALUES = {i: _big(i) for i in range(3)}
+# the second is read back a chunk at a time (over STREAM_READ_OVER once sealed)
+VALUES = {0: _big(0, 20_000), 1: _big(1, STREAM_READ_OVER + 100_000)}
 
 
 @step(name="offload.cache.big", cache=True)

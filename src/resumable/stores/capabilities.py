@@ -27,7 +27,8 @@ the store lacks asks `Capabilities.snapshot_part` (`listing_part`,
 `maintenance_part`, `full_store`), which raises `CapabilityMissing` naming the
 part, the call and the store. A store that wraps another (`WrapsStore`, like
 `OffloadStore`) offers the parts and the optional capabilities of the store it
-wraps, and the payload streams it adds.
+wraps, and the payload streams it adds; the step cache is looked up through the
+wrapper (which resolves a value it offloaded) when both have it.
 """
 
 from __future__ import annotations
@@ -330,7 +331,7 @@ class Capabilities:
     """Where to collect and archive to, if the store keeps payloads in an object
     store (`KeepsObjects`: an `OffloadStore`)."""
     step_cache: SupportsStepCache | None = None
-    """Where the step cache's index lives, if the store keeps one
+    """Where to look the step cache up, if the store keeps its index
     (`SupportsStepCache`); without it a cached step always executes."""
     schedules: KeepsSchedules | None = None
     """Where schedules are kept, if the store keeps them (`KeepsSchedules`)."""
