@@ -98,3 +98,28 @@ async def test_an_offloaded_value_is_served_and_outlives_its_source_run(
         # the entries named src's rows, which are gone: a new run executes
         assert await engine.run(flow, 2, run_id="after") == expected
         assert Counter({"big 0": 1, "big 1": 1}) == RAN
+
+
+async def test_an_offloaded_value_that_cannot_be_read_is_a_miss_not_an_error(
+    primary_url: str, moto_s3: MotoS3, bucket: str
+) -> None:
+    expected = [VALUES[0], VALUES[1]]
+    blobs = moto_s3.blobs(bucket)
+    async with Engine(
+        primary_url, blobs=blobs, offload_over=OVER, encryption_key=KEY
+    ) as engine:
+        await engine.run(flow, 2, run_id="src")
+        RAN.clear()
+        # its objects are gone: each call executes (and its entry names this run)
+        for key in await _object_keys(engine, "src"):
+            await blobs.delete(key)
+        assert await engine.run(flow, 2, run_id="lost") == expected
+        assert Counter({"big 0": 1, "big 1": 1}) == RAN
+        RAN.clear()
+        # another key cannot open this run's objects: each call executes
+        other = "k2:" + "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI="
+        async with Engine(
+            primary_url, blobs=blobs, offload_over=OVER, encryption_key=other
+        ) as stranger:
+            assert await stranger.run(flow, 2, run_id="stranger") == expected
+        assert Counter({"big 0": 1, "big 1": 1}) == RAN
