@@ -36,6 +36,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
+from opentelemetry.trace import StatusCode
 from starlette.testclient import TestClient
 
 from conftest import store_url
@@ -409,20 +410,36 @@ async def traced(question: str) -> str:
     return str(result.final_output)
 
 
-async def test_model_and_tool_steps_are_spans_inside_the_runs_execution_span(
-    provider: SimulatedProvider,
+@workflow(name="test.agents.traced_sync")
+def traced_sync(question: str) -> str:
+    result = Runner.run_sync(triage, question, run_config=CONFIG["run"])
+    return str(result.final_output)
+
+
+@workflow(name="test.agents.traced_streamed")
+async def traced_streamed(question: str) -> str:
+    result = Runner.run_streamed(triage, question, run_config=CONFIG["run"])
+    async for _ in result.stream_events():
+        pass
+    return str(result.final_output)
+
+
+@pytest.mark.parametrize("flow", [traced, traced_sync, traced_streamed])
+async def test_model_and_tool_step_spans_nest_in_the_agent_runs_span(
+    provider: SimulatedProvider, flow: Any
 ) -> None:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     engine = Engine("memory://", observers=[Tracing(tracer_provider=tracer_provider)])
     try:
-        await engine.run(traced, "refund please", run_id="o1")
+        assert await engine.run(flow, "refund please", run_id="o1")
     finally:
         await engine.close()
         tracer_provider.shutdown()
     finished = exporter.get_finished_spans()
     (execution,) = [s for s in finished if s.name.startswith("resumable.run")]
+    (agent_run,) = [s for s in finished if s.name.startswith("invoke_agent")]
     steps = [s for s in finished if s.name.startswith("resumable.step")]
     assert [s.name for s in steps] == [
         "resumable.step model:triage",
@@ -431,12 +448,108 @@ async def test_model_and_tool_steps_are_spans_inside_the_runs_execution_span(
         "resumable.step model:billing",
         "resumable.step model:billing",
     ]
+    # run → agent run → model and tool steps
+    assert agent_run.name == "invoke_agent triage"
+    assert agent_run.parent is not None
+    assert agent_run.parent.span_id == execution.context.span_id
     assert all(
-        s.parent is not None and s.parent.span_id == execution.context.span_id
+        s.parent is not None and s.parent.span_id == agent_run.context.span_id
+        for s in steps
+    )
+    assert agent_run.attributes == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "triage",
+    }
+    assert agent_run.start_time is not None
+    assert agent_run.end_time is not None
+    assert all(
+        s.start_time is not None
+        and s.end_time is not None
+        and agent_run.start_time <= s.start_time <= s.end_time <= agent_run.end_time
         for s in steps
     )
     assert steps[0].attributes is not None
     assert steps[0].attributes["resumable.step"] == "model:triage"
+
+
+@function_tool(needs_approval=True)
+def issue_refund(invoice: str) -> str:
+    """Refund an invoice."""
+    TOOL_RUNS.append("issue_refund")
+    return f"refunded {invoice}"
+
+
+refunder = Agent(
+    name="refunder",
+    instructions="Call issue_refund for the invoice named.",
+    tools=[issue_refund],
+    model="gpt-4o-mini",
+)
+
+
+@workflow(name="test.agents.traced_approval")
+async def traced_approval(question: str) -> str:
+    result = await Runner.run(refunder, question, run_config=CONFIG["run"])
+    return str(result.final_output)
+
+
+async def test_an_agent_run_waiting_for_approval_ends_its_span_without_an_error(
+    provider: SimulatedProvider,
+) -> None:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    engine = Engine("memory://", observers=[Tracing(tracer_provider=tracer_provider)])
+    try:
+        handle = await engine.start(traced_approval, "Refund INV-7", run_id="a1")
+        while await handle.status() != "waiting":
+            await asyncio.sleep(0.01)
+        (waited,) = [
+            s
+            for s in exporter.get_finished_spans()
+            if s.name == "invoke_agent refunder"
+        ]
+        assert waited.status.status_code is StatusCode.UNSET
+        (key,) = await engine.awaited_keys("a1")
+        await engine.send("a1", key, True)
+        assert await handle.result()
+    finally:
+        await engine.close()
+        tracer_provider.shutdown()
+    assert TOOL_RUNS == ["issue_refund"]
+    finished = exporter.get_finished_spans()
+    runs = [s for s in finished if s.name.startswith("resumable.run")]
+    agent_runs = [s for s in finished if s.name == "invoke_agent refunder"]
+    assert len(runs) == len(agent_runs) == 2  # one per execution
+    for execution, agent_run in zip(runs, agent_runs, strict=True):
+        assert agent_run.parent is not None
+        assert agent_run.parent.span_id == execution.context.span_id
+    (tool,) = [s for s in finished if s.name == "resumable.step tool:issue_refund"]
+    assert tool.parent is not None
+    assert tool.parent.span_id == agent_runs[1].context.span_id
+
+
+async def test_a_failed_agent_run_records_its_error_on_its_span(
+    provider: SimulatedProvider,
+) -> None:
+    GUARD_RUNS.clear()
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    engine = Engine("memory://", observers=[Tracing(tracer_provider=tracer_provider)])
+    try:
+        handle = await engine.start(tripped, "refund me", run_id="g2")
+        while await handle.status() != "waiting":
+            await asyncio.sleep(0.01)
+    finally:
+        await engine.close()
+        tracer_provider.shutdown()
+    (agent_run,) = [
+        s for s in exporter.get_finished_spans() if s.name == "invoke_agent guarded"
+    ]
+    assert agent_run.status.status_code is StatusCode.ERROR
+    assert agent_run.attributes is not None
+    assert agent_run.attributes["error.type"] == "OutputGuardrailTripwireTriggered"
 
 
 PROMPT = {"text": "tell me about durability"}

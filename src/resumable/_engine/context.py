@@ -134,6 +134,19 @@ class Observer:
         `saved`: the usage of the calls a hit did not make.
         """
 
+    def agent_started(self, ctx: RunContext, agent: str) -> Any:
+        """An agent run starts in the workflow (an integration's `Runner.run`).
+
+        The model and tool steps the agent makes come between this and
+        `agent_ended`, which gets what this returns.
+        """
+        return None
+
+    def agent_ended(
+        self, ctx: RunContext, scope: Any, *, error: BaseException | None
+    ) -> None:
+        """The agent run ended, or failed with `error` (None when it suspended)."""
+
     def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
         """A worker starts a schedule's tick (`late`: a missed one caught up).
 

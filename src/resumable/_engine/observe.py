@@ -131,6 +131,15 @@ class Fanout(Observer):
         for observer in self.observers:
             observer.gc_collected(report)
 
+    def agent_started(self, ctx: RunContext, agent: str) -> Any:
+        return [o.agent_started(ctx, agent) for o in self.observers]
+
+    def agent_ended(
+        self, ctx: RunContext, scope: Any, *, error: BaseException | None
+    ) -> None:
+        for observer, inner in reversed(list(zip(self.observers, scope, strict=True))):
+            observer.agent_ended(ctx, inner, error=error)
+
     def tick_started(self, schedule: str, tick_ms: int, *, late: bool) -> Any:
         return [o.tick_started(schedule, tick_ms, late=late) for o in self.observers]
 

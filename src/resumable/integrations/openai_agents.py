@@ -33,6 +33,11 @@ may exit. Send `True` (or `{"approve": true}`) to run the tool, `False` (or
 `resumable send RUN approval:issue_refund:call_1 true`. The run then continues
 from the SDK's `RunState`.
 
+**Traces.** Each `Runner.run`/`run_sync`/`run_streamed` in a workflow is one
+agent run for the engine's observers (`Observer.agent_started`): with `Tracing`,
+an `invoke_agent <agent>` span in the execution's, holding the model and tool
+step spans.
+
 **Usage.** A model step's OpenAI calls are metered by the SDK meter
 (`resumable._engine.metering`), once; a model the meter cannot see (another
 client) has its `ModelResponse.usage` recorded instead. Budgets are checked
@@ -42,17 +47,24 @@ before every step, so they stop an agent between model calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import copy
 import functools
 import hashlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from resumable._engine.bridge import wait_on
-from resumable._engine.context import _step, active_run, def_workflow_run
+from resumable._engine.context import (
+    RunContext,
+    _step,
+    active_run,
+    def_workflow_run,
+)
 from resumable._engine.conversation import NAMESPACE as CONVERSATIONS
 from resumable._engine.conversation import Conversation
 from resumable._engine.engine import Engine
@@ -721,6 +733,63 @@ class _Durable:
         return self.graph.agent(agent)
 
 
+@contextlib.contextmanager
+def _agent_run(ctx: RunContext, agent: Agent[Any]) -> Iterator[None]:
+    """One agent run, told to the run's observers: its model and tool steps inside.
+
+    With `Tracing`, the `invoke_agent <agent>` span, current while the run goes.
+    """
+    observer = ctx.runtime.observer
+    if observer is None:
+        yield
+        return
+    scope = observer.agent_started(ctx, agent.name)
+    try:
+        yield
+    except Exception as exc:
+        observer.agent_ended(ctx, scope, error=exc)
+        raise
+    except BaseException:  # the run suspended (an approval's wait) or was cancelled
+        observer.agent_ended(ctx, scope, error=None)
+        raise
+    observer.agent_ended(ctx, scope, error=None)
+
+
+def _streamed_agent_run(
+    ctx: RunContext, agent: Agent[Any], start: Callable[[], RunResultStreaming]
+) -> RunResultStreaming:
+    """`start()` as one agent run, told to the observers, ending with its run task.
+
+    The SDK runs a streamed agent in a task it makes at once: started in a
+    context where the agent run is current, the task's steps nest in it, and the
+    caller's context is left as it was.
+    """
+    observer = ctx.runtime.observer
+    if observer is None:
+        return start()
+    scope_context = contextvars.copy_context()
+    scope = scope_context.run(observer.agent_started, ctx, agent.name)
+    try:
+        result = scope_context.run(start)
+    except Exception as exc:
+        scope_context.run(observer.agent_ended, ctx, scope, error=exc)
+        raise
+    task = result.run_loop_task
+    if task is None:  # nothing runs in the background: the run is over
+        scope_context.run(observer.agent_ended, ctx, scope, error=None)
+        return result
+
+    def ended(task: asyncio.Task[Any]) -> None:
+        error = None if task.cancelled() else task.exception()
+        observer.agent_ended(
+            ctx, scope, error=error if isinstance(error, Exception) else None
+        )
+
+    # in the context the scope began in, so an observer can undo what it set there
+    task.add_done_callback(ended, context=scope_context)
+    return result
+
+
 class Runner:
     """`agents.Runner`, durable inside a `@workflow`; the SDK's own outside one."""
 
@@ -739,39 +808,41 @@ class Runner:
         Tool approvals (`needs_approval`) wait durably for `Engine.send` under
         `approval_key(item)`; the run continues once every one is answered.
         """
-        if active_run() is None:
+        ctx = active_run()
+        if ctx is None:
             return await agents.Runner.run(
                 starting_agent, input, run_config=run_config, session=session, **kwargs
             )
-        durable = _Durable.of(run_config)
-        agent = durable.start(starting_agent)
-        step_session = None if session is None else StepSession(session)
-        hooks = _AgentNames(durable, kwargs.pop("hooks", None))
-        result = await agents.Runner.run(
-            agent,
-            input,
-            run_config=durable.run_config,
-            session=cast("Session | None", step_session),
-            hooks=hooks,
-            **kwargs,
-        )
-        while result.interruptions:
-            state = result.to_state()
-            for item in result.interruptions:
-                approved, message = _decision(await wait_for(approval_key(item)))
-                if approved:
-                    state.approve(item)
-                else:
-                    state.reject(item, rejection_message=message)
+        with _agent_run(ctx, starting_agent):
+            durable = _Durable.of(run_config)
+            agent = durable.start(starting_agent)
+            step_session = None if session is None else StepSession(session)
+            hooks = _AgentNames(durable, kwargs.pop("hooks", None))
             result = await agents.Runner.run(
                 agent,
-                state,
+                input,
                 run_config=durable.run_config,
                 session=cast("Session | None", step_session),
                 hooks=hooks,
                 **kwargs,
             )
-        return result
+            while result.interruptions:
+                state = result.to_state()
+                for item in result.interruptions:
+                    approved, message = _decision(await wait_for(approval_key(item)))
+                    if approved:
+                        state.approve(item)
+                    else:
+                        state.reject(item, rejection_message=message)
+                result = await agents.Runner.run(
+                    agent,
+                    state,
+                    run_config=durable.run_config,
+                    session=cast("Session | None", step_session),
+                    hooks=hooks,
+                    **kwargs,
+                )
+            return result
 
     @classmethod
     def run_sync(
@@ -800,13 +871,15 @@ class Runner:
 
         Interruptions are the caller's to handle here (`result.interruptions`).
         """
-        if active_run() is None:
+        ctx = active_run()
+        if ctx is None:
             return agents.Runner.run_streamed(
                 starting_agent, input, run_config=run_config, session=session, **kwargs
             )
         durable = _Durable.of(run_config)
         agent = durable.start(starting_agent)
-        return agents.Runner.run_streamed(
+        start = functools.partial(
+            agents.Runner.run_streamed,
             agent,
             input,
             run_config=durable.run_config,
@@ -814,6 +887,7 @@ class Runner:
             hooks=_AgentNames(durable, kwargs.pop("hooks", None)),
             **kwargs,
         )
+        return _streamed_agent_run(ctx, starting_agent, start)
 
 
 class _AgentNames(agents.RunHooks[Any]):

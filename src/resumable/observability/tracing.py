@@ -52,7 +52,9 @@ class Tracing(Observer):
     get no span: the execution span counts them (`resumable.replayed_steps`,
     `resumable.replay_ms`). LLM calls a step returns add the GenAI semantic
     convention attributes (`gen_ai.system`, `gen_ai.request.model`,
-    `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`) to its span.
+    `gen_ai.usage.input_tokens`, `gen_ai.usage.output_tokens`) to its span. An
+    agent run of the OpenAI Agents SDK integration is a span of its own
+    (`invoke_agent <agent>`) between the execution's and its steps'.
 
     Args:
         tracer_provider: Where spans go; default the global provider.
@@ -223,6 +225,34 @@ class Tracing(Observer):
         if error is not None:
             _record_error(span, error, attributes)
         if attributes:
+            span.set_attributes(attributes)
+        otel_context.detach(token)
+        span.end()
+
+    def agent_started(self, ctx: RunContext, agent: str) -> Any:
+        """Start the agent run's span (`invoke_agent <agent>`) and make it current.
+
+        Current, so the agent's model and tool step spans nest in it. Named and
+        marked as the GenAI semantic conventions name an agent invocation, as
+        Pydantic AI's own instrumentation does.
+        """
+        span = self.tracer.start_span(
+            f"invoke_agent {agent}",
+            attributes={
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": agent,
+            },
+        )
+        return span, otel_context.attach(trace.set_span_in_context(span))
+
+    def agent_ended(
+        self, ctx: RunContext, scope: Any, *, error: BaseException | None
+    ) -> None:
+        """End the agent run's span, with its error if it failed."""
+        span, token = scope
+        if error is not None:
+            attributes: Attributes = {}
+            _record_error(span, error, attributes)
             span.set_attributes(attributes)
         otel_context.detach(token)
         span.end()
