@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import os
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from resumable import CachePolicy, Engine, current_run, map_steps, step, workflow
 from resumable.observability.metrics import Metrics
 from resumable.serde import KeyRing
+from resumable.stores.blobs import FileBlobs
+from resumable.stores.offload import OffloadStore
 from resumable.stores.protocol import Store
+from resumable.stores.stubs import SupportsArchive
 from resumable.testing import FakeClock
 from resumable.ui.run_page import render_live
 
@@ -183,6 +187,24 @@ async def test_a_hit_keeps_its_value_when_the_source_run_is_deleted(
     # the entries named gc-1's rows: gone, so the next run misses and executes
     assert await engine.run(pipeline, ["a", "b"], run_id="gc-3") == first
     assert sorted(CALLS) == ["a", "b", "report"]
+
+
+async def test_an_archived_source_run_keeps_its_entries_and_serves_once_unarchived(
+    store: Store, tmp_path: Path
+) -> None:
+    clock = FakeClock()
+    engine = Engine(OffloadStore(store, FileBlobs(tmp_path / "objects")), clock=clock)
+    if engine.capabilities.step_cache is None or not isinstance(store, SupportsArchive):
+        pytest.skip("the store does not archive runs or keep a step cache")
+    first = await engine.run(pipeline, ["a", "b"], run_id="arc-1")
+    clock.advance(2 * 86400)
+    archived = await engine.archive(older_than=timedelta(days=1))
+    assert [a.name for a in archived if a.kind == "run"] == ["arc-1"]
+    assert await engine.unarchive("arc-1")
+    CALLS.clear()
+    # the entries stayed while the rows were cold: served again (report is uncached)
+    assert await engine.run(pipeline, ["a", "b"], run_id="arc-2") == first
+    assert CALLS == ["report"]
 
 
 BOTH_STARTED: list[asyncio.Event] = []  # made in the test, on its loop

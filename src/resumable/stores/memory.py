@@ -170,6 +170,9 @@ class MemoryStore:
             size += sum(len(s.output or b"") + len(s.usage or b"") for s in journal)
             size += sum(len(value.value) for value in values)
             deleted.append(run_id)
+        gone = set(deleted)  # the step cache entries naming their rows go with them
+        for key in [k for k, e in self._cache.items() if e.run_id in gone]:
+            del self._cache[key]
         return DeleteResult(
             runs=len(deleted),
             steps=steps,

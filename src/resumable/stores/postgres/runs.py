@@ -167,6 +167,9 @@ WITH runs AS (
      WHERE run_id IN (SELECT run_id FROM runs)
 ), feeds AS (
     DELETE FROM {schema}.resumable_feed WHERE run_id IN (SELECT run_id FROM runs)
+), cache AS (
+    DELETE FROM {schema}.resumable_step_cache
+     WHERE run_id IN (SELECT run_id FROM runs)
 )
 SELECT ARRAY(SELECT run_id FROM runs ORDER BY run_id) AS run_ids,
        (SELECT count(*) FROM steps) AS steps, (SELECT count(*) FROM inputs) AS inputs,

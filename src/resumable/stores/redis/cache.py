@@ -2,7 +2,9 @@
 
 Each field is a cache key; its value the packed entry (step, workflow, run id,
 seq, created, expiry). An expired entry is a miss (time is passed in); `clear`
-removes entries, and a lookup whose row is gone is a miss.
+removes entries, and a lookup whose row is gone is a miss. The set
+`{prefix}stepcache:run:{run_id}` lists the keys a run recorded, so that
+`delete_runs.lua` deletes the entries still naming its rows with the run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from resumable.stores.step_cache import CacheEntry
 
 def _index(conn: RedisClient) -> bytes:
     return conn.keys.base + b"stepcache"
+
+
+def _by_run(conn: RedisClient, run_id: str) -> bytes:
+    """The set of the keys whose entries `run_id` recorded (some may point elsewhere now)."""
+    return _index(conn) + b":run:" + _b(run_id)
 
 
 def _packed(entry: CacheEntry) -> bytes:
@@ -63,8 +70,15 @@ async def put_cache_entries(conn: RedisClient, entries: Sequence[CacheEntry]) ->
         return
     client = await conn.ready()
     fields: dict[str | bytes, bytes] = {e.key: _packed(e) for e in entries}
+    by_run: dict[str, list[str]] = {}
+    for entry in entries:
+        by_run.setdefault(entry.run_id, []).append(entry.key)
     with conn.boundary("put cache entries"):
-        await client.hset(_index(conn), mapping=fields)  # type: ignore[arg-type]
+        async with client.pipeline(transaction=True) as pipe:  # MULTI/EXEC
+            pipe.hset(_index(conn), mapping=fields)  # type: ignore[arg-type]
+            for run_id, keys in by_run.items():  # `delete_runs.lua` deletes these
+                pipe.sadd(_by_run(conn, run_id), *keys)
+            await pipe.execute()
 
 
 async def lookup_cache(

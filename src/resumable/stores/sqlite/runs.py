@@ -178,6 +178,10 @@ def delete_runs_txn(conn: Conn, ids: list[str]) -> DeleteResult:
     conn.execute(f"DELETE FROM resumable_runs WHERE run_id IN ({marks})", found)  # noqa: S608 - placeholders only
     conn.execute(_archive.DELETE_RUN_STUBS.format(marks=marks), found)
     conn.execute(_feeds.DELETE_FEEDS.format(marks=marks), found)
+    conn.execute(
+        f"DELETE FROM resumable_step_cache WHERE run_id IN ({marks})",  # noqa: S608 - placeholders only
+        found,
+    )
     return DeleteResult(
         runs=len(found),
         steps=steps,

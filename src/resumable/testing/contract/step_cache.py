@@ -9,9 +9,15 @@ from __future__ import annotations
 import dataclasses
 
 from resumable.stores.kinds import JournalKind, seq_of
-from resumable.stores.protocol import Store
+from resumable.stores.protocol import Maintenance, RunUpdate, Store
 from resumable.stores.step_cache import CacheEntry, SupportsStepCache
-from resumable.testing.contract.records import T0, WEIRD_IDS, run_record, step_record
+from resumable.testing.contract.records import (
+    T0,
+    WEIRD_IDS,
+    needs,
+    run_record,
+    step_record,
+)
 
 _KEYED = seq_of(JournalKind.BATCH_ITEM, 4242)  # a map_steps item
 
@@ -24,7 +30,8 @@ def _caching(store: Store) -> SupportsStepCache:
     return store
 
 
-async def _recorded(store: Store, run_id: str, *seqs: int) -> None:
+async def _recorded(store: Store, run_id: str, *seqs: int) -> int:
+    """Create `run_id` with steps at `seqs`; the fence of its lease."""
     await store.create_run(run_record(run_id))
     lease = await store.acquire_lease(run_id, owner="w", now_ms=T0, ttl_ms=1000)
     assert lease is not None
@@ -32,6 +39,7 @@ async def _recorded(store: Store, run_id: str, *seqs: int) -> None:
         await store.commit_step(
             step_record(run_id, seq, output=b"v%d" % seq, usage=b"u"), fence=lease.fence
         )
+    return lease.fence
 
 
 def _entry(key: str, run_id: str, seq: int, **fields: object) -> CacheEntry:
@@ -115,3 +123,30 @@ class StepCacheContract:
         for entry in entries:
             assert await cache.lookup_cache(entry.key, now_ms=T0) is None
         assert dataclasses.replace(entries[0], expires_at_ms=None).is_live(T0)
+
+    async def test_deleting_a_run_deletes_the_entries_naming_its_rows(
+        self, store: Store
+    ) -> None:
+        cache = _caching(store)
+        needs(store, Maintenance)
+        assert isinstance(store, Maintenance)
+        fence = await _recorded(store, "gone", 1, 2)
+        await _recorded(store, "kept", 1)
+        await cache.put_cache_entries(
+            [_entry("a", "gone", 1), _entry("b", "gone", 2), _entry("c", "kept", 1)]
+        )
+        # a key the run recorded and a later run took over stays, naming the later run
+        await cache.put_cache_entries([_entry("t", "gone", 1)])
+        await cache.put_cache_entries([_entry("t", "kept", 1)])
+        await store.update_run(
+            "gone",
+            fence=fence,
+            update=RunUpdate(status="succeeded", now_ms=T0, output=b"r"),
+        )
+        assert (await store.delete_runs(["gone"])).runs == 1
+        assert await cache.lookup_cache("a", now_ms=T0) is None
+        found = await cache.lookup_cache("t", now_ms=T0)
+        assert found is not None
+        assert found[0].run_id == "kept"
+        # counted in the store: only the entries naming "kept" are left
+        assert await cache.clear_cache() == 2

@@ -1,5 +1,5 @@
--- delete_runs: delete terminal runs with their journals, inputs, feeds and index
--- entries.
+-- delete_runs: delete terminal runs with their journals, inputs, feeds, index
+-- entries and the step cache entries naming their rows.
 -- KEYS[1] runs. ARGV: base, run_id...
 -- Returns {steps, inputs, payload bytes, deleted run_id...}; the bytes are what the
 -- SQL stores count: run input and output, step output (item 3) and usage (item 7),
@@ -23,6 +23,15 @@ for i = 2, #ARGV do
     end
     result[3] = result[3] + size
     redis.call('DEL', key, steps, inputs, B .. 'archived:' .. id, B .. 'feed:' .. id)
+    -- the step cache entries naming its rows (a key a later run took over stays)
+    local cached = B .. 'stepcache:run:' .. id
+    for _, field in ipairs(redis.call('SMEMBERS', cached)) do
+      local entry = redis.call('HGET', B .. 'stepcache', field)
+      if entry and packed_item(entry, 2) == id then
+        redis.call('HDEL', B .. 'stepcache', field)
+      end
+    end
+    redis.call('DEL', cached)
     redis.call('ZREM', B .. 'archived', id)
     redis.call('ZREM', KEYS[1], id)
     redis.call('ZREM', B .. 'st:' .. run.status, id)
