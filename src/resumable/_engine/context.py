@@ -227,9 +227,9 @@ class RunContext:
     inflight: set[asyncio.Task[Any]] = field(default_factory=set)
     suspensions: list[Any] = field(default_factory=list)
     """Every wait_for/sleep that unwound the workflow in this execution."""
-    replayed: int = 0
-    replayed_seqs: list[list[int]] = field(default_factory=list)
-    """The seqs this execution replayed, as sorted `[first, last]` ranges."""
+    replayed_seqs: list[int] = field(default_factory=list)
+    """The seqs this execution replayed, in the order it replayed them (for its
+    ledger entry: `seq_ranges`)."""
     replayed_usage: list[Usage] = field(default_factory=list)
     """Usage of the recorded calls this execution replayed instead of re-calling."""
     replays_noted: int = 0
@@ -265,15 +265,10 @@ class RunContext:
     """How long the lease may be trusted without asking the store (`lease.Tenure`);
     None for `Engine.check`, which executes nothing."""
 
-    def count_replay(self, seq: int) -> None:
-        """Count the call at `seq` as replayed (for this execution's ledger entry)."""
-        self.replayed += 1
-        ranges = self.replayed_seqs
-        if ranges and ranges[-1][1] == seq - 1:
-            ranges[-1][1] = seq  # the usual case: replay goes in seq order
-        else:
-            ranges.append([seq, seq])
-            ranges.sort()  # gather() may replay out of order: rare, and short lists
+    @property
+    def replayed(self) -> int:
+        """How many recorded calls this execution replayed."""
+        return len(self.replayed_seqs)
 
     def take_seq(self) -> int:
         """The next step number; taken when a step is called, not when it is awaited."""
@@ -359,6 +354,18 @@ _run: ContextVar[RunContext | None] = ContextVar("resumable_run", default=None)
 # is rarely asked, so the RunInfo is built only then.
 StepScope = tuple[RunContext, int, str, int, list[Usage]]
 _step: ContextVar[StepScope | None] = ContextVar("resumable_step", default=None)
+
+
+def seq_ranges(seqs: list[int]) -> list[list[int]]:
+    """Replayed seqs as sorted `[first, last]` ranges, for a ledger entry."""
+    ranges: list[list[int]] = []
+    for seq in seqs:
+        if ranges and ranges[-1][1] == seq - 1:
+            ranges[-1][1] = seq  # the usual case: replay goes in seq order
+        else:
+            ranges.append([seq, seq])
+            ranges.sort()  # gather() may replay out of order: rare, and short lists
+    return ranges
 
 
 def active_run() -> RunContext | None:

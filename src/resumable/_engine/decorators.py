@@ -7,6 +7,7 @@ inside a run a call takes the next seq and runs through `steps.execute_step`
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import typing
@@ -232,7 +233,11 @@ def _journaled(
             ctx = active_run()
             if ctx is None:
                 return fn(*args, **kwargs)
-            if running_loop() is not ctx.loop:
+            try:  # bridge.running_loop, without a frame: every step call asks
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # a thread without a loop: a def workflow's
+                loop = None
+            if loop is not ctx.loop:
                 raise TypeError(
                     f"async {what} was called from a sync workflow; make the workflow "
                     f"`async def`, or this a plain `def`"

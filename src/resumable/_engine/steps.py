@@ -21,7 +21,7 @@ from resumable._engine.commits import (
     log_fields,
     recorded_first,
 )
-from resumable._engine.context import RunContext, StepScope, _step
+from resumable._engine.context import RunContext, StepScope, _step, seq_ranges
 from resumable._engine.specs import StepSpec
 from resumable._plural import plural
 from resumable.errors import (
@@ -185,7 +185,7 @@ def replayed(ctx: RunContext, record: StepRecord) -> Any:
 
     Counts the step as replayed by this execution (its ledger entry says so).
     """
-    ctx.count_replay(record.seq)
+    ctx.replayed_seqs.append(record.seq)  # for its ledger entry
     observer = ctx.runtime.observer
     if observer is not None:
         observer.step_replayed(ctx, record)
@@ -555,11 +555,12 @@ def start_noting_replays(ctx: RunContext) -> asyncio.Future[None] | None:
     outcome is committed, so what this execution reused is on record before it
     records anything it spent.
     """
-    if ctx.replayed <= ctx.replays_noted:
+    replayed = len(ctx.replayed_seqs)  # ctx.replayed, asked before every step
+    if replayed <= ctx.replays_noted:
         return ctx.noting
-    ctx.replays_noted = ctx.replayed
-    seqs = [list(r) for r in ctx.replayed_seqs]  # as of now: the count's moment
-    ctx.noting = asyncio.ensure_future(note_replays(ctx, ctx.replayed, seqs))
+    ctx.replays_noted = replayed
+    seqs = seq_ranges(ctx.replayed_seqs)  # as of now: the count's moment
+    ctx.noting = asyncio.ensure_future(note_replays(ctx, replayed, seqs))
     return ctx.noting
 
 

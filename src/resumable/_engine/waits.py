@@ -111,7 +111,7 @@ async def _wait_for(key: str, timeout: float | None) -> Any:  # noqa: ASYNC109 -
     point = _Point.take("wait_for", f"{WAIT_PREFIX}{key}")
     ctx, recorded = point.ctx, point.recorded
     if recorded is not None and recorded.status in ("ok", "failed"):
-        ctx.count_replay(point.seq)
+        ctx.replayed_seqs.append(point.seq)
         value = point.load()
         if recorded.status == "ok":
             return value
@@ -143,7 +143,7 @@ async def _sleep(seconds: float) -> None:
     point = _Point.take("sleep", "sleep")
     ctx = point.ctx
     if point.recorded is not None and point.recorded.status == "ok":
-        ctx.count_replay(point.seq)
+        ctx.replayed_seqs.append(point.seq)
         return
     now_ms = ctx.runtime.clock.now_ms()
     wake_at_ms = await point.deadline(max(seconds, 0.0), now_ms)

@@ -136,14 +136,18 @@ class Serde:
             CorruptCheckpointError: The frame fails its checks or does not decode.
             SerializationError: The data names a type that is not registered.
         """
-        if type(data) is Opened:  # a body a FrameReader already checked and opened
-            return self.decode(data, place=place)
-        if not isinstance(data, bytes | bytearray | memoryview):
+        body: bytes | memoryview | Opened
+        if type(data) is bytes and len(data) <= STREAM_OVER:  # a row's usual payload
+            body = self.envelope.open(data, place=place)
+        elif type(data) is Opened:  # a body a FrameReader already checked and opened
+            body = data
+        elif not isinstance(data, bytes | bytearray | memoryview):
             raise _not_bytes(data, place)
-        if len(data) <= STREAM_OVER:
-            return self.decode(self.envelope.open(data, place=place), place=place)
-        # a large payload: its body is decoded from a view of the frame, not a copy
-        return self.decode(self.envelope.open_view(data, place=place), place=place)
+        elif len(data) <= STREAM_OVER:
+            body = self.envelope.open(data, place=place)
+        else:  # a large payload: its body is decoded from a view of the frame
+            body = self.envelope.open_view(data, place=place)
+        return self.decode(body, place=place)
 
     def decode(self, body: bytes | memoryview | Opened, *, place: str) -> Any:
         """Decode a body `Envelope.open` returned for `place`, with typed errors only.

@@ -245,9 +245,11 @@ class Envelope:
             and len(data) >= _PLAIN_HEADER_SIZE
         ):  # the common frame (plaintext, uncompressed), checked in one go
             body = data[_PLAIN_HEADER_SIZE:]
-            if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0]:
-                self._within_limit(body, place)
-                return body
+            limit = self._max_body_bytes
+            if zlib.crc32(body, _PLAIN_FRAME_CRC) == _CRC.unpack_from(data, 2)[0] and (
+                limit is None or len(body) <= limit
+            ):
+                return body  # else _open says what is wrong
         opened = self._open(data, place)
         return opened if type(opened) is bytes else bytes(opened)
 

@@ -74,14 +74,19 @@ def run_problem(run: RunRecord) -> str | None:
 
 def step_problem(step: StepRecord) -> str | None:
     """What is wrong with a journal entry read back from a store, or None."""
+    # the tests of _is_int and is_stored_ms, written out: a resume asks once a row
+    attempts, started, finished = step.attempts, step.started_at_ms, step.finished_at_ms
     if (
         type(step.seq) is int
         and type(step.name) is str
         and type(step.fingerprint) is str
         and step.status in _STEP_STATUSES
-        and _is_int(step.attempts)
-        and is_stored_ms(step.started_at_ms)
-        and is_stored_ms(step.finished_at_ms)
+        and type(attempts) is int
+        and 0 <= attempts <= _MAX_INT
+        and type(started) is int
+        and 0 <= started < _MAX_MS
+        and type(finished) is int
+        and 0 <= finished < _MAX_MS
     ):
         return None
     fields = ("seq", "name", "fingerprint", "status", "attempts", "started_at_ms")
