@@ -7,12 +7,12 @@ Also what an execution runs with (`Runtime`) and the observer seam it reports to
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from resumable._engine.bridge import running_loop
 from resumable._engine.lease import Tenure
 from resumable._engine.ledger import Spend
 from resumable.errors import NotInRun, ResumableError
@@ -220,6 +220,9 @@ class RunContext:
     journal: dict[int, StepRecord]
     retry_failed: bool
     loop: asyncio.AbstractEventLoop
+    loop_thread: int = field(default_factory=threading.get_ident)
+    """The thread `loop` runs on, where the context is made: a call made on
+    another thread comes from a plain `def` workflow's."""
     next_seq: int = 1
     failure: ResumableError | None = None
     """Set when a write was lost or refused: every later step raises it, and the run
@@ -380,7 +383,7 @@ def def_workflow_run() -> RunContext | None:
     the run's loop for it, or is refused. An `async def` body runs on the loop.
     """
     ctx = active_run()
-    return ctx if ctx is not None and running_loop() is not ctx.loop else None
+    return ctx if ctx is not None and threading.get_ident() != ctx.loop_thread else None
 
 
 def current_run() -> RunInfo:

@@ -7,14 +7,14 @@ inside a run a call takes the next seq and runs through `steps.execute_step`
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
+import threading
 import typing
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from resumable._engine.bridge import running_loop, wait_on
+from resumable._engine.bridge import wait_on
 from resumable._engine.cache_policy import CachePolicy, policy_of
 from resumable._engine.children import run_child
 from resumable._engine.context import active_run
@@ -233,11 +233,7 @@ def _journaled(
             ctx = active_run()
             if ctx is None:
                 return fn(*args, **kwargs)
-            try:  # bridge.running_loop, without a frame: every step call asks
-                loop = asyncio.get_running_loop()
-            except RuntimeError:  # a thread without a loop: a def workflow's
-                loop = None
-            if loop is not ctx.loop:
+            if threading.get_ident() != ctx.loop_thread:
                 raise TypeError(
                     f"async {what} was called from a sync workflow; make the workflow "
                     f"`async def`, or this a plain `def`"
@@ -251,7 +247,7 @@ def _journaled(
         ctx = active_run()
         if ctx is None:
             return fn(*args, **kwargs)
-        if running_loop() is ctx.loop:
+        if threading.get_ident() == ctx.loop_thread:
             raise TypeError(
                 f"sync {what} was called from an async workflow, where it would block the "
                 f"event loop; make it `async def` (wrap blocking code in "
