@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from pydantic_ai import Agent, InstrumentationSettings
+from pydantic_ai import Agent, AgentRunResultEvent, InstrumentationSettings
 from pydantic_ai.capabilities import Instrumentation
 from pydantic_ai.messages import (
     AgentStreamEvent,
@@ -357,4 +357,34 @@ async def test_iter_walks_the_same_steps_and_replays_them(
     assert nodes == walked  # the same graph, from the store
     assert calls == ["lookup_city", "get_weather"]
     assert len(provider.requests()) == 3
+    await engine.close()
+
+
+async def test_run_stream_events_gives_the_runs_result_and_replays_it_unpaid(
+    provider: SimulatedProvider, client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    agent = ResumableAgent(Agent(model_of(client), name="events"))
+    kinds: list[str] = []
+
+    @workflow(name="pai.events")
+    async def tell(question: str) -> str:
+        output = ""
+        async with agent.run_stream_events(question) as events:
+            async for event in events:
+                kinds.append(type(event).__name__)
+                if isinstance(event, AgentRunResultEvent):
+                    output = event.result.output
+        return output
+
+    engine = Engine(f"sqlite:///{tmp_path / 'e.db'}")
+    first = await engine.run(tell, "Tell me about Oslo", run_id="e")
+    assert first
+    assert kinds[-1] == "AgentRunResultEvent"
+    assert [s.name for s in await engine.history("e")] == [
+        "events__model.request_stream"
+    ]
+    kinds.clear()
+    assert await engine.resume(await engine.fork("e", at_step=1)) == first
+    assert kinds[-1] == "AgentRunResultEvent"  # the same result, from the store
+    assert len(provider.requests()) == 1
     await engine.close()
