@@ -120,8 +120,15 @@ async def test_three_worker_processes_run_each_tick_once_through_a_sigkill(
         line.split()[1] for line in _lines(log) if line.startswith("start ")
     )
     # every tick's step completed exactly once; a step in flight when its worker
-    # was killed (or stopped, which cancels its runs) started again, at most once
-    assert set(ends) == set(ids)
+    # was killed (or stopped, which cancels its runs) started again, at most once.
+    # The last worker may fire one more tick between the wait above and its stop:
+    # that run is left queued for the next worker, its step not finished anywhere.
+    succeeded = {r.run_id for r in runs if r.status == "succeeded"}
+    left = [r for r in runs if r.run_id not in succeeded]
+    assert len(left) <= 1, [(r.run_id, r.status) for r in left]
+    assert all(r.status in ("queued", "running") for r in left), left
+    assert all(r.run_id > max(succeeded) for r in left), left  # the newest tick
+    assert set(ends) == succeeded
     assert set(ends.values()) == {1}
     assert max(starts.values()) <= 2
     assert starts[_killed(log)] == 2
