@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import html
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -404,6 +404,19 @@ async def test_run_sync_in_a_plain_def_workflow_journals_the_same_steps(
     assert provider.count() == 4
 
 
+Spans = tuple[Tracing, InMemorySpanExporter]
+
+
+@pytest.fixture
+def spans() -> Iterator[Spans]:
+    """A `Tracing` observer and the exporter that keeps the spans it ends."""
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield Tracing(tracer_provider=tracer_provider), exporter
+    tracer_provider.shutdown()
+
+
 @workflow(name="test.agents.traced")
 async def traced(question: str) -> str:
     result = await Runner.run(triage, question, run_config=CONFIG["run"])
@@ -426,17 +439,14 @@ async def traced_streamed(question: str) -> str:
 
 @pytest.mark.parametrize("flow", [traced, traced_sync, traced_streamed])
 async def test_model_and_tool_step_spans_nest_in_the_agent_runs_span(
-    provider: SimulatedProvider, flow: Any
+    provider: SimulatedProvider, spans: Spans, flow: Any
 ) -> None:
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    engine = Engine("memory://", observers=[Tracing(tracer_provider=tracer_provider)])
+    tracing, exporter = spans
+    engine = Engine("memory://", observers=[tracing])
     try:
         assert await engine.run(flow, "refund please", run_id="o1")
     finally:
         await engine.close()
-        tracer_provider.shutdown()
     finished = exporter.get_finished_spans()
     (execution,) = [s for s in finished if s.name.startswith("resumable.run")]
     (agent_run,) = [s for s in finished if s.name.startswith("invoke_agent")]
@@ -494,12 +504,10 @@ async def traced_approval(question: str) -> str:
 
 
 async def test_an_agent_run_waiting_for_approval_ends_its_span_without_an_error(
-    provider: SimulatedProvider,
+    provider: SimulatedProvider, spans: Spans
 ) -> None:
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    engine = Engine("memory://", observers=[Tracing(tracer_provider=tracer_provider)])
+    tracing, exporter = spans
+    engine = Engine("memory://", observers=[tracing])
     try:
         handle = await engine.start(traced_approval, "Refund INV-7", run_id="a1")
         while await handle.status() != "waiting":
@@ -515,7 +523,6 @@ async def test_an_agent_run_waiting_for_approval_ends_its_span_without_an_error(
         assert await handle.result()
     finally:
         await engine.close()
-        tracer_provider.shutdown()
     assert TOOL_RUNS == ["issue_refund"]
     finished = exporter.get_finished_spans()
     runs = [s for s in finished if s.name.startswith("resumable.run")]
@@ -530,20 +537,17 @@ async def test_an_agent_run_waiting_for_approval_ends_its_span_without_an_error(
 
 
 async def test_a_failed_agent_run_records_its_error_on_its_span(
-    provider: SimulatedProvider,
+    provider: SimulatedProvider, spans: Spans
 ) -> None:
     GUARD_RUNS.clear()
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    engine = Engine("memory://", observers=[Tracing(tracer_provider=tracer_provider)])
+    tracing, exporter = spans
+    engine = Engine("memory://", observers=[tracing])
     try:
         handle = await engine.start(tripped, "refund me", run_id="g2")
         while await handle.status() != "waiting":
             await asyncio.sleep(0.01)
     finally:
         await engine.close()
-        tracer_provider.shutdown()
     (agent_run,) = [
         s for s in exporter.get_finished_spans() if s.name == "invoke_agent guarded"
     ]
