@@ -58,14 +58,14 @@ async def execute_step(
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
     execute = functools.partial(
-        _executed,
+        _run_attempts,
         ctx,
         seq,
         spec,
         fingerprint=fingerprint,
         args=args,
         kwargs=kwargs,
-        decision=decision,
+        plan=decision,
     )
     if spec.cache is not None:  # the one test a step without a cache pays
         return await step_cache.cached_call(
@@ -79,37 +79,6 @@ async def execute_step(
             execute=execute,
         )
     return await execute()
-
-
-async def _executed(
-    ctx: RunContext,
-    seq: int,
-    spec: StepSpec,
-    *,
-    fingerprint: str,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    decision: replay.Execute,
-) -> Any:
-    """Run the call's attempts and commit its outcome (the step's own code runs)."""
-    if ctx.recording:  # a value now()/uuid4() drew may be among its arguments
-        await recorded_first(ctx)
-    task = asyncio.current_task()
-    if task is not None:
-        ctx.inflight.add(task)
-    try:
-        return await _run_attempts(
-            ctx,
-            seq=seq,
-            spec=spec,
-            fingerprint=fingerprint,
-            args=args,
-            kwargs=kwargs,
-            plan=decision,
-        )
-    finally:
-        if task is not None:
-            ctx.inflight.discard(task)
 
 
 def decide_call(
@@ -205,14 +174,17 @@ def replayed(ctx: RunContext, record: StepRecord) -> Any:
 
 async def _run_attempts(
     ctx: RunContext,
-    *,
     seq: int,
     spec: StepSpec,
+    *,
     fingerprint: str,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     plan: replay.Execute,
 ) -> Any:
+    """Run the call's attempts and commit its outcome (the step's own code runs)."""
+    if ctx.recording:  # a value now()/uuid4() drew may be among its arguments
+        await recorded_first(ctx)
     runtime = ctx.runtime
     previous = ctx.journal.get(seq)
     calls = _recorded_calls(ctx, previous) if previous is not None else []
@@ -222,49 +194,58 @@ async def _run_attempts(
     attempt = plan.first_attempt
     if runtime.metering:
         metering.install()  # an SDK imported since the last step is metered too
-    while True:
-        started_at_ms = runtime.clock.now_ms()
-        if ctx.tenure is not None and not ctx.tenure.is_fresh(started_at_ms):
-            started_at_ms = await confirm_lease(ctx, seq=seq, name=spec.name)
-        this: StepScope = (ctx, seq, spec.name, attempt, [])
-        scope = (
-            None
-            if observer is None
-            else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
-        )
-        step_token = _step.set(this)
-        try:
-            if spec.is_async:
-                result = await spec.fn(*args, **kwargs)
+    task = (
+        asyncio.current_task()
+    )  # a step still running when the workflow ends is stopped
+    if task is not None:
+        ctx.inflight.add(task)
+    try:
+        while True:
+            started_at_ms = runtime.clock.now_ms()
+            if ctx.tenure is not None and not ctx.tenure.is_fresh(started_at_ms):
+                started_at_ms = await confirm_lease(ctx, seq=seq, name=spec.name)
+            this: StepScope = (ctx, seq, spec.name, attempt, [])
+            scope = (
+                None
+                if observer is None
+                else observe_start(ctx, observer, seq, spec.name, attempt, child=False)
+            )
+            step_token = _step.set(this)
+            try:
+                if spec.is_async:
+                    result = await spec.fn(*args, **kwargs)
+                else:
+                    result = await asyncio.to_thread(spec.fn, *args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
+                error = exc
             else:
-                result = await asyncio.to_thread(spec.fn, *args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every step error is journaled or retried
-            error = exc
-        else:
-            await _commit_result(
+                await _commit_result(
+                    this,
+                    result,
+                    fingerprint=fingerprint,
+                    started_at_ms=started_at_ms,
+                    calls=calls,
+                    noting=noting,
+                    scope=scope,
+                )
+                return result
+            finally:
+                _step.reset(step_token)
+            await _retry_or_fail(
                 this,
-                result,
+                error,
                 fingerprint=fingerprint,
                 started_at_ms=started_at_ms,
+                retry_policy=spec.retry,
+                retry_number=attempt - plan.base,
                 calls=calls,
                 noting=noting,
                 scope=scope,
             )
-            return result
-        finally:
-            _step.reset(step_token)
-        await _retry_or_fail(
-            this,
-            error,
-            fingerprint=fingerprint,
-            started_at_ms=started_at_ms,
-            retry_policy=spec.retry,
-            retry_number=attempt - plan.base,
-            calls=calls,
-            noting=noting,
-            scope=scope,
-        )
-        attempt += 1
+            attempt += 1
+    finally:
+        if task is not None:
+            ctx.inflight.discard(task)
 
 
 async def _commit_result(
