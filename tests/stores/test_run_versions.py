@@ -54,7 +54,7 @@ async def test_a_sqlite_store_written_before_versions_is_migrated(
         (version,) = conn.execute(
             "SELECT value FROM resumable_meta WHERE key = 'schema_version'"
         ).fetchone()
-    assert int(version) == migrations.latest_version() == 9
+    assert int(version) == migrations.latest_version() == 10
 
 
 @pytest.mark.postgres
@@ -114,7 +114,7 @@ async def test_a_postgres_store_written_before_versions_is_migrated() -> None:
             )
             row = await cur.fetchone()
         assert row is not None
-        assert int(row[0]) == latest_version() == 8
+        assert int(row[0]) == latest_version() == 9
     finally:
         await store.drop()
         await store.close()
