@@ -4,7 +4,9 @@ wake-ups, odd identifiers and a server restart (claims: test_postgres_claims.py)
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -306,6 +308,57 @@ async def test_a_takeover_racing_commits_leaves_no_stale_write_behind(
     successor = await new_store(zombie.schema).open()  # another process: its own pool
     for attempt in range(10):
         await _race_takeover(zombie, successor, f"race-{attempt}")
+
+
+async def _blocked_backend(conn: psycopg.AsyncConnection[Any], schema: str) -> int:
+    """The pid of the server process whose statement waits on `schema`'s runs table."""
+    for _ in range(100):
+        cur = await conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE %s",
+            (f"%{schema}%resumable_runs%",),
+        )
+        row = await cur.fetchone()
+        if row is not None:
+            return int(row[0])
+        await asyncio.sleep(0.05)
+    raise AssertionError("the store's read never waited on the lock")
+
+
+async def test_close_waits_for_a_cancelled_statement_to_end_on_the_server(
+    new_store: Factory, base_url: str
+) -> None:
+    # A caller cancelled mid-statement stops waiting at once, and psycopg cancels
+    # the statement on the server in a task of its own. Were that task still
+    # going when the loop ends, asyncio.run would interrupt it again and psycopg
+    # would print "query cancellation interrupted ...: closing connection" on the
+    # user's terminal (seen at the end of examples/approval.py under load).
+    store = await new_store().open()
+    await store.create_run(run_record("r"))
+    async with (
+        await psycopg.AsyncConnection.connect(base_url) as locker,
+        await psycopg.AsyncConnection.connect(base_url, autocommit=True) as watcher,
+    ):
+        table = sql.Identifier(store.schema, "resumable_runs")
+        await locker.execute(
+            sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table)
+        )
+        reading = asyncio.ensure_future(store.get_run("r"))
+        pid = await _blocked_backend(watcher, store.schema)
+        os.kill(pid, signal.SIGSTOP)  # the server cannot act on the cancel meanwhile
+        try:
+            reading.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await reading
+            closing = asyncio.ensure_future(store.close())
+            await asyncio.sleep(0.5)
+            assert not closing.done(), "close() returned with the cancel in flight"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await locker.rollback()
+    await asyncio.wait_for(closing, timeout=10)
+    current = asyncio.current_task()
+    assert [t for t in asyncio.all_tasks() if t is not current and not t.done()] == []
 
 
 def _count_commit_transactions(store: PostgresStore) -> list[int]:

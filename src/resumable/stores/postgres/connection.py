@@ -183,6 +183,7 @@ class Connections:
         self._purge: asyncio.Task[None] | None = None
         self.work = WorkListener(options.conninfo, options.schema)
         self._loop_end = LoopEnd()  # the pool is closed with the loop it runs on
+        self.abandoned = Abandoned()
 
     async def open(
         self, *, run_id: str | None = None, seq: int | None = None
@@ -238,6 +239,7 @@ class Connections:
         """Let work in flight finish, then close the pool and the LISTEN session."""
         await self._loop_end.disarm()
         await self._drain()  # let queued commits finish
+        await self.abandoned.settle(self._options.pool_timeout_s)
         if self._purge is not None:
             self._purge.cancel()
             with contextlib.suppress(BaseException):
@@ -291,7 +293,7 @@ class Connections:
                 cur = await conn.execute(query, params)
                 return await cur.fetchall() if cur.description else []
 
-        return await abandoned_if_cancelled(write())
+        return await self.abandoned.run(write())
 
     async def write_count(
         self, query: bytes, params: Params, *, run_id: str | None = None
@@ -303,7 +305,7 @@ class Connections:
                 cur = await conn.execute(query, params)
                 return cur.rowcount
 
-        return await abandoned_if_cancelled(write())
+        return await self.abandoned.run(write())
 
     async def read(self, query: bytes, params: Params) -> list[DictRow]:
         """Run one statement that changes no run; the rows it returned.
@@ -326,30 +328,49 @@ class Connections:
                 cur = await conn.execute(query, params)
                 return await cur.fetchall() if cur.description else []
 
-        return await abandoned_if_cancelled(fetch())
+        return await self.abandoned.run(fetch())
 
 
-async def abandoned_if_cancelled(work: Coroutine[Any, Any, T]) -> T:
-    """Await `work` in a task of its own, so a cancelled caller stops waiting at once.
+class Abandoned:
+    """Statements whose callers were cancelled, finishing in tasks of their own.
 
     psycopg answers a cancelled query by cancelling it on the server and waiting for
     that: some 10 s when the server does not answer (a blackhole, a paused server).
-    A caller's deadline (the engine's `store_retry_s`) must not wait for it: the task
-    finishes that in the background and gives its connection back to the pool.
+    A caller's deadline (the engine's `store_retry_s`) must not wait for it: `run`
+    awaits the statement in a task of its own, so a cancelled caller stops waiting
+    at once, and the task finishes the cancel in the background and gives its
+    connection back to the pool. `settle` (the store's `close`) waits for those
+    tasks: one still cancelling when its loop ends would be interrupted again, and
+    psycopg would close its connection with a warning on the user's terminal.
     """
-    task = asyncio.ensure_future(work)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        task.cancel()
-        task.add_done_callback(_retrieve)
-        raise
 
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[Any]] = set()
 
-def _retrieve(task: asyncio.Task[Any]) -> None:
-    """Take an abandoned task's outcome, so that none is logged as never retrieved."""
-    if not task.cancelled():
-        task.exception()
+    async def run(self, work: Coroutine[Any, Any, T]) -> T:
+        """Await `work`; if cancelled, leave it to finish and stop waiting at once."""
+        task = asyncio.ensure_future(work)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            self._tasks.add(task)
+            task.add_done_callback(self._settled)
+            raise
+
+    async def settle(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) for the abandoned statements of this loop."""
+        loop = asyncio.get_running_loop()
+        mine = {task for task in self._tasks if task.get_loop() is loop}
+        self._tasks -= self._tasks - mine  # a closed loop's tasks never finish
+        if mine:
+            await asyncio.wait(mine, timeout=timeout_s)
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        """Forget a finished task, taking its outcome so none is logged as lost."""
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()
 
 
 def is_lost_connection(exc: BaseException | None) -> bool:

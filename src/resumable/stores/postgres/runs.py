@@ -32,8 +32,8 @@ from resumable.stores import _rules, _sql
 from resumable.stores.postgres.connection import (
     DRIVER_ERRORS,
     REFUSED,
+    Abandoned,
     Pool,
-    abandoned_if_cancelled,
     composer,
     write_error,
 )
@@ -332,9 +332,11 @@ class StepCommits:
         statements: RunStatements,
         pool: Callable[[], Pool | None],
         on_failure: Callable[[BaseException], None],
+        abandoned: Abandoned,
     ) -> None:
         self.url, self._sql = url, statements
         self._pool, self._on_failure = pool, on_failure
+        self._abandoned = abandoned
         self._pending: list[_Pending] = []
         self._flusher: asyncio.Task[None] | None = None
         self._writing = False  # a commit_step write is in flight (inline or flusher)
@@ -358,7 +360,7 @@ class StepCommits:
         # no hand-off, so a lone sequential commit costs one statement and nothing else
         self._writing = True
         try:
-            await abandoned_if_cancelled(self._write_batch([pending]))
+            await self._abandoned.run(self._write_batch([pending]))
         except asyncio.CancelledError:
             pending.future.cancel()  # its write goes on; no one awaits its outcome
             raise

@@ -14,7 +14,6 @@ from psycopg.rows import DictRow
 from resumable.stores import _sql
 from resumable.stores.postgres.connection import (
     Connections,
-    abandoned_if_cancelled,
     composer,
 )
 from resumable.stores.protocol import ScheduleRecord
@@ -63,7 +62,7 @@ class Schedules:
                 cur = await conn.execute(query, params)
                 return await cur.fetchall() if cur.description else []
 
-        return await abandoned_if_cancelled(write())
+        return await self._db.abandoned.run(write())
 
     async def save(self, record: ScheduleRecord) -> ScheduleRecord:
         """`KeepsSchedules.save_schedule`."""

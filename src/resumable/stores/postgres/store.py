@@ -106,6 +106,7 @@ class PostgresStore:
             statements=self._runs,
             pool=lambda: self._db.pool,
             on_failure=self._db.on_failure,
+            abandoned=self._db.abandoned,
         )
 
     # --- lifecycle --------------------------------------------------------------
