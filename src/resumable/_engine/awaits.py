@@ -2,15 +2,17 @@
 
 `summarize(fetch(doc))` passes a coroutine, not the document: it would be
 fingerprinted as "a coroutine" and handed to the step, and a step or workflow
-that returns one would record `<coroutine object ...>`. Step arguments, step
-results and workflow results are looked at (at the top and one level into a
-list, tuple or dict, where `[fetch(d) for d in docs]` puts them); what is found
-is a SerializationError that names the step and the missing `await`. The
-coroutines found are closed, so none warns "never awaited" later.
+that returns one would record `<coroutine object ...>`. Step arguments are looked
+at on every call; a step's or a workflow's result when the codec refused it (it
+refuses every coroutine and future, so a result holding one always comes here).
+Each is looked at the top and one level into a list, tuple or dict, where
+`[fetch(d) for d in docs]` puts them; what is found is a SerializationError that
+names the step and the missing `await`. The coroutines found are closed, so none
+warns "never awaited" later.
 
-Every step call and result passes here, so the first look is one exact-type test
-per value (`_SUSPECT`); only a native coroutine, an asyncio future or task, or a
-container is looked at more closely. A coroutine of another kind (one made by
+Every step call passes here, so the first look is one exact-type test per value
+(`_SUSPECT`); only a native coroutine, an asyncio future or task, or a container
+is looked at more closely. A coroutine of another kind (one made by
 Cython, say) or a subclass of asyncio's futures is not noticed.
 """
 
@@ -43,29 +45,40 @@ def refuse_unawaited(
     ):
         return
     for i, value in enumerate(args):
-        _refuse(value, f"args[{i}]", run_id=run_id, step=step)
+        error = _unawaited(value, f"args[{i}]", run_id=run_id, step=step)
+        if error is not None:
+            raise error
     for key, value in kwargs.items():
-        _refuse(value, f"kwargs[{key!r}]", run_id=run_id, step=step)
+        error = _unawaited(value, f"kwargs[{key!r}]", run_id=run_id, step=step)
+        if error is not None:
+            raise error
 
 
-def refuse_unawaited_result(value: Any, *, run_id: str, step: str | None) -> None:
-    """Raise if a step's (or, with `step` None, the workflow's) result is one."""
-    if type(value) in _SUSPECT:
-        _refuse(value, "result", run_id=run_id, step=step)
+def unawaited_result(
+    value: Any, *, run_id: str, step: str | None
+) -> SerializationError | None:
+    """The error to raise if a step's (with `step` None, the workflow's) result is one.
+
+    Asked once the codec refused the result: it refuses every coroutine and
+    future, and this names the missing `await` where its message would not.
+    """
+    return _unawaited(value, "result", run_id=run_id, step=step)
 
 
-def _refuse(value: Any, path: str, *, run_id: str, step: str | None) -> None:
+def _unawaited(
+    value: Any, path: str, *, run_id: str, step: str | None
+) -> SerializationError | None:
     if type(value) not in _SUSPECT:
-        return
+        return None
     found = list(_pending_in(value, path))
     if not found:
-        return
+        return None
     where, first = found[0]
     what = _describe(first)  # before closing, which drops the coroutine's frame
     for _, pending in found:
         if asyncio.iscoroutine(pending):
             pending.close()
-    raise SerializationError(
+    return SerializationError(
         run_id=run_id,
         step=step,
         path=where,

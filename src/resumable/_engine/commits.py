@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from resumable._engine.context import RunContext, Runtime
+from resumable._engine.context import RunContext
 from resumable.errors import CheckpointWriteError, LeaseLost, StoreError
 from resumable.serde.chunked import SealedStream
 from resumable.stores.protocol import StepRecord
@@ -36,21 +35,10 @@ def log_fields(ctx: RunContext, seq: int, name: str, attempt: int) -> dict[str, 
     }
 
 
-def dumps_for(runtime: Runtime, result: object, *, place: str) -> bytes | SealedStream:
-    """A result's frame; made on demand when it is large and will be offloaded.
-
-    Raises:
-        SerializationError: As `Serde.dumps`.
-    """
-    if runtime.uploads is not None:
-        return runtime.serde.dumps_stream(result, place=place)
-    return runtime.serde.dumps(result, place=place)
-
-
 async def put_sealed(
     ctx: RunContext, sealed: SealedStream, *, seq: int | None
 ) -> bytes:
-    """Upload a frame `dumps_for` made on demand (retried as writes are).
+    """Upload a frame `Runtime.dumps_result` made on demand (retried as writes are).
 
     Returns:
         The reference the row keeps in its place.
@@ -59,7 +47,7 @@ async def put_sealed(
         CheckpointWriteError: the object store still failed when the time ran out.
     """
     uploads = ctx.runtime.uploads
-    assert uploads is not None  # noqa: S101 - dumps_for made it for one
+    assert uploads is not None  # noqa: S101 - dumps_result made it for one
     refs: list[bytes] = []
 
     async def put() -> None:
@@ -85,10 +73,9 @@ async def commit(
         if sealed is not None:
             output = await put_sealed(ctx, sealed, seq=record.seq)
             record = dataclasses.replace(record, output=output)
+        store = ctx.runtime.store
         await durably(
-            ctx,
-            functools.partial(ctx.runtime.store.commit_step, record, fence=ctx.fence),
-            seq=record.seq,
+            ctx, lambda: store.commit_step(record, fence=ctx.fence), seq=record.seq
         )
     except (LeaseLost, CheckpointWriteError) as exc:
         ctx.failure = exc
@@ -196,10 +183,10 @@ async def durably(
         CheckpointWriteError: the store still failed when the time ran out.
     """
     runtime = ctx.runtime
-    window_ms = int(runtime.store_retry_s * 1000)
     # a store whose writes wait on no server (LocalWrites) is given no timeout,
     # and its window opens when a write first fails
     timed = runtime.times_out_writes
+    window_ms = int(runtime.store_retry_s * 1000)
     deadline = runtime.clock.now_ms() + window_ms if timed else None
     delay = 0.05
     while True:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from resumable._engine.retention import GcReport
     from resumable.pricing import PriceTable
     from resumable.serde import Serde
+    from resumable.serde.chunked import SealedStream
     from resumable.stores.capabilities import KeepsFeeds, StreamsPayloads
     from resumable.stores.protocol import RunRecord, RunStore, StepRecord
     from resumable.stores.step_cache import CacheEntry, SupportsStepCache
@@ -194,11 +195,20 @@ class Runtime:
     False for a store whose writes wait on no server (`capabilities.LocalWrites`)."""
     uploads: StreamsPayloads | None = None
     """Where large results go as they are sealed, a chunk at a time, if the store
-    streams uploads (`StreamsPayloads`): see `commits.dumps_for`."""
+    streams uploads (`StreamsPayloads`): see `dumps_result`."""
     step_cache: SupportsStepCache | None = None
     """The step cache's index, if the store keeps one (`@step(cache=...)`)."""
     feeds: KeepsFeeds | None = None
     """Where `publish` and streaming steps append, if the store keeps feeds."""
+    dumps_result: Callable[..., bytes | SealedStream] = field(init=False, repr=False)
+    """How a step's or a run's result is sealed for its row: `serde.dumps`, or,
+    where there are `uploads`, `serde.dumps_stream`, whose large frames are made on
+    demand (`commits.put_sealed` uploads them; the row keeps the reference).
+    Raises SerializationError as `Serde.dumps`."""
+
+    def __post_init__(self) -> None:
+        dumps = self.serde.dumps if self.uploads is None else self.serde.dumps_stream
+        object.__setattr__(self, "dumps_result", dumps)  # chosen once, not per result
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

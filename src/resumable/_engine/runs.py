@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 from resumable._engine import outcome, step_cache
-from resumable._engine.awaits import refuse_unawaited_result
-from resumable._engine.commits import dumps_for, durably, put_sealed, recorded_first
+from resumable._engine.awaits import unawaited_result
+from resumable._engine.commits import durably, put_sealed, recorded_first
 from resumable._engine.context import Budget, RunContext, Runtime, _run
 from resumable._engine.journal import load_journal
 from resumable._engine.lease import Tenure
@@ -156,10 +156,11 @@ async def _execute(
     if ctx.failure is not None:
         raise ctx.failure
     try:
-        refuse_unawaited_result(result, run_id=run.run_id, step=None)
-        output = dumps_for(runtime, result, place=run_place(run.run_id, "output"))
+        output = runtime.dumps_result(result, place=run_place(run.run_id, "output"))
     except SerializationError as exc:
-        error = SerializationError(
+        # a coroutine or future never awaited (the codec refuses them) says so
+        unawaited = unawaited_result(result, run_id=run.run_id, step=None)
+        error = unawaited or SerializationError(
             run_id=run.run_id,
             path=exc.path.replace("value", "result", 1),
             detail=exc.detail,

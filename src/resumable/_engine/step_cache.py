@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from resumable._engine import ledger, replay
 from resumable._engine.cache_policy import CachePolicy
-from resumable._engine.commits import commit, dumps_for, recorded_first
+from resumable._engine.commits import commit, recorded_first
 from resumable.errors import ResumableError
 from resumable.serde.chunked import SealedStream
 from resumable.stores.places import step_place
@@ -39,6 +39,23 @@ if TYPE_CHECKING:
     from resumable._engine.specs import StepSpec
 
 log = logging.getLogger("resumable.cache")
+
+
+class Executes(Protocol):
+    """How `cached_call` runs a call it did not serve (`steps._run_attempts`)."""
+
+    def __call__(
+        self,
+        ctx: RunContext,
+        seq: int,
+        spec: StepSpec,
+        /,
+        *,
+        fingerprint: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        plan: replay.Execute,
+    ) -> Awaitable[Any]: ...
 
 
 def cache_key(
@@ -65,18 +82,20 @@ async def cached_call(
     fingerprint: str,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    decision: replay.Execute,
-    execute: Callable[[], Awaitable[Any]],
+    plan: replay.Execute,
+    execute: Executes,
 ) -> Any:
     """Serve the call from the cache, or `execute` it and point its key at the row."""
     policy, index = spec.cache, ctx.runtime.step_cache
     if (
         policy is None
         or index is None
-        or decision is not replay.FIRST_RUN  # resuming its attempts: no lookup
+        or plan is not replay.FIRST_RUN  # resuming its attempts: no lookup
         or ctx.check is not None  # Engine.check writes nothing
     ):
-        return await execute()
+        return await execute(
+            ctx, seq, spec, fingerprint=fingerprint, args=args, kwargs=kwargs, plan=plan
+        )
     key = cache_key(
         ctx, spec, policy=policy, fingerprint=fingerprint, args=args, kwargs=kwargs
     )
@@ -97,7 +116,9 @@ async def cached_call(
             return value
     if observer is not None:
         observer.cache_looked_up(ctx, spec.name, hit=False, saved=[])
-    result = await execute()
+    result = await execute(
+        ctx, seq, spec, fingerprint=fingerprint, args=args, kwargs=kwargs, plan=plan
+    )
     now_ms = clock.now_ms()
     ttl_ms = policy.ttl_ms
     entry = CacheEntry(
@@ -161,7 +182,7 @@ async def _serve(
             raw = serde.loads(source.usage, place=source_place + " usage")
             saved = ledger.usage_entries(raw, place=source_place + " usage")
         place = step_place(ctx.run_id, seq, spec.name)
-        output: bytes | SealedStream | None = dumps_for(runtime, value, place=place)
+        output: bytes | SealedStream | None = runtime.dumps_result(value, place=place)
     except (ResumableError, _Miss) as exc:
         log.info(
             "run %r, step #%d %r: cached value of run %r step #%d not used (%s)",

@@ -7,17 +7,15 @@ encode and one store write; a replayed step costs one decode.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import random
 from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, metering, outcome, replay, retry, step_cache
-from resumable._engine.awaits import refuse_unawaited, refuse_unawaited_result
+from resumable._engine.awaits import refuse_unawaited, unawaited_result
 from resumable._engine.commits import (
     commit,
     confirm_lease,
-    dumps_for,
     log_fields,
     recorded_first,
 )
@@ -57,16 +55,6 @@ async def execute_step(
     )
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
-    execute = functools.partial(
-        _run_attempts,
-        ctx,
-        seq,
-        spec,
-        fingerprint=fingerprint,
-        args=args,
-        kwargs=kwargs,
-        plan=decision,
-    )
     if spec.cache is not None:  # the one test a step without a cache pays
         return await step_cache.cached_call(
             ctx,
@@ -75,10 +63,12 @@ async def execute_step(
             fingerprint=fingerprint,
             args=args,
             kwargs=kwargs,
-            decision=decision,
-            execute=execute,
+            plan=decision,
+            execute=_run_attempts,
         )
-    return await execute()
+    return await _run_attempts(
+        ctx, seq, spec, fingerprint=fingerprint, args=args, kwargs=kwargs, plan=decision
+    )
 
 
 def decide_call(
@@ -98,15 +88,17 @@ def decide_call(
     """
     if ctx.failure is not None:
         raise ctx.failure
-    refuse_unawaited(args, kwargs, run_id=ctx.run_id, step=name)
     fingerprint = ctx.runtime.serde.fingerprint((args, kwargs) if kwargs else args)
     recorded = ctx.journal.get(seq)
+    if recorded is not None and replay.same_success(recorded, name, fingerprint):
+        # a resume replays thousands: no more calls (the arguments of a recorded
+        # call were looked at for a forgotten await when it executed)
+        return fingerprint, recorded
+    refuse_unawaited(args, kwargs, run_id=ctx.run_id, step=name)
     if recorded is None:
         if ctx.check is not None:  # Engine.check: stops here, executes nothing
             ctx.check.new_call(seq, name)
         return fingerprint, replay.FIRST_RUN  # a new step: no more calls
-    if replay.same_success(recorded, name, fingerprint):
-        return fingerprint, recorded  # a resume replays thousands: no more calls
     if ctx.check is not None:  # Engine.check: replays a recorded failure, or stops
         return fingerprint, ctx.check.decide(
             recorded,
@@ -265,11 +257,12 @@ async def _commit_result(
     try:
         attempt_calls.extend(returned_calls(result, attempt_calls))
         output: bytes | SealedStream | None
-        refuse_unawaited_result(result, run_id=ctx.run_id, step=name)
         try:
-            output = dumps_for(runtime, result, place=place)
+            output = runtime.dumps_result(result, place=place)
         except SerializationError as exc:
-            raise SerializationError(
+            # a coroutine or future never awaited (the codec refuses them) says so
+            unawaited = unawaited_result(result, run_id=ctx.run_id, step=name)
+            raise unawaited or SerializationError(
                 run_id=ctx.run_id,
                 step=name,
                 path=exc.path.replace("value", "result", 1),

@@ -19,7 +19,6 @@ __all__ = [
     "checked_steps",
     "is_stored_ms",
     "run_problem",
-    "step_problem",
 ]
 
 # a time in ms that datetime can show (years 1970-9999)
@@ -72,27 +71,6 @@ def run_problem(run: RunRecord) -> str | None:
     return ", ".join(f"{name}={getattr(run, name)!r:.40}" for name in bad)
 
 
-def step_problem(step: StepRecord) -> str | None:
-    """What is wrong with a journal entry read back from a store, or None."""
-    # the tests of _is_int and is_stored_ms, written out: a resume asks once a row
-    attempts, started, finished = step.attempts, step.started_at_ms, step.finished_at_ms
-    if (
-        type(step.seq) is int
-        and type(step.name) is str
-        and type(step.fingerprint) is str
-        and step.status in _STEP_STATUSES
-        and type(attempts) is int
-        and 0 <= attempts <= _MAX_INT
-        and type(started) is int
-        and 0 <= started < _MAX_MS
-        and type(finished) is int
-        and 0 <= finished < _MAX_MS
-    ):
-        return None
-    fields = ("seq", "name", "fingerprint", "status", "attempts", "started_at_ms")
-    return ", ".join(f"{name}={getattr(step, name)!r:.40}" for name in fields)
-
-
 def checked_run(run: RunRecord) -> RunRecord:
     """The run, if its stored fields have the types and ranges this library writes.
 
@@ -113,11 +91,32 @@ def checked_steps(run_id: str, steps: list[StepRecord]) -> list[StepRecord]:
     Raises:
         CorruptCheckpointError: One does not (its row was altered).
     """
+    # a resume checks thousands of rows: the tests of _is_int and is_stored_ms are
+    # written out here, in one loop, with the constants as locals
+    statuses, max_int, max_ms = _STEP_STATUSES, _MAX_INT, _MAX_MS
     for step in steps:
-        problem = step_problem(step)
-        if problem is not None:
-            raise CorruptCheckpointError(
-                place=f"run {run_id!r} step #{step.seq!r:.20}",
-                detail=f"its stored row is damaged ({problem})",
-            )
+        attempts, started, finished = (
+            step.attempts,
+            step.started_at_ms,
+            step.finished_at_ms,
+        )
+        if (
+            type(step.seq) is int
+            and type(step.name) is str
+            and type(step.fingerprint) is str
+            and step.status in statuses
+            and type(attempts) is int
+            and 0 <= attempts <= max_int
+            and type(started) is int
+            and 0 <= started < max_ms
+            and type(finished) is int
+            and 0 <= finished < max_ms
+        ):
+            continue
+        fields = ("seq", "name", "fingerprint", "status", "attempts", "started_at_ms")
+        problem = ", ".join(f"{name}={getattr(step, name)!r:.40}" for name in fields)
+        raise CorruptCheckpointError(
+            place=f"run {run_id!r} step #{step.seq!r:.20}",
+            detail=f"its stored row is damaged ({problem})",
+        )
     return steps
