@@ -186,9 +186,9 @@ async def _run_attempts(
     attempt = plan.first_attempt
     if runtime.metering:
         metering.install()  # an SDK imported since the last step is metered too
-    task = (
-        asyncio.current_task()
-    )  # a step still running when the workflow ends is stopped
+    # in flight until its outcome is committed: a step still running when the
+    # workflow ends is stopped (runs._settle)
+    task = asyncio.current_task()
     if task is not None:
         ctx.inflight.add(task)
     try:
