@@ -183,10 +183,10 @@ async def durably(
         CheckpointWriteError: the store still failed when the time ran out.
     """
     runtime = ctx.runtime
+    window_ms = int(runtime.store_retry_s * 1000)
     # a store whose writes wait on no server (LocalWrites) is given no timeout,
     # and its window opens when a write first fails
     timed = runtime.times_out_writes
-    window_ms = int(runtime.store_retry_s * 1000)
     deadline = runtime.clock.now_ms() + window_ms if timed else None
     delay = 0.05
     while True:
