@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from resumable._engine import ledger, replay
 from resumable._engine.cache_policy import CachePolicy
@@ -41,21 +41,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("resumable.cache")
 
 
-class Executes(Protocol):
-    """How `cached_call` runs a call it did not serve (`steps._run_attempts`)."""
+@dataclass(frozen=True, slots=True)
+class Served:
+    """A call answered from the cache: its value, already committed in its own row."""
 
-    def __call__(
-        self,
-        ctx: RunContext,
-        seq: int,
-        spec: StepSpec,
-        /,
-        *,
-        fingerprint: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        plan: replay.Execute,
-    ) -> Awaitable[Any]: ...
+    value: Any
 
 
 def cache_key(
@@ -74,7 +64,7 @@ def cache_key(
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
 
 
-async def cached_call(
+async def look_up(
     ctx: RunContext,
     seq: int,
     spec: StepSpec,
@@ -83,9 +73,12 @@ async def cached_call(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     plan: replay.Execute,
-    execute: Executes,
-) -> Any:
-    """Serve the call from the cache, or `execute` it and point its key at the row."""
+) -> Served | str | None:
+    """The call served from the cache; else the key to `remember` once it executed.
+
+    None when the cache does not apply to this call: the store keeps no index,
+    the call resumes its attempts, or `Engine.check` is looking (it writes nothing).
+    """
     policy, index = spec.cache, ctx.runtime.step_cache
     if (
         policy is None
@@ -93,15 +86,13 @@ async def cached_call(
         or plan is not replay.FIRST_RUN  # resuming its attempts: no lookup
         or ctx.check is not None  # Engine.check writes nothing
     ):
-        return await execute(
-            ctx, seq, spec, fingerprint=fingerprint, args=args, kwargs=kwargs, plan=plan
-        )
+        return None
     key = cache_key(
         ctx, spec, policy=policy, fingerprint=fingerprint, args=args, kwargs=kwargs
     )
-    clock, observer = ctx.runtime.clock, ctx.runtime.observer
+    observer = ctx.runtime.observer
     try:
-        found = await index.lookup_cache(key, now_ms=clock.now_ms())
+        found = await index.lookup_cache(key, now_ms=ctx.runtime.clock.now_ms())
     except ResumableError as exc:  # the cache only saves money: never fail a run
         log.warning(
             "run %r, step %r: cache lookup failed (%s)", ctx.run_id, spec.name, exc
@@ -113,14 +104,16 @@ async def cached_call(
             value, saved = served
             if observer is not None:
                 observer.cache_looked_up(ctx, spec.name, hit=True, saved=saved)
-            return value
+            return Served(value)
     if observer is not None:
         observer.cache_looked_up(ctx, spec.name, hit=False, saved=[])
-    result = await execute(
-        ctx, seq, spec, fingerprint=fingerprint, args=args, kwargs=kwargs, plan=plan
-    )
-    now_ms = clock.now_ms()
-    ttl_ms = policy.ttl_ms
+    return key
+
+
+async def remember(ctx: RunContext, seq: int, spec: StepSpec, key: str) -> None:
+    """Point `key` at the row the call at `seq` just committed (`look_up` missed)."""
+    now_ms = ctx.runtime.clock.now_ms()
+    ttl_ms = spec.cache.ttl_ms if spec.cache is not None else None
     entry = CacheEntry(
         key=key,
         step=spec.name,
@@ -134,7 +127,6 @@ async def cached_call(
     ctx.cache_entries.append(entry)
     if len(ctx.cache_entries) >= _BATCH:
         await write_entries(ctx)
-    return result
 
 
 _BATCH = 500

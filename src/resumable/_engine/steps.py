@@ -55,8 +55,9 @@ async def execute_step(
     )
     if isinstance(decision, StepRecord):
         return replayed(ctx, decision)
-    if spec.cache is not None:  # the one test a step without a cache pays
-        return await step_cache.cached_call(
+    key = None
+    if spec.cache is not None:  # a step without a cache pays this test and the last
+        found = await step_cache.look_up(
             ctx,
             seq,
             spec,
@@ -64,11 +65,16 @@ async def execute_step(
             args=args,
             kwargs=kwargs,
             plan=decision,
-            execute=_run_attempts,
         )
-    return await _run_attempts(
+        if isinstance(found, step_cache.Served):
+            return found.value
+        key = found
+    result = await _run_attempts(
         ctx, seq, spec, fingerprint=fingerprint, args=args, kwargs=kwargs, plan=decision
     )
+    if key is not None:
+        await step_cache.remember(ctx, seq, spec, key)
+    return result
 
 
 def decide_call(
