@@ -361,10 +361,10 @@ class Abandoned:
     async def settle(self, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) for the abandoned statements of this loop."""
         loop = asyncio.get_running_loop()
-        mine = {task for task in self._tasks if task.get_loop() is loop}
-        self._tasks -= self._tasks - mine  # a closed loop's tasks never finish
-        if mine:
-            await asyncio.wait(mine, timeout=timeout_s)
+        # a closed loop's tasks never finish: forget them
+        self._tasks = {task for task in self._tasks if task.get_loop() is loop}
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
 
     def _settled(self, task: asyncio.Task[Any]) -> None:
         """Forget a finished task, taking its outcome so none is logged as lost."""
